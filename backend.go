@@ -1,0 +1,55 @@
+package idem
+
+import (
+	"context"
+	"database/sql"
+)
+
+// Backend connects the hook to the ent client whose tables hold the records.
+// The idemgen extension generates one for every ent package that uses the
+// mixin:
+//
+//	backend := client.IdempotencyBackend()
+//
+// Applications do not implement it.
+type Backend interface {
+	// Dialect is the ent dialect name: "postgres" or "sqlite3".
+	Dialect() string
+	// DB runs statements outside any transaction; each commits by itself.
+	DB() Executor
+	// BeginTx starts the transaction in which the resolver's writes and the
+	// stored result commit together. The returned context carries an ent
+	// client bound to the transaction (ent.FromContext).
+	BeginTx(ctx context.Context) (context.Context, Tx, error)
+	// Records returns the record table of the named ent type.
+	Records(entity string) (*Records, bool)
+}
+
+// Executor runs SQL: the shape shared by *sql.DB, *sql.Tx and the ent
+// client with the sql/execquery feature.
+type Executor interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Tx is a transaction started by Backend.BeginTx.
+type Tx interface {
+	Executor
+	Commit() error
+	Rollback() error
+}
+
+// Records describes the table of an ent type that carries the mixin.
+type Records struct {
+	// Entity is the ent type name ("Payment").
+	Entity string
+	// Table is its SQL table ("payments").
+	Table string
+	// ScopeColumn is the column that holds the tenant.
+	ScopeColumn string
+	// Insert claims c.Key by inserting a new row, built from the mutation's
+	// arguments, with INSERT … ON CONFLICT DO NOTHING; it reports false when
+	// the key is already taken. tx is the mutation's transaction in atomic
+	// mode and nil in lease mode, where the claim commits by itself.
+	Insert func(ctx context.Context, tx Tx, c *Claim, args map[string]any) (inserted bool, err error)
+}

@@ -1,0 +1,124 @@
+// Command server runs the example application: orders and payments whose
+// mutations are retry-safe.
+//
+//	go run ./cmd/server                      # embedded SQLite file idem-example.db
+//	DATABASE_URL=postgres://… go run ./cmd/server
+//
+// GraphQL is served at /query and a playground at /. The caller's tenant is
+// the X-Tenant-ID header.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/internal/provider"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "server:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		addr        = flag.String("addr", "127.0.0.1:8080", "address to listen on")
+		dbPath      = flag.String("db", "idem-example.db", "SQLite file, used when DATABASE_URL is not set")
+		latency     = flag.Duration("provider-latency", 0, "latency of every simulated provider charge")
+		failureRate = flag.Float64("provider-failure-rate", 0, "probability (0-1) that a provider charge fails before it executes")
+		lease       = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
+		wait        = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
+		verbose     = flag.Bool("v", false, "log every refusal and takeover")
+	)
+	flag.Parse()
+	if *failureRate < 0 || *failureRate > 1 {
+		return errors.New("-provider-failure-rate must be between 0 and 1")
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	dsn := os.Getenv("DATABASE_URL")
+	if dsn == "" {
+		dsn = *dbPath
+	} else if !idemdb.IsPostgres(dsn) {
+		return errors.New("DATABASE_URL must be a postgres:// URL; for SQLite use -db")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	drv, err := idemdb.Open(dsn)
+	if err != nil {
+		return err
+	}
+	client := ent.NewClient(ent.Driver(drv))
+	defer client.Close()
+	if err := client.Schema.Create(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+
+	prov, closeProv, err := openProvider(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer closeProv()
+	prov.Latency, prov.FailureRate = *latency, *failureRate
+
+	h, err := graph.NewHandler(client, prov, graph.Options{Lease: *lease, WaitForInFlight: *wait, Logger: logger})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	backend := "sqlite " + dsn
+	if idemdb.IsPostgres(dsn) {
+		backend = "postgres"
+	}
+	logger.Info("serving GraphQL", "url", "http://"+*addr+"/query", "playground", "http://"+*addr+"/", "database", backend)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}
+
+// openProvider opens the simulated provider's ledger: the same PostgreSQL
+// database, or a SQLite file of its own next to the application's (a second
+// writer in the same file would wait on the application's transaction).
+func openProvider(ctx context.Context, dsn string) (*provider.Simulated, func(), error) {
+	name, source, _ := idemdb.Resolve(dsn)
+	if !idemdb.IsPostgres(dsn) {
+		_, source, _ = idemdb.Resolve(strings.TrimSuffix(dsn, ".db") + "-provider.db")
+	}
+	db, err := sql.Open(name, source)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := provider.NewSimulated(ctx, db, idemdb.IsPostgres(dsn))
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return p, func() { db.Close() }, nil
+}

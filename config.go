@@ -1,0 +1,63 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Default values of Config.
+const (
+	DefaultLease = 30 * time.Second
+)
+
+// Config configures the hook. Backend and Tenant are required; every other
+// field has a working zero value.
+type Config struct {
+	// Backend connects the hook to the ent client that holds the records:
+	// client.IdempotencyBackend(). Required.
+	Backend Backend
+
+	// Tenant returns the tenant of the request from its context, as the
+	// application's authentication put it there. Keys are unique per tenant.
+	// An error or an empty tenant answers UNAUTHENTICATED. Required.
+	Tenant func(ctx context.Context) (string, error)
+
+	// Lease is how long a pending claim belongs to the attempt that made it
+	// before another request with the same key may take it over. A
+	// mutation's @idempotent(leaseSeconds:) overrides it. Default 30s.
+	Lease time.Duration
+
+	// WaitForInFlight is how long a duplicate that finds a live pending claim
+	// waits for its result (and replays it) before answering
+	// IDEMPOTENCY_IN_PROGRESS. Default 0: answer at once.
+	WaitForInFlight time.Duration
+
+	// Logger receives the hook's records of refusals and store failures.
+	// Keys are logged as a short hash, never in full, and stored responses
+	// are never logged. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Backend == nil {
+		return c, errors.New("idem: Config.Backend is required (client.IdempotencyBackend())")
+	}
+	if c.Tenant == nil {
+		return c, errors.New("idem: Config.Tenant is required")
+	}
+	if c.Lease < 0 {
+		return c, errors.New("idem: Config.Lease must not be negative")
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.WaitForInFlight < 0 {
+		return c, errors.New("idem: Config.WaitForInFlight must not be negative")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

@@ -1,0 +1,147 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// Code is the value of extensions.code on the GraphQL errors the hook
+// answers with. The names are part of the contract: clients switch on them.
+type Code string
+
+// The codes of CONTRACT.md.
+const (
+	// CodeKeyMissing: the mutation needs a key and none was sent.
+	CodeKeyMissing Code = "IDEMPOTENCY_KEY_MISSING"
+	// CodeKeyInvalid: the key is empty, longer than MaxKeyLength or not
+	// printable ASCII.
+	CodeKeyInvalid Code = "IDEMPOTENCY_KEY_INVALID"
+	// CodeKeyReused: the key was first used for a different request.
+	CodeKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
+	// CodeInProgress: another attempt holds the key; retry after
+	// extensions.retryAfterSeconds.
+	CodeInProgress Code = "IDEMPOTENCY_IN_PROGRESS"
+	// CodeKeyExpired: the key's record is past its retention window.
+	CodeKeyExpired Code = "IDEMPOTENCY_KEY_EXPIRED"
+	// CodeUnavailable: the record store could not be reached; the mutation
+	// did not run (or its writes were rolled back).
+	CodeUnavailable Code = "IDEMPOTENCY_UNAVAILABLE"
+	// CodeUnauthenticated: no tenant in the request's context.
+	CodeUnauthenticated Code = "UNAUTHENTICATED"
+)
+
+// Error is a refusal by the idempotency hook. It reaches clients as a GraphQL
+// error with extensions.code, extensions.idempotencyKey and, for
+// CodeInProgress, extensions.retryAfterSeconds.
+type Error struct {
+	Code    Code
+	Message string
+	// Key is the idempotency key the error is about ("" when none was sent).
+	Key string
+	// RetryAfter is set for CodeInProgress.
+	RetryAfter time.Duration
+}
+
+// Error implements error.
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is reports whether target is an *Error with the same code, so that
+// errors.Is(err, idem.ErrInProgress) works on any in-progress error.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinel values to compare with errors.Is.
+var (
+	ErrKeyMissing      = &Error{Code: CodeKeyMissing}
+	ErrKeyInvalid      = &Error{Code: CodeKeyInvalid}
+	ErrKeyReused       = &Error{Code: CodeKeyReused}
+	ErrInProgress      = &Error{Code: CodeInProgress}
+	ErrKeyExpired      = &Error{Code: CodeKeyExpired}
+	ErrUnavailable     = &Error{Code: CodeUnavailable}
+	ErrUnauthenticated = &Error{Code: CodeUnauthenticated}
+)
+
+// gqlError renders e for a GraphQL response at the current field's path.
+func (e *Error) gqlError() *gqlerror.Error {
+	ext := map[string]any{
+		"code":           string(e.Code),
+		"idempotencyKey": e.Key,
+	}
+	if e.Code == CodeInProgress {
+		ext["retryAfterSeconds"] = retryAfterSeconds(e.RetryAfter)
+	}
+	return &gqlerror.Error{Err: e, Message: e.Message, Extensions: ext}
+}
+
+// retryAfterSeconds rounds up, and never tells a client to retry at once
+// while a lease is live.
+func retryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+func errorf(code Code, key, format string, args ...any) *Error {
+	return &Error{Code: code, Key: key, Message: fmt.Sprintf(format, args...)}
+}
+
+// Final marks err as a final result of the mutation (a validation or business
+// rule error): the hook stores it as a failed record and replays it to every
+// retry with the same key, and the mutation's database writes are rolled
+// back. Errors that are not marked are retryable.
+func Final(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &outcomeError{err: err, final: true}
+}
+
+// Retryable marks err as a transient failure: the hook rolls the mutation's
+// writes back and releases the claim, so a retry with the same key runs the
+// mutation again at once. Unmarked errors are treated the same way; the
+// marker exists to override a Final further down the chain.
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &outcomeError{err: err, final: false}
+}
+
+// IsFinal reports whether the outermost Final or Retryable marker in err's
+// chain is Final.
+func IsFinal(err error) bool {
+	var o *outcomeError
+	return errors.As(err, &o) && o.final
+}
+
+type outcomeError struct {
+	err   error
+	final bool
+}
+
+func (e *outcomeError) Error() string { return e.err.Error() }
+func (e *outcomeError) Unwrap() error { return e.err }
+
+// CodeBadInput: the mutation's input cannot be stored (it breaks a
+// validator or a constraint of the record's entity). Nothing was stored or
+// run; the same input fails the same way.
+const CodeBadInput Code = "BAD_USER_INPUT"
+
+// InvalidInput wraps an error the record insert returned because of the
+// mutation's input (an ent validator or constraint). message is what the
+// client sees: it must not contain database text. Generated code uses it.
+func InvalidInput(message string, err error) error {
+	return &inputError{message: message, err: err}
+}
+
+type inputError struct {
+	message string
+	err     error
+}
+
+func (e *inputError) Error() string { return e.message + ": " + e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }

@@ -1,0 +1,501 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/goovo/idem/internal/fingerprint"
+	"github.com/goovo/idem/internal/store"
+)
+
+// maxRounds bounds how often one request looks the key up again after losing
+// a race (a conflicting claim, a takeover by someone else, a lost lease).
+const maxRounds = 5
+
+// completionTimeout bounds the statements that tidy up after the client has
+// gone away (release of a claim).
+const completionTimeout = 5 * time.Second
+
+// request is one idempotent field of one operation, validated.
+type request struct {
+	spec        *fieldSpec
+	field       *ast.Field
+	alias       string
+	tenant      string
+	key         string
+	fingerprint string
+}
+
+// serve answers one idempotent mutation field.
+func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.OperationContext, field *ast.Field, next graphql.RootResolver) graphql.Marshaler {
+	op := operationFrom(ctx)
+	r := &request{spec: spec, field: field, alias: field.Alias}
+	key, err := e.keyOf(ctx, oc, field)
+	if err == nil {
+		r.key = key
+		r.tenant, err = e.tenant(ctx, key)
+	}
+	if err != nil {
+		op.record(r.alias, r.key, outcomeRefused)
+		return e.refuse(ctx, r, err)
+	}
+	r.fingerprint = fingerprint.Of(e.schema, e.schema.Mutation.Name, field, oc.Variables, KeyArgument).String()
+
+	res, replayed, err := e.run(ctx, r, next)
+	if err != nil {
+		op.record(r.alias, r.key, outcomeRefused)
+		return e.refuse(ctx, r, err)
+	}
+	if replayed {
+		op.record(r.alias, r.key, outcomeReplayed)
+	} else {
+		op.record(r.alias, r.key, outcomeExecuted)
+	}
+	return res
+}
+
+// keyOf reads and validates the key argument.
+func (e *Extension) keyOf(ctx context.Context, oc *graphql.OperationContext, field *ast.Field) (string, error) {
+	var key string
+	present := false
+	if a := field.Arguments.ForName(KeyArgument); a != nil {
+		v, err := a.Value.Value(oc.Variables)
+		if err != nil {
+			return "", errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
+		}
+		if v != nil {
+			s, ok := v.(string)
+			if !ok {
+				return "", errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
+			}
+			key, present = s, true
+		}
+	}
+	if !present {
+		return "", errorf(CodeKeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", KeyArgument)
+	}
+	if err := ValidateKey(key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// ValidateKey checks a key the way the hook does before any database work:
+// 1 to MaxKeyLength characters of printable ASCII.
+func ValidateKey(key string) error {
+	if key == "" {
+		return errorf(CodeKeyInvalid, key, "idempotency key is empty")
+	}
+	if len(key) > MaxKeyLength {
+		return errorf(CodeKeyInvalid, "", "idempotency key is %d bytes long; the limit is %d", len(key), MaxKeyLength)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return errorf(CodeKeyInvalid, "", "idempotency key has a character that is not printable ASCII at byte %d", i)
+		}
+	}
+	return nil
+}
+
+func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
+	t, err := e.cfg.Tenant(ctx)
+	if err != nil || t == "" {
+		return "", errorf(CodeUnauthenticated, key, "the request has no authenticated tenant")
+	}
+	return t, nil
+}
+
+// run is the protocol: look the key up, then replay, refuse, take over or
+// claim, and look again whenever a race was lost.
+func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, bool, error) {
+	db := e.cfg.Backend.DB()
+	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
+	ran := false // this request already ran the resolver once
+	for round := 0; round < maxRounds; round++ {
+		rec, clock, err := e.store.Lookup(ctx, db, r.spec.table, r.tenant, r.key)
+		if err != nil {
+			return nil, false, e.unavailable(r, err)
+		}
+		now := clock.Now()
+		attempt, insert := 1, true
+		if rec != nil {
+			if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
+				return nil, false, errorf(CodeKeyReused, r.key,
+					"idempotency key was first used for a different request: its %s differ; use a new key for a new intent",
+					strings.Join(diffs, " and "))
+			}
+			switch rec.Status {
+			case store.StatusSucceeded, store.StatusFailed:
+				res, err := e.replay(ctx, r, rec)
+				return res, true, err
+			case store.StatusPending:
+				if ran || rec.LeaseExpiresAt.After(now) {
+					if wait := time.Until(waitUntil); wait > 0 {
+						if err := sleep(ctx, min(wait, pollInterval(round))); err != nil {
+							return nil, false, e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
+						}
+						round-- // waiting is not a lost race
+						continue
+					}
+					return nil, false, e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
+				}
+				ok, err := e.store.TakeOver(ctx, db, r.spec.table, r.tenant, r.key, rec.Attempt, now, now.Add(r.spec.lease))
+				if err != nil {
+					return nil, false, e.unavailable(r, err)
+				}
+				if !ok {
+					continue
+				}
+				attempt, insert = rec.Attempt+1, false
+				e.log(ctx, slog.LevelInfo, "idempotency claim taken over", r, slog.Int("attempt", attempt))
+			default:
+				return nil, false, errorf(CodeKeyReused, r.key,
+					"idempotency key belongs to a row written outside the idempotency hook")
+			}
+		} else if ran {
+			return nil, false, e.inProgress(r, r.spec.lease)
+		}
+		out := e.execute(ctx, r, attempt, insert, clock, next)
+		if !out.again {
+			return out.res, false, out.err
+		}
+		ran = ran || out.ran
+	}
+	return nil, false, e.inProgress(r, time.Second)
+}
+
+func pollInterval(round int) time.Duration {
+	return min(25*time.Millisecond<<min(round, 5), 500*time.Millisecond)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// outcome is the result of one execution attempt.
+type outcome struct {
+	res   graphql.Marshaler
+	err   error
+	again bool // look the key up again
+	ran   bool // the resolver ran (its writes were rolled back)
+}
+
+// execute runs the resolver once under the claim (attempt, a fresh claim to
+// insert or one already taken over) and stores its result.
+func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert bool, clock store.Clock, next graphql.RootResolver) outcome {
+	now := clock.Now()
+	c := &call{
+		ext:    e,
+		req:    r,
+		field:  r.field,
+		insert: insert,
+		clock:  clock,
+		claim: &Claim{
+			Tenant:         r.tenant,
+			Key:            r.key,
+			Table:          r.spec.table.Name,
+			Fingerprint:    r.fingerprint,
+			Attempt:        attempt,
+			Mode:           r.spec.mode,
+			ClaimedAt:      now,
+			LeaseExpiresAt: now.Add(r.spec.lease),
+		},
+	}
+	fieldCtx := graphql.WithFreshResponseContext(withCall(withClaim(ctx, c.claim), c))
+	res := next(fieldCtx)
+	errs := graphql.GetErrors(fieldCtx)
+
+	if c.tx == nil {
+		// The resolver did not run: nothing was written but, perhaps, the
+		// claim.
+		if !insert || c.claimed {
+			e.release(ctx, r, attempt)
+		}
+		switch {
+		case c.conflict:
+			return outcome{again: true}
+		case c.storeErr != nil:
+			return outcome{err: e.unavailable(r, c.storeErr)}
+		case c.inputErr != nil:
+			return outcome{err: c.inputErr}
+		}
+		// gqlgen refused the field before its resolver (argument coercion).
+		addErrors(ctx, errs)
+		return outcome{res: res}
+	}
+
+	if c.retryable || len(errs) > c.finals || ctx.Err() != nil {
+		// A transient failure: undo everything, free the key for a retry.
+		c.rollback(ctx)
+		e.release(ctx, r, attempt)
+		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", attempt))
+		addErrors(ctx, errs)
+		return outcome{res: graphql.Null}
+	}
+
+	status := store.StatusSucceeded
+	if len(errs) > 0 {
+		status = store.StatusFailed
+	}
+	response, err := encodeResponse(res, errs)
+	if err != nil {
+		c.rollback(ctx)
+		e.release(ctx, r, attempt)
+		return outcome{err: e.unavailable(r, err)}
+	}
+	ok, err := c.complete(ctx, status, response)
+	if err != nil {
+		e.release(ctx, r, attempt)
+		return outcome{err: e.unavailable(r, err)}
+	}
+	if !ok {
+		// Another attempt took the claim over while this one ran: its result
+		// is the only one; this attempt's writes are rolled back.
+		e.log(ctx, slog.LevelWarn, "idempotent attempt lost its claim; its writes were rolled back", r, slog.Int("attempt", attempt))
+		return outcome{again: true, ran: true}
+	}
+	addErrors(ctx, errs)
+	stored, _ := decodeResponse(response)
+	return outcome{res: stored.marshaler()}
+}
+
+// release ends the lease of a claim whose attempt will not complete, so that
+// a retry takes it over at once. It runs even when the client has gone away;
+// if it fails, the lease runs out by itself.
+func (e *Extension) release(ctx context.Context, r *request, attempt int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
+	defer cancel()
+	_, clock, err := e.store.Lookup(ctx, e.cfg.Backend.DB(), r.spec.table, r.tenant, r.key)
+	if err == nil {
+		err = e.store.Release(ctx, e.cfg.Backend.DB(), r.spec.table, r.tenant, r.key, attempt, clock.Now())
+	}
+	if err != nil {
+		e.log(ctx, slog.LevelWarn, "could not release idempotency claim; it frees itself when its lease runs out", r, slog.Any("error", err))
+	}
+}
+
+func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (graphql.Marshaler, error) {
+	stored, err := decodeResponse(rec.Response)
+	if err != nil {
+		return nil, e.unavailable(r, fmt.Errorf("stored response is unreadable: %w", err))
+	}
+	addErrors(ctx, stored.errorsAt(r.alias))
+	return stored.marshaler(), nil
+}
+
+func (e *Extension) inProgress(r *request, remaining time.Duration) error {
+	return &Error{
+		Code:       CodeInProgress,
+		Key:        r.key,
+		Message:    "a request with this idempotency key is still being processed; retry later with the same key",
+		RetryAfter: remaining,
+	}
+}
+
+// unavailable logs a store failure in full and returns the error clients
+// see, which carries no database text.
+func (e *Extension) unavailable(r *request, err error) error {
+	e.log(context.Background(), slog.LevelError, "idempotency store unavailable", r, slog.Any("error", err))
+	return errorf(CodeUnavailable, r.key, "the idempotency store is unavailable; the mutation was not applied, retry with the same key")
+}
+
+// refuse answers the field with err and null.
+func (e *Extension) refuse(ctx context.Context, r *request, err error) graphql.Marshaler {
+	var ie *Error
+	if !errors.As(err, &ie) {
+		ie = errorf(CodeUnavailable, r.key, "the idempotency store is unavailable")
+	}
+	ge := ie.gqlError()
+	ge.Path = ast.Path{ast.PathName(r.alias)}
+	if r.field.Position != nil {
+		ge.Locations = []gqlerror.Location{{Line: r.field.Position.Line, Column: r.field.Position.Column}}
+	}
+	if ie.Code != CodeUnavailable {
+		e.log(ctx, slog.LevelDebug, "idempotent mutation refused", r, slog.String("code", string(ie.Code)))
+	}
+	graphql.AddError(ctx, ge)
+	return graphql.Null
+}
+
+func (e *Extension) log(ctx context.Context, level slog.Level, msg string, r *request, attrs ...slog.Attr) {
+	attrs = append(attrs,
+		slog.String("field", r.spec.name),
+		slog.String("tenant", r.tenant),
+		slog.String("key_hash", KeyHash(r.key)))
+	e.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// KeyHash is how keys appear in logs: the first 12 hex digits of their
+// SHA-256, enough to correlate log lines without revealing the key.
+func KeyHash(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
+}
+
+func addErrors(ctx context.Context, errs gqlerror.List) {
+	for _, e := range errs {
+		graphql.AddError(ctx, e)
+	}
+}
+
+// call is the state one execution shares between the root interceptor, the
+// field interceptor and the resolver.
+type call struct {
+	ext    *Extension
+	req    *request
+	field  *ast.Field
+	claim  *Claim
+	insert bool
+	clock  store.Clock
+
+	// Set by begin, on the resolver's goroutine, before the resolver runs.
+	started  bool
+	claimed  bool // this call inserted the claim (lease mode)
+	conflict bool // the key was taken between the lookup and the claim
+	storeErr error
+	inputErr error
+	tx       Tx
+
+	// Set by the field tree, whose resolvers may run concurrently.
+	mu        sync.Mutex
+	retryable bool
+	finals    int
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+func callFrom(ctx context.Context) *call {
+	c, _ := ctx.Value(callKey{}).(*call)
+	return c
+}
+
+// errNotRun ends a field whose claim or transaction could not be made; the
+// root interceptor answers for it (and drops this error).
+var errNotRun = &gqlerror.Error{Message: "idempotent mutation did not run"}
+
+// begin claims the key (unless it was taken over already) and opens the
+// transaction the resolver's writes go into. In lease mode the claim commits
+// first, by itself; in atomic mode it is the transaction's first write, and a
+// savepoint after it lets a final error roll back the resolver's writes but
+// keep the claim.
+func (c *call) begin(ctx context.Context, args map[string]any) (context.Context, error) {
+	e := c.ext
+	if c.claim.Mode == ModeLease {
+		if c.insert {
+			if !c.insertClaim(ctx, nil, args) {
+				return ctx, errNotRun
+			}
+			c.claimed = true
+		}
+		txCtx, tx, err := e.cfg.Backend.BeginTx(ctx)
+		if err != nil {
+			c.storeErr = &store.Error{Op: "begin", Err: err}
+			return ctx, errNotRun
+		}
+		c.tx = tx
+		return txCtx, nil
+	}
+	txCtx, tx, err := e.cfg.Backend.BeginTx(ctx)
+	if err != nil {
+		c.storeErr = &store.Error{Op: "begin", Err: err}
+		return ctx, errNotRun
+	}
+	if c.insert && !c.insertClaim(txCtx, tx, args) {
+		_ = tx.Rollback()
+		return ctx, errNotRun
+	}
+	if err := e.store.Savepoint(txCtx, tx); err != nil {
+		_ = tx.Rollback()
+		c.storeErr = err
+		return ctx, errNotRun
+	}
+	c.tx = tx
+	return txCtx, nil
+}
+
+// insertClaim inserts the claim row and records why it did not, if it did
+// not.
+func (c *call) insertClaim(ctx context.Context, tx Tx, args map[string]any) bool {
+	ok, err := c.req.spec.records.Insert(ctx, tx, c.claim, args)
+	var in *inputError
+	switch {
+	case errors.As(err, &in):
+		c.inputErr = errorf(CodeBadInput, c.claim.Key, "%s", in.message)
+	case err != nil:
+		c.storeErr = &store.Error{Op: "claim", Err: err}
+	case !ok:
+		c.conflict = true
+	}
+	return err == nil && ok
+}
+
+// observe classifies a resolver error (or panic) of the field's tree.
+func (c *call) observe(err error, panicked bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if panicked || !IsFinal(err) {
+		c.retryable = true
+		return
+	}
+	c.finals++
+}
+
+func (c *call) rollback(ctx context.Context) {
+	if err := c.tx.Rollback(); err != nil && !errors.Is(err, context.Canceled) {
+		c.ext.log(ctx, slog.LevelDebug, "rollback failed", c.req, slog.Any("error", err))
+	}
+}
+
+// complete stores the result, fenced by the attempt, and commits. A failed
+// result keeps the claim's row but none of the resolver's writes.
+func (c *call) complete(ctx context.Context, status string, response []byte) (bool, error) {
+	e, r := c.ext, c.req
+	var exec store.Executor = c.tx
+	if status == store.StatusFailed {
+		if c.claim.Mode == ModeLease {
+			c.rollback(ctx)
+			exec = e.cfg.Backend.DB()
+		} else if err := e.store.RollbackToSavepoint(ctx, c.tx); err != nil {
+			c.rollback(ctx)
+			return false, err
+		}
+	}
+	ok, err := e.store.Complete(ctx, exec, r.spec.table, r.tenant, r.key, c.claim.Attempt, status, response, c.clock.Now())
+	if err != nil || !ok {
+		if exec == c.tx {
+			c.rollback(ctx)
+		}
+		return false, err
+	}
+	if exec == c.tx {
+		if err := c.tx.Commit(); err != nil {
+			return false, &store.Error{Op: "commit", Err: err}
+		}
+	}
+	return true, nil
+}

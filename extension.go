@@ -1,0 +1,183 @@
+package idem
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/goovo/idem/internal/store"
+)
+
+// Names in the GraphQL schema the hook reads.
+const (
+	// Directive marks a mutation as idempotent.
+	Directive = "idempotent"
+	// KeyArgument is the mutation argument that carries the key.
+	KeyArgument = "idempotencyKey"
+	// DefaultRecordEntity is the ent type that holds the records of
+	// @idempotent mutations that name none (idemschema.Record).
+	DefaultRecordEntity = "IdempotencyRecord"
+)
+
+// Extension is the runtime hook: a gqlgen handler extension that makes every
+// mutation marked @idempotent in the schema retry-safe. Install it with
+// Install, or with srv.Use(ext) and ext.Middleware for the HTTP headers.
+type Extension struct {
+	cfg    Config
+	store  *store.Store
+	schema *ast.Schema
+	fields map[string]*fieldSpec // by Mutation field name
+}
+
+// fieldSpec is what the hook knows of one idempotent mutation field.
+type fieldSpec struct {
+	name    string
+	records *Records
+	table   store.Table
+	mode    Mode
+	lease   time.Duration
+}
+
+var (
+	_ graphql.HandlerExtension     = (*Extension)(nil)
+	_ graphql.ResponseInterceptor  = (*Extension)(nil)
+	_ graphql.RootFieldInterceptor = (*Extension)(nil)
+	_ graphql.FieldInterceptor     = (*Extension)(nil)
+)
+
+// New returns the hook for cfg. Errors name the Config field at fault.
+func New(cfg Config) (*Extension, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(cfg.Backend.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	return &Extension{cfg: cfg, store: st}, nil
+}
+
+// ExtensionName implements graphql.HandlerExtension.
+func (e *Extension) ExtensionName() string { return "Idempotency" }
+
+// Validate implements graphql.HandlerExtension: it reads the @idempotent
+// mutations from the schema and checks that each has its key argument and a
+// record table in the backend. gqlgen calls it from srv.Use.
+func (e *Extension) Validate(es graphql.ExecutableSchema) error {
+	schema := es.Schema()
+	fields := map[string]*fieldSpec{}
+	if schema.Mutation != nil {
+		for _, f := range schema.Mutation.Fields {
+			d := f.Directives.ForName(Directive)
+			if d == nil {
+				continue
+			}
+			spec, err := e.fieldSpec(f, d)
+			if err != nil {
+				return fmt.Errorf("idem: %s.%s: %w", schema.Mutation.Name, f.Name, err)
+			}
+			fields[f.Name] = spec
+		}
+	}
+	e.schema, e.fields = schema, fields
+	return nil
+}
+
+func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldSpec, error) {
+	if f.Arguments.ForName(KeyArgument) == nil {
+		return nil, fmt.Errorf("@%s needs an argument %s: String", Directive, KeyArgument)
+	}
+	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease}
+	entity := DefaultRecordEntity
+	if a := d.Arguments.ForName("record"); a != nil && a.Value != nil && a.Value.Raw != "" {
+		entity = a.Value.Raw
+	}
+	if a := d.Arguments.ForName("mode"); a != nil && a.Value != nil {
+		switch m := Mode(a.Value.Raw); m {
+		case ModeLease, ModeAtomic:
+			spec.mode = m
+		default:
+			return nil, fmt.Errorf("unknown mode %q", a.Value.Raw)
+		}
+	}
+	if a := d.Arguments.ForName("leaseSeconds"); a != nil && a.Value != nil {
+		n, err := strconv.Atoi(a.Value.Raw)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("leaseSeconds must be a positive integer, got %q", a.Value.Raw)
+		}
+		spec.lease = time.Duration(n) * time.Second
+	}
+	recs, ok := e.cfg.Backend.Records(entity)
+	if !ok {
+		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)
+	}
+	spec.records = recs
+	spec.table = store.Table{Name: recs.Table, Scope: recs.ScopeColumn}
+	return spec, nil
+}
+
+// InterceptResponse implements graphql.ResponseInterceptor: it collects what
+// happened to each idempotent field of the operation and reports it in the
+// response's extensions.idempotency (and, through Middleware, in headers).
+func (e *Extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	op := &operation{http: httpStateFrom(ctx)}
+	resp := next(context.WithValue(ctx, operationKey{}, op))
+	if resp == nil || len(op.fields) == 0 {
+		return resp
+	}
+	if resp.Extensions == nil {
+		resp.Extensions = map[string]any{}
+	}
+	resp.Extensions["idempotency"] = op.fields
+	op.report()
+	return resp
+}
+
+// InterceptRootField implements graphql.RootFieldInterceptor: it runs the
+// claim / replay protocol around each idempotent mutation field.
+func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+	rfc := graphql.GetRootFieldContext(ctx)
+	oc := graphql.GetOperationContext(ctx)
+	if rfc == nil || oc == nil || oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
+		return next(ctx)
+	}
+	spec := e.fields[rfc.Field.Name]
+	if spec == nil {
+		return next(ctx)
+	}
+	return e.serve(ctx, spec, oc, rfc.Field.Field, next)
+}
+
+// InterceptField implements graphql.FieldInterceptor. Inside an idempotent
+// mutation it claims the key (where the typed arguments are known) and opens
+// the transaction just before the resolver runs, and it watches every
+// resolver error and panic of the field's tree to classify the outcome.
+func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+	c := callFrom(ctx)
+	if c == nil {
+		return next(ctx)
+	}
+	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Field == c.field && !c.started {
+		c.started = true
+		var err error
+		if ctx, err = c.begin(ctx, fc.Args); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.observe(nil, true)
+			panic(r)
+		}
+	}()
+	res, err := next(ctx)
+	if err != nil {
+		c.observe(err, false)
+	}
+	return res, err
+}

@@ -1,0 +1,79 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/ent"
+	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
+	"github.com/goovo/idem/internal/provider"
+)
+
+// Options configure the example server.
+type Options struct {
+	// Lease and WaitForInFlight are passed to the hook (idem.Config).
+	Lease           time.Duration
+	WaitForInFlight time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// NewHandler returns the example's HTTP handler: GraphQL at /query, with the
+// idempotency hook and the X-Tenant-ID authentication, and a playground at /.
+func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.Handler, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov}}))
+	srv.AddTransport(transport.POST{})
+	srv.Use(extension.Introspection{})
+	srv.SetErrorPresenter(presenter(logger))
+	gql, err := idem.Install(srv, idem.Config{
+		Backend:         client.IdempotencyBackend(),
+		Tenant:          TenantFromContext,
+		Lease:           opts.Lease,
+		WaitForInFlight: opts.WaitForInFlight,
+		Logger:          logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/query", TenantMiddleware(gql))
+	mux.Handle("/", playground.Handler("idem example", "/query"))
+	return mux, nil
+}
+
+// presenter keeps the errors written for clients (GraphQL errors, the
+// hook's errors) and replaces any other error, which may carry database
+// text, with a generic one; the original goes to the log.
+func presenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		var gqlErr *gqlerror.Error
+		if errors.As(err, &gqlErr) {
+			return graphql.DefaultErrorPresenter(ctx, err)
+		}
+		var idemErr *idem.Error
+		if errors.As(err, &idemErr) {
+			return graphql.DefaultErrorPresenter(ctx, err)
+		}
+		logger.ErrorContext(ctx, "resolver error", slog.Any("error", err))
+		return &gqlerror.Error{
+			Path:       graphql.GetPath(ctx),
+			Message:    "internal error; retry with the same idempotency key",
+			Extensions: map[string]any{"code": "INTERNAL"},
+		}
+	}
+}

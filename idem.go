@@ -1,0 +1,97 @@
+package idem
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// MaxKeyLength is the longest idempotency key accepted, in bytes.
+const MaxKeyLength = 255
+
+// Status is the state of an idempotency record.
+type Status string
+
+// The states of a record. A record is created pending by the claim and ends
+// succeeded or failed; see the state machine in the package documentation.
+const (
+	StatusPending   Status = "pending"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+)
+
+// Mode selects how a mutation's claim and its writes are committed.
+type Mode string
+
+const (
+	// ModeLease commits the pending claim on its own, runs the resolver, and
+	// commits its writes with the result only while the attempt still owns
+	// the claim. Safe for work that leaves the database. The default.
+	ModeLease Mode = "LEASE"
+	// ModeAtomic claims, runs and stores the result in one transaction. A
+	// concurrent duplicate waits for it and replays its result. For
+	// mutations whose effects live in this database only.
+	ModeAtomic Mode = "ATOMIC"
+)
+
+// Claim is the claim an idempotent mutation holds while its resolver runs.
+// The resolver reads it with ClaimFromContext (and the key with
+// KeyFromContext) to pass the key to systems outside the database.
+type Claim struct {
+	// Tenant is the scope of the key, from Config.Tenant.
+	Tenant string
+	// Key is the client's idempotency key.
+	Key string
+	// Table is the table that holds the record.
+	Table string
+	// Fingerprint identifies the request; a retry must match it.
+	Fingerprint string
+	// Attempt is the fencing token: 1 for the first claim, bumped by every
+	// takeover. Only the current attempt can store a result.
+	Attempt int
+	// Mode is the mutation's execution mode.
+	Mode Mode
+	// ClaimedAt and LeaseExpiresAt are database times.
+	ClaimedAt      time.Time
+	LeaseExpiresAt time.Time
+}
+
+type claimKey struct{}
+
+// ClaimFromContext returns the claim of the idempotent mutation running in
+// ctx, or nil outside one.
+func ClaimFromContext(ctx context.Context) *Claim {
+	c, _ := ctx.Value(claimKey{}).(*Claim)
+	return c
+}
+
+// KeyFromContext returns the idempotency key of the mutation running in ctx.
+// Forward it to any system the resolver calls outside the database (a payment
+// provider, an email service) so that it can deduplicate the call: after a
+// crash the hook runs the mutation again with the same key, and only the
+// downstream system can tell that its part was already done.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	if c := ClaimFromContext(ctx); c != nil {
+		return c.Key, true
+	}
+	return "", false
+}
+
+func withClaim(ctx context.Context, c *Claim) context.Context {
+	return context.WithValue(ctx, claimKey{}, c)
+}
+
+// MarshalGQL implements graphql.Marshaler for the IdempotencyMode enum.
+func (m Mode) MarshalGQL(w io.Writer) { _, _ = io.WriteString(w, strconv.Quote(string(m))) }
+
+// UnmarshalGQL implements graphql.Unmarshaler for the IdempotencyMode enum.
+func (m *Mode) UnmarshalGQL(v any) error {
+	s, ok := v.(string)
+	if !ok || (Mode(s) != ModeLease && Mode(s) != ModeAtomic) {
+		return fmt.Errorf("IdempotencyMode must be %s or %s", ModeLease, ModeAtomic)
+	}
+	*m = Mode(s)
+	return nil
+}

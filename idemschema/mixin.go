@@ -1,0 +1,269 @@
+package idemschema
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+	"entgo.io/ent/schema/mixin"
+
+	"github.com/goovo/idem"
+)
+
+// Column names the mixin adds. They are fixed so that one record store can
+// serve every mixed-in table; only the scope column may be renamed.
+const (
+	DefaultScopeField     = "tenant_id"
+	FieldKey              = "idempotency_key"
+	FieldStatus           = "idempotency_status"
+	FieldFingerprint      = "idempotency_fingerprint"
+	FieldResponse         = "idempotency_response"
+	FieldAttempt          = "idempotency_attempt"
+	FieldLeaseExpiresAt   = "idempotency_lease_expires_at"
+	FieldClaimedAt        = "idempotency_claimed_at"
+	FieldCompletedAt      = "idempotency_completed_at"
+	maxKeyLength          = idem.MaxKeyLength
+	annotationName        = "Idempotent"
+	statusPending         = string(idem.StatusPending)
+	statusSucceeded       = string(idem.StatusSucceeded)
+	statusFailed          = string(idem.StatusFailed)
+	defaultScopeMaxLength = 255
+	fingerprintMaxLength  = 255
+)
+
+// Mixin makes an ent entity its own idempotency record, as the article's
+// payment_requests table is: the row that a create mutation inserts is also
+// the claim on (scope, idempotency_key).
+//
+// It adds the scope field (tenant_id, unless Scope names a field the entity
+// already has), the idempotency fields, the unique index on
+// (scope, idempotency_key) that decides who owns a key, and an index on the
+// completion time for the retention sweeper. Rows created without a key are
+// allowed: NULL keys never collide.
+//
+// Rows whose claim is pending or failed are not business facts; the mixin's
+// interceptor hides them from ent queries (see [IncludeUnfinished]).
+//
+//	func (Payment) Mixin() []ent.Mixin {
+//		return []ent.Mixin{idemschema.Mixin{}}
+//	}
+type Mixin struct {
+	mixin.Schema
+
+	// Scope names an existing string field of the entity that holds the
+	// tenant. Empty (the default) adds a "tenant_id" field.
+	Scope string
+}
+
+var _ ent.Mixin = Mixin{}
+
+// ScopeField returns the name of the field that scopes keys.
+func (m Mixin) ScopeField() string {
+	if m.Scope != "" {
+		return m.Scope
+	}
+	return DefaultScopeField
+}
+
+// Fields of the mixin.
+func (m Mixin) Fields() []ent.Field {
+	hidden := entgql.Skip(entgql.SkipAll)
+	var fields []ent.Field
+	if m.Scope == "" {
+		fields = append(fields, field.String(DefaultScopeField).
+			NotEmpty().
+			MaxLen(defaultScopeMaxLength).
+			Immutable().
+			Comment("Tenant that owns the row; idempotency keys are unique per tenant.").
+			Annotations(hidden))
+	}
+	return append(fields,
+		field.String(FieldKey).
+			Optional().Nillable().Immutable().
+			MaxLen(maxKeyLength).
+			Comment("Client-chosen key of the intent that created the row; NULL for rows created without one.").
+			Annotations(hidden),
+		field.Enum(FieldStatus).
+			Values(statusPending, statusSucceeded, statusFailed).
+			Optional().Nillable().
+			Comment("State of the claim: pending while an attempt runs, then succeeded or failed.").
+			Annotations(hidden),
+		field.String(FieldFingerprint).
+			Optional().Immutable().
+			MaxLen(fingerprintMaxLength).
+			Comment("Hash of the mutation, its arguments and its selection set.").
+			Annotations(hidden),
+		field.Bytes(FieldResponse).
+			Optional().Nillable().
+			Comment("Stored result of the finished attempt, replayed to every retry.").
+			Annotations(hidden),
+		field.Int(FieldAttempt).
+			Default(0).NonNegative().
+			Comment("Fencing token: bumped by every takeover; only the current attempt may complete.").
+			Annotations(hidden),
+		field.Time(FieldLeaseExpiresAt).
+			Optional().Nillable().
+			Comment("Database time after which a pending claim may be taken over.").
+			Annotations(hidden),
+		field.Time(FieldClaimedAt).
+			Optional().Nillable().Immutable().
+			Comment("Database time of the first claim.").
+			Annotations(hidden),
+		field.Time(FieldCompletedAt).
+			Optional().Nillable().
+			Comment("Database time at which the result was stored.").
+			Annotations(hidden),
+	)
+}
+
+// Indexes of the mixin.
+func (m Mixin) Indexes() []ent.Index {
+	return []ent.Index{
+		index.Fields(m.ScopeField(), FieldKey).Unique(),
+		index.Fields(FieldCompletedAt),
+	}
+}
+
+// Annotations of the mixin: they tell the code generator that the entity is
+// an idempotency record and which field scopes its keys.
+func (m Mixin) Annotations() []schema.Annotation {
+	return []schema.Annotation{Annotation{ScopeField: m.ScopeField()}}
+}
+
+// Interceptors of the mixin: pending and failed claims are hidden from ent
+// queries, except the caller's own claim inside its idempotent mutation.
+func (m Mixin) Interceptors() []ent.Interceptor {
+	scope := m.ScopeField()
+	return []ent.Interceptor{
+		ent.TraverseFunc(func(ctx context.Context, q ent.Query) error {
+			if includeUnfinished(ctx) {
+				return nil
+			}
+			wq, ok := q.(wherer)
+			if !ok {
+				return nil
+			}
+			wq.WhereIdempotency(visible(scope, idem.ClaimFromContext(ctx)))
+			return nil
+		}),
+	}
+}
+
+// wherer is implemented by the query builders of mixed-in entities; the
+// idemgen extension generates the method.
+type wherer interface {
+	WhereIdempotency(func(*sql.Selector))
+}
+
+// visible keeps rows created without a key, finished successes, and the row
+// of the caller's own claim.
+func visible(scope string, own *idem.Claim) func(*sql.Selector) {
+	return func(s *sql.Selector) {
+		preds := []*sql.Predicate{
+			sql.IsNull(s.C(FieldStatus)),
+			sql.EQ(s.C(FieldStatus), statusSucceeded),
+		}
+		if own != nil && own.Table == s.TableName() {
+			preds = append(preds, sql.And(
+				sql.EQ(s.C(scope), own.Tenant),
+				sql.EQ(s.C(FieldKey), own.Key),
+			))
+		}
+		s.Where(sql.Or(preds...))
+	}
+}
+
+type includeUnfinishedKey struct{}
+
+// IncludeUnfinished returns a context in which ent queries also return rows
+// whose idempotency claim is pending or failed (for operators and tests).
+func IncludeUnfinished(ctx context.Context) context.Context {
+	return context.WithValue(ctx, includeUnfinishedKey{}, true)
+}
+
+func includeUnfinished(ctx context.Context) bool {
+	v, _ := ctx.Value(includeUnfinishedKey{}).(bool)
+	return v
+}
+
+// Annotation marks an ent schema as an idempotency record and configures
+// its generated create mutation. The mixin adds it with the scope field; a
+// schema adds options with Atomic, Lease or NoCreateMutation, which merge.
+type Annotation struct {
+	// ScopeField is the field that holds the tenant.
+	ScopeField string `json:"scope_field,omitempty"`
+	// Mode of the generated create mutation: "LEASE" (default) or "ATOMIC".
+	Mode string `json:"mode,omitempty"`
+	// LeaseSeconds overrides the hook's lease for the generated create
+	// mutation.
+	LeaseSeconds int `json:"lease_seconds,omitempty"`
+	// NoCreate: generate no create mutation; the entity only holds the
+	// records of @idempotent mutations that name it.
+	NoCreate bool `json:"no_create,omitempty"`
+}
+
+// Atomic makes the generated create mutation run in atomic mode: claim,
+// writes and result commit in one transaction, and concurrent duplicates
+// wait for it and replay its result. Use it when the mutation's effects live
+// in this database only.
+func Atomic() Annotation { return Annotation{Mode: string(idem.ModeAtomic)} }
+
+// Lease sets how long a pending claim of the generated create mutation
+// belongs to its attempt (whole seconds, at least one).
+func Lease(d time.Duration) Annotation {
+	return Annotation{LeaseSeconds: max(1, int(d.Round(time.Second)/time.Second))}
+}
+
+// NoCreateMutation keeps the generator from adding a create mutation for the
+// entity: it only holds the records of @idempotent mutations that name it.
+func NoCreateMutation() Annotation { return Annotation{NoCreate: true} }
+
+// Name implements schema.Annotation.
+func (Annotation) Name() string { return annotationName }
+
+// Merge implements schema.Merger: set fields of other win.
+func (a Annotation) Merge(other schema.Annotation) schema.Annotation {
+	var o Annotation
+	switch v := other.(type) {
+	case Annotation:
+		o = v
+	case *Annotation:
+		if v == nil {
+			return a
+		}
+		o = *v
+	default:
+		return a
+	}
+	if o.ScopeField != "" {
+		a.ScopeField = o.ScopeField
+	}
+	if o.Mode != "" {
+		a.Mode = o.Mode
+	}
+	if o.LeaseSeconds != 0 {
+		a.LeaseSeconds = o.LeaseSeconds
+	}
+	a.NoCreate = a.NoCreate || o.NoCreate
+	return a
+}
+
+// Decode decodes the annotation as stored in the generator's graph.
+func (a *Annotation) Decode(v any) error {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(buf, a)
+}
+
+var (
+	_ schema.Annotation = Annotation{}
+	_ schema.Merger     = Annotation{}
+)

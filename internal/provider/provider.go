@@ -1,0 +1,186 @@
+// Package provider simulates the payment provider of the example
+// application: a system outside the application's database that charges
+// money, with latency and failures, and that deduplicates charges by
+// (tenant, idempotency key) as Stripe does. It keeps its ledger in its own
+// table, written outside the application's transactions, so that a charge
+// survives a rollback or a crash of the application, as a real one would.
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mathrand "math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Provider charges money.
+type Provider interface {
+	// Charge executes req once per (Tenant, Key): a request with a key the
+	// provider has seen returns the first charge instead of charging again,
+	// and fails if its amount or order differ.
+	Charge(ctx context.Context, req ChargeRequest) (*Charge, error)
+	// Charges lists the charges executed for an order of a tenant, oldest
+	// first.
+	Charges(ctx context.Context, tenant string, orderID int) ([]*Charge, error)
+}
+
+// ChargeRequest asks for one charge.
+type ChargeRequest struct {
+	Tenant   string
+	Key      string
+	OrderID  int
+	Amount   int
+	Currency string
+}
+
+// Charge is a charge the provider executed.
+type Charge struct {
+	ID             string
+	OrderID        int
+	Amount         int
+	Currency       string
+	IdempotencyKey string
+	// Requests counts the requests with this charge's key that reached the
+	// provider: 1 unless a retry was deduplicated.
+	Requests  int
+	CreatedAt time.Time
+}
+
+// ErrUnavailable is the simulated outage: nothing was charged.
+var ErrUnavailable = errors.New("payment provider unavailable")
+
+// ErrKeyMismatch: the key was used before for a different charge.
+var ErrKeyMismatch = errors.New("payment provider: idempotency key reused for a different charge")
+
+// Simulated is the provider of the example server and its tests.
+type Simulated struct {
+	db       *sql.DB
+	postgres bool
+
+	// Latency is added to every charge before it executes.
+	Latency time.Duration
+	// FailureRate is the probability (0 to 1) that a charge fails with
+	// ErrUnavailable before it executes.
+	FailureRate float64
+}
+
+// NewSimulated returns a provider that keeps its ledger in db (a PostgreSQL
+// database when postgres is true, else SQLite), creating its table.
+func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, error) {
+	s := &Simulated{db: db, postgres: postgres}
+	ts := "TEXT"
+	if postgres {
+		ts = "TIMESTAMPTZ"
+	}
+	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS provider_charges (
+		id TEXT PRIMARY KEY,
+		tenant TEXT NOT NULL,
+		idempotency_key TEXT NOT NULL,
+		order_id BIGINT NOT NULL,
+		amount BIGINT NOT NULL,
+		currency TEXT NOT NULL,
+		requests INTEGER NOT NULL DEFAULT 1,
+		created_at `+ts+` NOT NULL,
+		UNIQUE (tenant, idempotency_key))`)
+	if err != nil {
+		return nil, fmt.Errorf("provider: create ledger: %w", err)
+	}
+	return s, nil
+}
+
+// Charge implements Provider.
+func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, error) {
+	if req.Tenant == "" || req.Key == "" {
+		return nil, errors.New("provider: a charge needs a tenant and an idempotency key")
+	}
+	if s.Latency > 0 {
+		t := time.NewTimer(s.Latency)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	if s.FailureRate > 0 && mathrand.Float64() < s.FailureRate {
+		return nil, ErrUnavailable
+	}
+	id := make([]byte, 12)
+	_, _ = rand.Read(id)
+	row := s.db.QueryRowContext(ctx, s.rebind(`INSERT INTO provider_charges
+		(id, tenant, idempotency_key, order_id, amount, currency, requests, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7)
+		ON CONFLICT (tenant, idempotency_key) DO UPDATE SET requests = provider_charges.requests + 1
+		RETURNING id, order_id, amount, currency, idempotency_key, requests, created_at`),
+		"ch_"+hex.EncodeToString(id), req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, s.now())
+	c, err := s.scan(row)
+	if err != nil {
+		return nil, fmt.Errorf("provider: charge: %w", err)
+	}
+	if c.OrderID != req.OrderID || c.Amount != req.Amount || c.Currency != req.Currency {
+		return nil, ErrKeyMismatch
+	}
+	return c, nil
+}
+
+// Charges implements Provider.
+func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]*Charge, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, order_id, amount, currency, idempotency_key, requests, created_at
+		FROM provider_charges WHERE tenant = $1 AND order_id = $2 ORDER BY created_at, id`), tenant, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("provider: list charges: %w", err)
+	}
+	defer rows.Close()
+	var out []*Charge
+	for rows.Next() {
+		c, err := s.scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(...any) error }
+
+func (s *Simulated) scan(r scanner) (*Charge, error) {
+	var (
+		c       Charge
+		created any
+	)
+	if err := r.Scan(&c.ID, &c.OrderID, &c.Amount, &c.Currency, &c.IdempotencyKey, &c.Requests, &created); err != nil {
+		return nil, err
+	}
+	switch v := created.(type) {
+	case time.Time:
+		c.CreatedAt = v
+	case string:
+		c.CreatedAt, _ = time.Parse(time.RFC3339Nano, v)
+	}
+	return &c, nil
+}
+
+// now is stored as RFC 3339 text on SQLite, whose TEXT column sorts it.
+func (s *Simulated) now() any {
+	if s.postgres {
+		return time.Now().UTC()
+	}
+	return time.Now().UTC().Format(time.RFC3339Nano)
+}
+
+// rebind turns $n placeholders into SQLite's ?.
+func (s *Simulated) rebind(q string) string {
+	if s.postgres {
+		return q
+	}
+	for i := 9; i >= 1; i-- {
+		q = strings.ReplaceAll(q, fmt.Sprintf("$%d", i), "?")
+	}
+	return q
+}
