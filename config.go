@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,11 @@ type Config struct {
 	// IDEMPOTENCY_IN_PROGRESS. Default 0: answer at once.
 	WaitForInFlight time.Duration
 
+	// Clock shifts the database clock the hook reads, so that tests can
+	// expire leases and records without waiting. Default nil: the database's
+	// own clock.
+	Clock *Clock
+
 	// Logger receives the hook's records of refusals and store failures.
 	// Keys are logged as a short hash, never in full, and stored responses
 	// are never logged. Default slog.Default().
@@ -60,4 +66,21 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
+}
+
+// Clock shifts the database clock as the hook sees it. The zero value adds
+// nothing. Tests move it forward to expire leases; production leaves it out.
+type Clock struct {
+	offset atomic.Int64
+}
+
+// Advance moves the clock forward by d (backward when d is negative).
+func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// Offset returns how far the clock has been moved.
+func (c *Clock) Offset() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return time.Duration(c.offset.Load())
 }

@@ -55,7 +55,7 @@ func New(cfg Config) (*Extension, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(cfg.Backend.Dialect())
+	st, err := store.New(cfg.Backend.Dialect(), cfg.Clock.Offset)
 	if err != nil {
 		return nil, err
 	}

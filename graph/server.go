@@ -27,6 +27,8 @@ type Options struct {
 	WaitForInFlight time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Clock lets tests move the hook's view of the database clock.
+	Clock *idem.Clock
 }
 
 // NewHandler returns the example's HTTP handler: GraphQL at /query, with the
@@ -46,6 +48,7 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		Lease:           opts.Lease,
 		WaitForInFlight: opts.WaitForInFlight,
 		Logger:          logger,
+		Clock:           opts.Clock,
 	})
 	if err != nil {
 		return nil, err

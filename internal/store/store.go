@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -77,27 +76,27 @@ func (c Clock) Now() time.Time { return c.db.Add(time.Since(c.read)).UTC() }
 // Store runs the record statements of one dialect.
 type Store struct {
 	dialect string
-	offset  atomic.Int64 // nanoseconds added to the database clock (tests)
+	offset  func() time.Duration // added to the database clock (tests)
 
 	mu    sync.Mutex
 	stmts map[Table]*statements
 }
 
-// New returns the store for an ent dialect name.
-func New(dialect string) (*Store, error) {
+// New returns the store for an ent dialect name. offset, when not nil, is
+// added to every reading of the database clock.
+func New(dialect string, offset func() time.Duration) (*Store, error) {
+	if offset == nil {
+		offset = func() time.Duration { return 0 }
+	}
 	switch dialect {
 	case Postgres, SQLite:
-		return &Store{dialect: dialect, stmts: map[Table]*statements{}}, nil
+		return &Store{dialect: dialect, offset: offset, stmts: map[Table]*statements{}}, nil
 	}
 	return nil, fmt.Errorf("idempotency store: unsupported dialect %q (want %q or %q)", dialect, Postgres, SQLite)
 }
 
 // Dialect returns the store's ent dialect name.
 func (s *Store) Dialect() string { return s.dialect }
-
-// AdvanceClock moves the store's view of the database clock by d, for tests
-// of leases and retention.
-func (s *Store) AdvanceClock(d time.Duration) { s.offset.Add(int64(d)) }
 
 type statements struct {
 	lookup, takeOver, release, complete string
@@ -207,7 +206,7 @@ func (s *Store) clock(dbNow time.Time) Clock {
 	if s.dialect == SQLite {
 		dbNow = read
 	}
-	return Clock{db: dbNow.Add(time.Duration(s.offset.Load())).UTC(), read: read}
+	return Clock{db: dbNow.Add(s.offset()).UTC(), read: read}
 }
 
 // TakeOver claims a pending record whose lease has run out at now for a new

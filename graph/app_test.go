@@ -1,0 +1,209 @@
+package graph_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemschema"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/provider"
+)
+
+// app is the example server of one test, on one backend.
+type app struct {
+	t        testing.TB
+	backend  idemtest.Backend
+	db       *idemtest.DB
+	client   *ent.Client
+	provider *provider.Simulated
+	clock    *idem.Clock
+	server   *httptest.Server
+}
+
+type appOption func(*graph.Options)
+
+func newApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
+	t.Helper()
+	db := idemtest.Open(t, backend)
+	client := ent.NewClient(ent.Driver(db.Driver))
+	if err := client.Schema.Create(context.Background()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	a := &app{t: t, backend: backend, db: db, client: client, clock: &idem.Clock{}}
+	a.provider = newProvider(t, db)
+	o := graph.Options{Clock: a.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	a.server = httptest.NewServer(a.handler(client, o))
+	t.Cleanup(a.server.Close)
+	return a
+}
+
+func (a *app) handler(client *ent.Client, o graph.Options) http.Handler {
+	h, err := graph.NewHandler(client, a.provider, o)
+	if err != nil {
+		a.t.Fatalf("handler: %v", err)
+	}
+	return h
+}
+
+// newProvider opens the simulated provider's ledger: the test's PostgreSQL
+// schema, or a SQLite file of its own.
+func newProvider(t testing.TB, db *idemtest.DB) *provider.Simulated {
+	t.Helper()
+	dsn := db.DSN
+	if db.Backend == idemtest.SQLite {
+		dsn = filepath.Join(filepath.Dir(db.DSN), "provider.db")
+	}
+	name, source, _ := idemdb.Resolve(dsn)
+	pdb, err := sql.Open(name, source)
+	if err != nil {
+		t.Fatalf("provider: %v", err)
+	}
+	t.Cleanup(func() { pdb.Close() })
+	p, err := provider.NewSimulated(context.Background(), pdb, db.Backend == idemtest.Postgres)
+	if err != nil {
+		t.Fatalf("provider: %v", err)
+	}
+	return p
+}
+
+// gqlError is one error of a GraphQL response.
+type gqlError struct {
+	Message    string         `json:"message"`
+	Path       []any          `json:"path"`
+	Extensions map[string]any `json:"extensions"`
+}
+
+func (e gqlError) code() string { s, _ := e.Extensions["code"].(string); return s }
+
+// response is a GraphQL response as the client received it.
+type response struct {
+	Status     int
+	Header     http.Header
+	Body       []byte
+	Data       json.RawMessage `json:"data"`
+	Errors     []gqlError      `json:"errors"`
+	RawErrors  json.RawMessage
+	Extensions map[string]any `json:"extensions"`
+}
+
+func (r *response) replayed() bool { return r.Header.Get(idem.HeaderReplayed) == "true" }
+
+// code returns the code of the only error, or "" if there is none.
+func (r *response) code() string {
+	if len(r.Errors) == 0 {
+		return ""
+	}
+	return r.Errors[0].code()
+}
+
+// do sends a GraphQL request as tenant ("" for none).
+func (a *app) do(tenant, query string, vars map[string]any) *response {
+	a.t.Helper()
+	r, err := a.send(tenant, query, vars, nil)
+	if err != nil {
+		a.t.Fatalf("request: %v", err)
+	}
+	return r
+}
+
+func (a *app) send(tenant, query string, vars map[string]any, header http.Header) (*response, error) {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, err := http.NewRequest(http.MethodPost, a.server.URL+"/query", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tenant != "" {
+		req.Header.Set(graph.TenantHeader, tenant)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	out := &response{Status: res.StatusCode, Header: res.Header}
+	if out.Body, err = io.ReadAll(res.Body); err != nil {
+		return nil, err
+	}
+	var raw struct {
+		Errors json.RawMessage `json:"errors"`
+	}
+	if err := json.Unmarshal(out.Body, out); err != nil {
+		return nil, fmt.Errorf("decode %q: %w", out.Body, err)
+	}
+	_ = json.Unmarshal(out.Body, &raw)
+	out.RawErrors = raw.Errors
+	return out, nil
+}
+
+const createOrder = `mutation($key: String!, $amount: Int!, $currency: String!) {
+  createOrder(idempotencyKey: $key, input: {amount: $amount, currency: $currency}) { id amount currency paid }
+}`
+
+const createPayment = `mutation($key: String!, $order: ID!, $amount: Int!) {
+  createPayment(idempotencyKey: $key, input: {orderID: $order, amount: $amount}) {
+    id amount providerChargeID order { id paid payments { id amount } }
+  }
+}`
+
+// newOrder creates an order of amount EUR for tenant and returns its id.
+func (a *app) newOrder(tenant string, amount int) string {
+	a.t.Helper()
+	r := a.do(tenant, createOrder, map[string]any{"key": "order-" + randomKey(), "amount": amount, "currency": "EUR"})
+	var data struct {
+		CreateOrder struct{ ID string } `json:"createOrder"`
+	}
+	if err := json.Unmarshal(r.Data, &data); err != nil || data.CreateOrder.ID == "" {
+		a.t.Fatalf("createOrder: %s", r.Body)
+	}
+	return data.CreateOrder.ID
+}
+
+func (a *app) pay(tenant, key, orderID string, amount int) *response {
+	a.t.Helper()
+	return a.do(tenant, createPayment, map[string]any{"key": key, "order": orderID, "amount": amount})
+}
+
+// allPayments counts payment rows, finished or not.
+func (a *app) allPayments() int {
+	a.t.Helper()
+	n, err := a.client.Payment.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+	if err != nil {
+		a.t.Fatalf("count payments: %v", err)
+	}
+	return n
+}
+
+// charges returns the provider's charges of an order.
+func (a *app) charges(tenant, orderID string) []*provider.Charge {
+	a.t.Helper()
+	var id int
+	fmt.Sscan(orderID, &id)
+	cs, err := a.provider.Charges(context.Background(), tenant, id)
+	if err != nil {
+		a.t.Fatalf("charges: %v", err)
+	}
+	return cs
+}
+
+func randomKey() string { return rand.Text() }

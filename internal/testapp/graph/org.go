@@ -1,0 +1,24 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+type orgKey struct{}
+
+// OrgFromContext is the test application's tenant function.
+func OrgFromContext(ctx context.Context) (string, error) {
+	if org, _ := ctx.Value(orgKey{}).(string); org != "" {
+		return org, nil
+	}
+	return "", errors.New("no organisation")
+}
+
+// WithOrg reads the X-Org header into the request's context.
+func WithOrg(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), orgKey{}, r.Header.Get("X-Org"))))
+	})
+}
