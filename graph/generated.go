@@ -14,8 +14,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
-	"github.com/goovo/idem/graph/model"
 	"github.com/goovo/idem/internal/provider"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -3447,16 +3447,16 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
-func (ec *executionContext) unmarshalOIdempotencyMode2ᚖgithubᚗcomᚋgoovoᚋidemᚋgraphᚋmodelᚐIdempotencyMode(ctx context.Context, v any) (*model.IdempotencyMode, error) {
+func (ec *executionContext) unmarshalOIdempotencyMode2ᚖgithubᚗcomᚋgoovoᚋidemᚐMode(ctx context.Context, v any) (*idem.Mode, error) {
 	if v == nil {
 		return nil, nil
 	}
-	var res = new(model.IdempotencyMode)
+	var res = new(idem.Mode)
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOIdempotencyMode2ᚖgithubᚗcomᚋgoovoᚋidemᚋgraphᚋmodelᚐIdempotencyMode(ctx context.Context, sel ast.SelectionSet, v *model.IdempotencyMode) graphql.Marshaler {
+func (ec *executionContext) marshalOIdempotencyMode2ᚖgithubᚗcomᚋgoovoᚋidemᚐMode(ctx context.Context, sel ast.SelectionSet, v *idem.Mode) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

@@ -7,6 +7,7 @@ package graph
 
 import (
 	"context"
+
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/internal/provider"
