@@ -323,3 +323,46 @@ func TestStoredResponseIsValidJSON(t *testing.T) {
 		}
 	})
 }
+
+// createOrder runs in atomic mode: 100 concurrent duplicates give exactly
+// one order and 100 identical results, none of them IN_PROGRESS.
+func TestAtomicCreateOrderDuplicates(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b)
+		const n = 100
+		responses := make([]*response, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				r, err := a.send("acme", createOrder, map[string]any{"key": "atomic", "amount": 990, "currency": "EUR"}, nil)
+				if err != nil {
+					t.Errorf("request %d: %v", i, err)
+				}
+				responses[i] = r
+			})
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		replays := 0
+		for i, r := range responses {
+			if len(r.Errors) > 0 || !bytes.Equal(r.Data, responses[0].Data) {
+				t.Fatalf("response %d: %s (first: %s)", i, r.Body, responses[0].Body)
+			}
+			if r.replayed() {
+				replays++
+			}
+		}
+		if replays != n-1 {
+			t.Fatalf("%d replays, want %d", replays, n-1)
+		}
+		count, err := a.client.Order.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+		if err != nil || count != 1 {
+			t.Fatalf("%d orders (%v), want 1", count, err)
+		}
+	})
+}

@@ -39,7 +39,8 @@ func run() error {
 	var (
 		addr        = flag.String("addr", "127.0.0.1:8080", "address to listen on")
 		dbPath      = flag.String("db", "idem-example.db", "SQLite file, used when DATABASE_URL is not set")
-		latency     = flag.Duration("provider-latency", 0, "latency of every simulated provider charge")
+		latency     = flag.Duration("provider-latency", 0, "latency of every simulated provider charge, before it executes")
+		respLatency = flag.Duration("provider-response-latency", 0, "latency of the provider's answer, after the charge executed")
 		failureRate = flag.Float64("provider-failure-rate", 0, "probability (0-1) that a provider charge fails before it executes")
 		lease       = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
 		wait        = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
@@ -79,7 +80,7 @@ func run() error {
 		return err
 	}
 	defer closeProv()
-	prov.Latency, prov.FailureRate = *latency, *failureRate
+	prov.Latency, prov.ResponseLatency, prov.FailureRate = *latency, *respLatency, *failureRate
 
 	h, err := graph.NewHandler(client, prov, graph.Options{Lease: *lease, WaitForInFlight: *wait, Logger: logger})
 	if err != nil {

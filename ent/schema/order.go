@@ -5,6 +5,7 @@ package schema
 import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/edge"
 	"entgo.io/ent/schema/field"
 
@@ -12,7 +13,9 @@ import (
 )
 
 // Order is something a customer owes. createOrder is retry-safe: a client
-// that times out and retries gets the same order, not a second one.
+// that times out and retries gets the same order, not a second one. Its
+// effects live in this database only, so it runs in atomic mode: one
+// transaction, and a concurrent duplicate waits and replays.
 type Order struct {
 	ent.Schema
 }
@@ -31,6 +34,11 @@ func (Order) Fields() []ent.Field {
 			Comment("Set by the first successful payment.").
 			Annotations(entgql.Skip(entgql.SkipMutationCreateInput, entgql.SkipMutationUpdateInput)),
 	}
+}
+
+// Annotations of the Order.
+func (Order) Annotations() []schema.Annotation {
+	return []schema.Annotation{idemschema.Atomic()}
 }
 
 // Edges of the Order.

@@ -64,6 +64,10 @@ type Simulated struct {
 
 	// Latency is added to every charge before it executes.
 	Latency time.Duration
+	// ResponseLatency is added after a charge executed, before its answer
+	// returns: a crash of the caller in that window leaves money charged and
+	// books unwritten, the article's partial success.
+	ResponseLatency time.Duration
 	// FailureRate is the probability (0 to 1) that a charge fails with
 	// ErrUnavailable before it executes.
 	FailureRate float64
@@ -98,14 +102,8 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	if req.Tenant == "" || req.Key == "" {
 		return nil, errors.New("provider: a charge needs a tenant and an idempotency key")
 	}
-	if s.Latency > 0 {
-		t := time.NewTimer(s.Latency)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+	if err := sleep(ctx, s.Latency); err != nil {
+		return nil, err
 	}
 	if s.FailureRate > 0 && mathrand.Float64() < s.FailureRate {
 		return nil, ErrUnavailable
@@ -125,7 +123,24 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	if c.OrderID != req.OrderID || c.Amount != req.Amount || c.Currency != req.Currency {
 		return nil, ErrKeyMismatch
 	}
+	if err := sleep(ctx, s.ResponseLatency); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Charges implements Provider.

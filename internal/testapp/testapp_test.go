@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -20,34 +23,50 @@ import (
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testapp/ent"
 	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
+	"github.com/goovo/idem/internal/testapp/ent/shipment"
 	"github.com/goovo/idem/internal/testapp/graph"
 )
 
-func newServer(t *testing.T, b idemtest.Backend) (*httptest.Server, *ent.Client) {
+// bench is the test application on one backend.
+type bench struct {
+	t        *testing.T
+	server   *httptest.Server
+	client   *ent.Client
+	resolver *graph.Resolver
+	clock    *idem.Clock
+}
+
+func newBench(t *testing.T, b idemtest.Backend, cfg idem.Config) *bench {
+	t.Helper()
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))
 	if err := client.Schema.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}}))
+	be := &bench{t: t, client: client, resolver: &graph.Resolver{Client: client}, clock: &idem.Clock{}}
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.resolver}))
 	srv.AddTransport(transport.POST{})
-	h, err := idem.Install(srv, idem.Config{
-		Backend: client.IdempotencyBackend(),
-		Tenant:  graph.OrgFromContext,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg.Backend = client.IdempotencyBackend()
+	cfg.Tenant = graph.OrgFromContext
+	cfg.Clock = be.clock
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := idem.Install(srv, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := httptest.NewServer(graph.WithOrg(h))
-	t.Cleanup(s.Close)
-	return s, client
+	be.server = httptest.NewServer(graph.WithOrg(h))
+	t.Cleanup(be.server.Close)
+	return be
 }
 
 type result struct {
-	Data     json.RawMessage
-	Errors   []struct{ Extensions map[string]any }
+	Data   json.RawMessage
+	Errors []struct {
+		Message    string
+		Extensions map[string]any
+	}
 	Replayed bool
+	Body     string
 }
 
 func (r result) code() string {
@@ -58,105 +77,289 @@ func (r result) code() string {
 	return s
 }
 
-func post(t *testing.T, s *httptest.Server, org, key string, grams int) result {
+func (be *bench) post(org, key string, grams int) result {
 	body, _ := json.Marshal(map[string]any{
-		"query":     `mutation($k: String!, $g: Int!) { createShipment(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: $g}) { id destination weightGrams } }`,
+		"query":     `mutation($k: String!, $g: Int!) { createShipment(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: $g}) { id destination weightGrams label } }`,
 		"variables": map[string]any{"k": key, "g": grams},
 	})
-	req, _ := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, be.server.URL, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Org", org)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Error(err)
+		be.t.Error(err)
 		return result{}
 	}
 	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
 	var r result
-	if err := json.NewDecoder(res.Body).Decode(&r); err != nil {
-		t.Error(err)
+	if err := json.Unmarshal(raw, &r); err != nil {
+		be.t.Errorf("decode %s: %v", raw, err)
 	}
+	r.Body = string(raw)
 	r.Replayed = res.Header.Get(idem.HeaderReplayed) == "true"
 	return r
 }
 
-func count(t *testing.T, c *ent.Client) int {
-	n, err := c.Shipment.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+func (be *bench) record(org, key string) *ent.Shipment {
+	be.t.Helper()
+	s, err := be.client.Shipment.Query().
+		Where(shipment.Org(org), shipment.IdempotencyKey(key)).
+		Only(idemschema.IncludeUnfinished(context.Background()))
 	if err != nil {
-		t.Fatal(err)
+		be.t.Fatalf("record %s/%s: %v", org, key, err)
+	}
+	return s
+}
+
+func (be *bench) count() int {
+	be.t.Helper()
+	n, err := be.client.Shipment.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+	if err != nil {
+		be.t.Fatal(err)
 	}
 	return n
+}
+
+func eachBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
+	for _, b := range idemtest.Backends() {
+		t.Run(string(b), func(t *testing.T) {
+			t.Parallel()
+			test(t, b)
+		})
+	}
 }
 
 // The generator is general: another entity, with UUID ids and its own
 // tenant field as the scope, gets the same behaviour.
 func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
-	for _, b := range idemtest.Backends() {
-		t.Run(string(b), func(t *testing.T) {
-			t.Parallel()
-			s, client := newServer(t, b)
-			first := post(t, s, "org-1", "ship-1", 1500)
-			second := post(t, s, "org-1", "ship-1", 1500)
-			if len(first.Errors) > 0 || first.Replayed || !bytes.Equal(first.Data, second.Data) || !second.Replayed {
-				t.Fatalf("replay:\n%+v\n%+v", first, second)
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be := newBench(t, b, idem.Config{})
+		first := be.post("org-1", "ship-1", 1500)
+		second := be.post("org-1", "ship-1", 1500)
+		if len(first.Errors) > 0 || first.Replayed || !bytes.Equal(first.Data, second.Data) || !second.Replayed {
+			t.Fatalf("replay:\n%s\n%s", first.Body, second.Body)
+		}
+		other := be.post("org-2", "ship-1", 1500)
+		if len(other.Errors) > 0 || other.Replayed || bytes.Equal(other.Data, first.Data) {
+			t.Fatalf("another org with the same key: %s", other.Body)
+		}
+		if r := be.post("org-1", "ship-1", 2000); r.code() != string(idem.CodeKeyReused) {
+			t.Fatalf("reused key: %s", r.Body)
+		}
+		// The entity's own validator rejects the input at the claim:
+		// nothing is stored, the answer says why.
+		if r := be.post("org-1", "ship-2", 0); r.code() != string(idem.CodeBadInput) || !strings.Contains(r.Errors[0].Message, "weight_grams") {
+			t.Fatalf("invalid weight: %s", r.Body)
+		}
+		if n := be.count(); n != 2 {
+			t.Fatalf("%d shipments, want 2", n)
+		}
+		if rec := be.record("org-2", "ship-1"); rec.Org != "org-2" {
+			t.Fatalf("scope field not set from the context: %+v", rec)
+		}
+		// The schema's own lease (10s), not the hook's default (30s).
+		rec := be.record("org-1", "ship-1")
+		if got := rec.IdempotencyLeaseExpiresAt.Sub(*rec.IdempotencyClaimedAt); got != 10*time.Second {
+			t.Fatalf("lease %v, want the schema's 10s", got)
+		}
+	})
+}
+
+// A claim whose worker died is taken over once its lease runs out, by the
+// next request with the key, as attempt 2; before that, retries are told to
+// come back when the lease ends.
+func TestExpiredClaimIsTakenOver(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be := newBench(t, b, idem.Config{})
+		// Make a claim with the request's fingerprint: a first attempt fails
+		// (and releases the claim), then the record is put back as a worker
+		// that died mid-run leaves it: pending, its lease still live. (The
+		// crash of a real process is tested in cmd/server.)
+		crashed := true
+		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			if crashed {
+				crashed = false
+				return errors.New("connection reset")
 			}
-			other := post(t, s, "org-2", "ship-1", 1500)
-			if len(other.Errors) > 0 || other.Replayed || bytes.Equal(other.Data, first.Data) {
-				t.Fatalf("another org with the same key: %+v", other)
-			}
-			if r := post(t, s, "org-1", "ship-1", 2000); r.code() != string(idem.CodeKeyReused) {
-				t.Fatalf("reused key: %+v", r)
-			}
-			// The entity's own validator rejects the input at the claim:
-			// nothing is stored, the answer says why.
-			if r := post(t, s, "org-1", "ship-2", 0); r.code() != string(idem.CodeBadInput) {
-				t.Fatalf("invalid weight: %+v", r)
-			}
-			if n := count(t, client); n != 2 {
-				t.Fatalf("%d shipments, want 2", n)
-			}
-			orgs, err := client.Shipment.Query().Select("org").Strings(context.Background())
-			if err != nil || strings.Join(orgs, ",") != "org-1,org-2" && strings.Join(orgs, ",") != "org-2,org-1" {
-				t.Fatalf("scope field not set from the context: %v %v", orgs, err)
-			}
-		})
+			return nil
+		}
+		_ = be.post("org-1", "k", 100)
+		rec := be.record("org-1", "k")
+		if *rec.IdempotencyStatus != shipment.IdempotencyStatusPending {
+			t.Fatalf("status %s", *rec.IdempotencyStatus)
+		}
+		now := time.Now()
+		if err := rec.Update().SetIdempotencyLeaseExpiresAt(now.Add(8 * time.Second)).Exec(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		busy := be.post("org-1", "k", 100)
+		if busy.code() != string(idem.CodeInProgress) {
+			t.Fatalf("live lease: %s", busy.Body)
+		}
+		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 7 || ra > 9 {
+			t.Fatalf("retryAfterSeconds = %v, want about 8", ra)
+		}
+		be.clock.Advance(9 * time.Second)
+		done := be.post("org-1", "k", 100)
+		if len(done.Errors) > 0 || !strings.Contains(string(done.Data), `"label":"attempt-2"`) {
+			t.Fatalf("takeover: %s", done.Body)
+		}
+		if got := be.record("org-1", "k"); got.IdempotencyAttempt != 2 || *got.IdempotencyStatus != shipment.IdempotencyStatusSucceeded {
+			t.Fatalf("record after takeover: attempt %d status %s", got.IdempotencyAttempt, *got.IdempotencyStatus)
+		}
+	})
+}
+
+// The takeover race: the original worker wakes after its lease was taken
+// over and tries to complete. Its writes are rolled back, its client gets
+// the new attempt's result, and so does every later retry. PostgreSQL only:
+// on SQLite a live worker holds the database's write lock for its whole
+// transaction, so it cannot be taken over while it runs (only once it dies).
+func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
+	be := newBench(t, idemtest.Postgres, idem.Config{})
+	woke := make(chan struct{})
+	blocked := make(chan struct{})
+	be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		if idem.ClaimFromContext(ctx).Attempt == 1 {
+			close(blocked)
+			<-woke
+		}
+		return nil
+	}
+	slow := make(chan result)
+	go func() { slow <- be.post("org-1", "race", 100) }()
+	<-blocked
+
+	be.clock.Advance(11 * time.Second) // past the 10s lease
+	winner := be.post("org-1", "race", 100)
+	if len(winner.Errors) > 0 || !strings.Contains(string(winner.Data), `"label":"attempt-2"`) {
+		t.Fatalf("takeover: %s", winner.Body)
+	}
+	close(woke)
+	loser := <-slow
+	if !bytes.Equal(loser.Data, winner.Data) {
+		t.Fatalf("the worker that lost its lease answered with its own result:\nloser:  %s\nwinner: %s", loser.Body, winner.Body)
+	}
+	if later := be.post("org-1", "race", 100); !bytes.Equal(later.Data, winner.Data) || !later.Replayed {
+		t.Fatalf("later retry: %s", later.Body)
+	}
+	rec := be.record("org-1", "race")
+	if rec.Label != "attempt-2" || rec.IdempotencyAttempt != 2 {
+		t.Fatalf("the old worker's write survived: label %q attempt %d", rec.Label, rec.IdempotencyAttempt)
 	}
 }
 
-// Atomic mode: concurrent duplicates wait for the first and replay its
-// result; none is told to come back later.
-func TestAtomicModeDuplicatesReplay(t *testing.T) {
-	for _, b := range idemtest.Backends() {
-		t.Run(string(b), func(t *testing.T) {
-			t.Parallel()
-			s, client := newServer(t, b)
-			const n = 100
-			results := make([]result, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				wg.Go(func() {
-					<-start
-					results[i] = post(t, s, "org-1", "atomic-storm", 750)
-				})
-			}
-			close(start)
-			wg.Wait()
-			replays := 0
-			for i, r := range results {
-				if len(r.Errors) > 0 || !bytes.Equal(r.Data, results[0].Data) {
-					t.Fatalf("response %d differs: %+v vs %+v", i, r, results[0])
+// A retryable error (an unmarked one) rolls the attempt back and frees the
+// key at once: the retry runs again, without waiting for the lease.
+func TestRetryableErrorReleasesTheClaim(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be := newBench(t, b, idem.Config{})
+		var calls atomic.Int32
+		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			if calls.Add(1) == 1 {
+				if _, err := s.Update().SetLabel("half-done").Save(ctx); err != nil {
+					return err
 				}
-				if r.Replayed {
-					replays++
-				}
+				return errors.New("downstream timeout")
 			}
-			if replays != n-1 {
-				t.Fatalf("%d replays, want %d", replays, n-1)
+			return nil
+		}
+		first := be.post("org-1", "k", 100)
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" {
+			t.Fatalf("first: %s", first.Body)
+		}
+		if rec := be.record("org-1", "k"); rec.Label != "" {
+			t.Fatalf("failed attempt's write survived: %q", rec.Label)
+		}
+		second := be.post("org-1", "k", 100)
+		if len(second.Errors) > 0 || second.Replayed || !strings.Contains(string(second.Data), `"label":"attempt-2"`) {
+			t.Fatalf("retry did not run again: %s", second.Body)
+		}
+	})
+}
+
+// A panic in a resolver is a retryable failure: the claim is released and
+// the server keeps serving.
+func TestPanicReleasesTheClaim(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be := newBench(t, b, idem.Config{})
+		var calls atomic.Int32
+		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			if calls.Add(1) == 1 {
+				panic("resolver bug")
 			}
-			if got := count(t, client); got != 1 {
-				t.Fatalf("%d shipments, want 1", got)
+			return nil
+		}
+		first := be.post("org-1", "k", 100)
+		if len(first.Errors) == 0 || string(first.Data) != "null" {
+			t.Fatalf("panic: %s", first.Body)
+		}
+		second := be.post("org-1", "k", 100)
+		if len(second.Errors) > 0 || !strings.Contains(string(second.Data), `"label":"attempt-2"`) {
+			t.Fatalf("retry after panic: %s", second.Body)
+		}
+		if other := be.post("org-1", "other", 100); len(other.Errors) > 0 {
+			t.Fatalf("server stopped serving: %s", other.Body)
+		}
+	})
+}
+
+// A final error keeps the record (failed) but none of the attempt's writes,
+// and is replayed to every retry.
+func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be := newBench(t, b, idem.Config{})
+		var calls atomic.Int32
+		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			calls.Add(1)
+			if _, err := s.Update().SetLabel("half-done").Save(ctx); err != nil {
+				return err
 			}
-		})
-	}
+			return idem.Final(errors.New("destination not served"))
+		}
+		first := be.post("org-1", "k", 100)
+		second := be.post("org-1", "k", 100)
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed {
+			t.Fatalf("first: %s", first.Body)
+		}
+		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {
+			t.Fatalf("replay:\n%s\n%s", first.Body, second.Body)
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("resolver ran %d times", calls.Load())
+		}
+		rec := be.record("org-1", "k")
+		if *rec.IdempotencyStatus != shipment.IdempotencyStatusFailed || rec.Label != "" {
+			t.Fatalf("record: status %s label %q", *rec.IdempotencyStatus, rec.Label)
+		}
+		// The failed record is not a business fact: queries do not see it.
+		if n, _ := be.client.Shipment.Query().Count(context.Background()); n != 0 {
+			t.Fatalf("a failed claim is visible to queries (%d rows)", n)
+		}
+	})
+}
+
+// With WaitForInFlight, a duplicate that finds the key in progress waits
+// for the result and replays it instead of answering IN_PROGRESS.
+func TestDuplicateWaitsForTheResult(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be := newBench(t, b, idem.Config{WaitForInFlight: 5 * time.Second})
+		started := make(chan struct{})
+		var once sync.Once
+		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			once.Do(func() { close(started) })
+			time.Sleep(300 * time.Millisecond)
+			return nil
+		}
+		first := make(chan result)
+		go func() { first <- be.post("org-1", "k", 100) }()
+		<-started
+		dup := be.post("org-1", "k", 100)
+		orig := <-first
+		if len(dup.Errors) > 0 || !dup.Replayed || !bytes.Equal(dup.Data, orig.Data) {
+			t.Fatalf("duplicate did not wait and replay:\norig: %s\ndup:  %s", orig.Body, dup.Body)
+		}
+	})
 }

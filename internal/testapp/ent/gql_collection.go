@@ -45,6 +45,11 @@ func (_q *ShipmentQuery) collectField(ctx context.Context, oneNode bool, opCtx *
 				selectedFields = append(selectedFields, shipment.FieldWeightGrams)
 				fieldSeen[shipment.FieldWeightGrams] = struct{}{}
 			}
+		case "label":
+			if _, ok := fieldSeen[shipment.FieldLabel]; !ok {
+				selectedFields = append(selectedFields, shipment.FieldLabel)
+				fieldSeen[shipment.FieldLabel] = struct{}{}
+			}
 		case "createdAt":
 			if _, ok := fieldSeen[shipment.FieldCreatedAt]; !ok {
 				selectedFields = append(selectedFields, shipment.FieldCreatedAt)

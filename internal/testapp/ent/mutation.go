@@ -47,6 +47,7 @@ type ShipmentMutation struct {
 	destination                  *string
 	weight_grams                 *int
 	addweight_grams              *int
+	label                        *string
 	created_at                   *time.Time
 	clearedFields                map[string]struct{}
 	done                         bool
@@ -685,6 +686,55 @@ func (m *ShipmentMutation) ResetWeightGrams() {
 	m.addweight_grams = nil
 }
 
+// SetLabel sets the "label" field.
+func (m *ShipmentMutation) SetLabel(s string) {
+	m.label = &s
+}
+
+// Label returns the value of the "label" field in the mutation.
+func (m *ShipmentMutation) Label() (r string, exists bool) {
+	v := m.label
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLabel returns the old "label" field's value of the Shipment entity.
+// If the Shipment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShipmentMutation) OldLabel(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLabel is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLabel requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLabel: %w", err)
+	}
+	return oldValue.Label, nil
+}
+
+// ClearLabel clears the value of the "label" field.
+func (m *ShipmentMutation) ClearLabel() {
+	m.label = nil
+	m.clearedFields[shipment.FieldLabel] = struct{}{}
+}
+
+// LabelCleared returns if the "label" field was cleared in this mutation.
+func (m *ShipmentMutation) LabelCleared() bool {
+	_, ok := m.clearedFields[shipment.FieldLabel]
+	return ok
+}
+
+// ResetLabel resets all changes to the "label" field.
+func (m *ShipmentMutation) ResetLabel() {
+	m.label = nil
+	delete(m.clearedFields, shipment.FieldLabel)
+}
+
 // SetCreatedAt sets the "created_at" field.
 func (m *ShipmentMutation) SetCreatedAt(t time.Time) {
 	m.created_at = &t
@@ -755,7 +805,7 @@ func (m *ShipmentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ShipmentMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.idempotency_key != nil {
 		fields = append(fields, shipment.FieldIdempotencyKey)
 	}
@@ -788,6 +838,9 @@ func (m *ShipmentMutation) Fields() []string {
 	}
 	if m.weight_grams != nil {
 		fields = append(fields, shipment.FieldWeightGrams)
+	}
+	if m.label != nil {
+		fields = append(fields, shipment.FieldLabel)
 	}
 	if m.created_at != nil {
 		fields = append(fields, shipment.FieldCreatedAt)
@@ -822,6 +875,8 @@ func (m *ShipmentMutation) Field(name string) (ent.Value, bool) {
 		return m.Destination()
 	case shipment.FieldWeightGrams:
 		return m.WeightGrams()
+	case shipment.FieldLabel:
+		return m.Label()
 	case shipment.FieldCreatedAt:
 		return m.CreatedAt()
 	}
@@ -855,6 +910,8 @@ func (m *ShipmentMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldDestination(ctx)
 	case shipment.FieldWeightGrams:
 		return m.OldWeightGrams(ctx)
+	case shipment.FieldLabel:
+		return m.OldLabel(ctx)
 	case shipment.FieldCreatedAt:
 		return m.OldCreatedAt(ctx)
 	}
@@ -943,6 +1000,13 @@ func (m *ShipmentMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetWeightGrams(v)
 		return nil
+	case shipment.FieldLabel:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLabel(v)
+		return nil
 	case shipment.FieldCreatedAt:
 		v, ok := value.(time.Time)
 		if !ok {
@@ -1028,6 +1092,9 @@ func (m *ShipmentMutation) ClearedFields() []string {
 	if m.FieldCleared(shipment.FieldIdempotencyCompletedAt) {
 		fields = append(fields, shipment.FieldIdempotencyCompletedAt)
 	}
+	if m.FieldCleared(shipment.FieldLabel) {
+		fields = append(fields, shipment.FieldLabel)
+	}
 	return fields
 }
 
@@ -1062,6 +1129,9 @@ func (m *ShipmentMutation) ClearField(name string) error {
 		return nil
 	case shipment.FieldIdempotencyCompletedAt:
 		m.ClearIdempotencyCompletedAt()
+		return nil
+	case shipment.FieldLabel:
+		m.ClearLabel()
 		return nil
 	}
 	return fmt.Errorf("unknown Shipment nullable field %s", name)
@@ -1103,6 +1173,9 @@ func (m *ShipmentMutation) ResetField(name string) error {
 		return nil
 	case shipment.FieldWeightGrams:
 		m.ResetWeightGrams()
+		return nil
+	case shipment.FieldLabel:
+		m.ResetLabel()
 		return nil
 	case shipment.FieldCreatedAt:
 		m.ResetCreatedAt()

@@ -40,6 +40,8 @@ type Shipment struct {
 	Destination string `json:"destination,omitempty"`
 	// WeightGrams holds the value of the "weight_grams" field.
 	WeightGrams int `json:"weight_grams,omitempty"`
+	// Written by the resolver after the claim: the business write of a test.
+	Label string `json:"label,omitempty"`
 	// CreatedAt holds the value of the "created_at" field.
 	CreatedAt    time.Time `json:"created_at,omitempty"`
 	selectValues sql.SelectValues
@@ -54,7 +56,7 @@ func (*Shipment) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case shipment.FieldIdempotencyAttempt, shipment.FieldWeightGrams:
 			values[i] = new(sql.NullInt64)
-		case shipment.FieldIdempotencyKey, shipment.FieldIdempotencyStatus, shipment.FieldIdempotencyFingerprint, shipment.FieldOrg, shipment.FieldDestination:
+		case shipment.FieldIdempotencyKey, shipment.FieldIdempotencyStatus, shipment.FieldIdempotencyFingerprint, shipment.FieldOrg, shipment.FieldDestination, shipment.FieldLabel:
 			values[i] = new(sql.NullString)
 		case shipment.FieldIdempotencyLeaseExpiresAt, shipment.FieldIdempotencyClaimedAt, shipment.FieldIdempotencyCompletedAt, shipment.FieldCreatedAt:
 			values[i] = new(sql.NullTime)
@@ -152,6 +154,12 @@ func (_m *Shipment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.WeightGrams = int(value.Int64)
 			}
+		case shipment.FieldLabel:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field label", values[i])
+			} else if value.Valid {
+				_m.Label = value.String
+			}
 		case shipment.FieldCreatedAt:
 			if value, ok := values[i].(*sql.NullTime); !ok {
 				return fmt.Errorf("unexpected type %T for field created_at", values[i])
@@ -238,6 +246,9 @@ func (_m *Shipment) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("weight_grams=")
 	builder.WriteString(fmt.Sprintf("%v", _m.WeightGrams))
+	builder.WriteString(", ")
+	builder.WriteString("label=")
+	builder.WriteString(_m.Label)
 	builder.WriteString(", ")
 	builder.WriteString("created_at=")
 	builder.WriteString(_m.CreatedAt.Format(time.ANSIC))

@@ -146,6 +146,20 @@ func (_c *ShipmentCreate) SetWeightGrams(v int) *ShipmentCreate {
 	return _c
 }
 
+// SetLabel sets the "label" field.
+func (_c *ShipmentCreate) SetLabel(v string) *ShipmentCreate {
+	_c.mutation.SetLabel(v)
+	return _c
+}
+
+// SetNillableLabel sets the "label" field if the given value is not nil.
+func (_c *ShipmentCreate) SetNillableLabel(v *string) *ShipmentCreate {
+	if v != nil {
+		_c.SetLabel(*v)
+	}
+	return _c
+}
+
 // SetCreatedAt sets the "created_at" field.
 func (_c *ShipmentCreate) SetCreatedAt(v time.Time) *ShipmentCreate {
 	_c.mutation.SetCreatedAt(v)
@@ -355,6 +369,10 @@ func (_c *ShipmentCreate) createSpec() (*Shipment, *sqlgraph.CreateSpec) {
 		_spec.SetField(shipment.FieldWeightGrams, field.TypeInt, value)
 		_node.WeightGrams = value
 	}
+	if value, ok := _c.mutation.Label(); ok {
+		_spec.SetField(shipment.FieldLabel, field.TypeString, value)
+		_node.Label = value
+	}
 	if value, ok := _c.mutation.CreatedAt(); ok {
 		_spec.SetField(shipment.FieldCreatedAt, field.TypeTime, value)
 		_node.CreatedAt = value
@@ -528,6 +546,24 @@ func (u *ShipmentUpsert) UpdateWeightGrams() *ShipmentUpsert {
 // AddWeightGrams adds v to the "weight_grams" field.
 func (u *ShipmentUpsert) AddWeightGrams(v int) *ShipmentUpsert {
 	u.Add(shipment.FieldWeightGrams, v)
+	return u
+}
+
+// SetLabel sets the "label" field.
+func (u *ShipmentUpsert) SetLabel(v string) *ShipmentUpsert {
+	u.Set(shipment.FieldLabel, v)
+	return u
+}
+
+// UpdateLabel sets the "label" field to the value that was provided on create.
+func (u *ShipmentUpsert) UpdateLabel() *ShipmentUpsert {
+	u.SetExcluded(shipment.FieldLabel)
+	return u
+}
+
+// ClearLabel clears the value of the "label" field.
+func (u *ShipmentUpsert) ClearLabel() *ShipmentUpsert {
+	u.SetNull(shipment.FieldLabel)
 	return u
 }
 
@@ -731,6 +767,27 @@ func (u *ShipmentUpsertOne) AddWeightGrams(v int) *ShipmentUpsertOne {
 func (u *ShipmentUpsertOne) UpdateWeightGrams() *ShipmentUpsertOne {
 	return u.Update(func(s *ShipmentUpsert) {
 		s.UpdateWeightGrams()
+	})
+}
+
+// SetLabel sets the "label" field.
+func (u *ShipmentUpsertOne) SetLabel(v string) *ShipmentUpsertOne {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.SetLabel(v)
+	})
+}
+
+// UpdateLabel sets the "label" field to the value that was provided on create.
+func (u *ShipmentUpsertOne) UpdateLabel() *ShipmentUpsertOne {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.UpdateLabel()
+	})
+}
+
+// ClearLabel clears the value of the "label" field.
+func (u *ShipmentUpsertOne) ClearLabel() *ShipmentUpsertOne {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.ClearLabel()
 	})
 }
 
@@ -1101,6 +1158,27 @@ func (u *ShipmentUpsertBulk) AddWeightGrams(v int) *ShipmentUpsertBulk {
 func (u *ShipmentUpsertBulk) UpdateWeightGrams() *ShipmentUpsertBulk {
 	return u.Update(func(s *ShipmentUpsert) {
 		s.UpdateWeightGrams()
+	})
+}
+
+// SetLabel sets the "label" field.
+func (u *ShipmentUpsertBulk) SetLabel(v string) *ShipmentUpsertBulk {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.SetLabel(v)
+	})
+}
+
+// UpdateLabel sets the "label" field to the value that was provided on create.
+func (u *ShipmentUpsertBulk) UpdateLabel() *ShipmentUpsertBulk {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.UpdateLabel()
+	})
+}
+
+// ClearLabel clears the value of the "label" field.
+func (u *ShipmentUpsertBulk) ClearLabel() *ShipmentUpsertBulk {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.ClearLabel()
 	})
 }
 

@@ -156,6 +156,26 @@ func (_u *ShipmentUpdate) AddWeightGrams(v int) *ShipmentUpdate {
 	return _u
 }
 
+// SetLabel sets the "label" field.
+func (_u *ShipmentUpdate) SetLabel(v string) *ShipmentUpdate {
+	_u.mutation.SetLabel(v)
+	return _u
+}
+
+// SetNillableLabel sets the "label" field if the given value is not nil.
+func (_u *ShipmentUpdate) SetNillableLabel(v *string) *ShipmentUpdate {
+	if v != nil {
+		_u.SetLabel(*v)
+	}
+	return _u
+}
+
+// ClearLabel clears the value of the "label" field.
+func (_u *ShipmentUpdate) ClearLabel() *ShipmentUpdate {
+	_u.mutation.ClearLabel()
+	return _u
+}
+
 // Mutation returns the ShipmentMutation object of the builder.
 func (_u *ShipmentUpdate) Mutation() *ShipmentMutation {
 	return _u.mutation
@@ -272,6 +292,12 @@ func (_u *ShipmentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.AddedWeightGrams(); ok {
 		_spec.AddField(shipment.FieldWeightGrams, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Label(); ok {
+		_spec.SetField(shipment.FieldLabel, field.TypeString, value)
+	}
+	if _u.mutation.LabelCleared() {
+		_spec.ClearField(shipment.FieldLabel, field.TypeString)
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -421,6 +447,26 @@ func (_u *ShipmentUpdateOne) AddWeightGrams(v int) *ShipmentUpdateOne {
 	return _u
 }
 
+// SetLabel sets the "label" field.
+func (_u *ShipmentUpdateOne) SetLabel(v string) *ShipmentUpdateOne {
+	_u.mutation.SetLabel(v)
+	return _u
+}
+
+// SetNillableLabel sets the "label" field if the given value is not nil.
+func (_u *ShipmentUpdateOne) SetNillableLabel(v *string) *ShipmentUpdateOne {
+	if v != nil {
+		_u.SetLabel(*v)
+	}
+	return _u
+}
+
+// ClearLabel clears the value of the "label" field.
+func (_u *ShipmentUpdateOne) ClearLabel() *ShipmentUpdateOne {
+	_u.mutation.ClearLabel()
+	return _u
+}
+
 // Mutation returns the ShipmentMutation object of the builder.
 func (_u *ShipmentUpdateOne) Mutation() *ShipmentMutation {
 	return _u.mutation
@@ -567,6 +613,12 @@ func (_u *ShipmentUpdateOne) sqlSave(ctx context.Context) (_node *Shipment, err 
 	}
 	if value, ok := _u.mutation.AddedWeightGrams(); ok {
 		_spec.AddField(shipment.FieldWeightGrams, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Label(); ok {
+		_spec.SetField(shipment.FieldLabel, field.TypeString, value)
+	}
+	if _u.mutation.LabelCleared() {
+		_spec.ClearField(shipment.FieldLabel, field.TypeString)
 	}
 	_node = &Shipment{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -7,13 +7,24 @@ package graph
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/internal/testapp/ent"
 )
 
 // CreateShipment is the resolver for the createShipment field.
 func (r *mutationResolver) CreateShipment(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error) {
-	return ent.ClaimedShipment(ctx)
+	s, err := ent.ClaimedShipment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.Hook != nil {
+		if err := r.Hook(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return s.Update().SetLabel(fmt.Sprintf("attempt-%d", idem.ClaimFromContext(ctx).Attempt)).Save(ctx)
 }
 
 // Mutation returns MutationResolver implementation.

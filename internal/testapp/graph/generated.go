@@ -51,6 +51,7 @@ type ComplexityRoot struct {
 		CreatedAt   func(childComplexity int) int
 		Destination func(childComplexity int) int
 		ID          func(childComplexity int) int
+		Label       func(childComplexity int) int
 		Org         func(childComplexity int) int
 		WeightGrams func(childComplexity int) int
 	}
@@ -122,6 +123,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Shipment.ID(childComplexity), true
+	case "Shipment.label":
+		if e.ComplexityRoot.Shipment.Label == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Shipment.Label(childComplexity), true
 	case "Shipment.org":
 		if e.ComplexityRoot.Shipment.Org == nil {
 			break
@@ -251,6 +258,8 @@ func (ec *executionContext) childFields_Shipment(ctx context.Context, field grap
 		return ec.fieldContext_Shipment_destination(ctx, field)
 	case "weightGrams":
 		return ec.fieldContext_Shipment_weightGrams(ctx, field)
+	case "label":
+		return ec.fieldContext_Shipment_label(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_Shipment_createdAt(ctx, field)
 	}
@@ -725,6 +734,29 @@ func (ec *executionContext) _Shipment_weightGrams(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Shipment_weightGrams(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Shipment", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Shipment_label(ctx context.Context, field graphql.CollectedField, obj *ent.Shipment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Shipment_label(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Label, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalOString2string(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Shipment_label(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Shipment", field, false, false, "String")
 }
 
 func (ec *executionContext) _Shipment_createdAt(ctx context.Context, field graphql.CollectedField, obj *ent.Shipment) (ret graphql.Marshaler) {
@@ -2017,6 +2049,11 @@ func (ec *executionContext) _Shipment(ctx context.Context, sel ast.SelectionSet,
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "label":
+			out.Values[i] = ec._Shipment_label(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "createdAt":
 			out.Values[i] = ec._Shipment_createdAt(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -2703,6 +2740,18 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	_ = sel
 	_ = ctx
 	res := graphql.MarshalInt(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOString2string(ctx context.Context, v any) (string, error) {
+	res, err := graphql.UnmarshalString(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOString2string(ctx context.Context, sel ast.SelectionSet, v string) graphql.Marshaler {
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalString(v)
 	return res
 }
 

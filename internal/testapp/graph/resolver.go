@@ -1,9 +1,16 @@
 // Package graph is the GraphQL layer of the test application.
 package graph
 
-import "github.com/goovo/idem/internal/testapp/ent"
+import (
+	"context"
+
+	"github.com/goovo/idem/internal/testapp/ent"
+)
 
 // Resolver is the root resolver.
 type Resolver struct {
 	Client *ent.Client
+	// Hook, when set, runs inside createShipment after the claim and before
+	// the resolver's write: tests use it to block, fail or panic.
+	Hook func(ctx context.Context, s *ent.Shipment) error
 }

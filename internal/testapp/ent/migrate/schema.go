@@ -22,6 +22,7 @@ var (
 		{Name: "org", Type: field.TypeString},
 		{Name: "destination", Type: field.TypeString},
 		{Name: "weight_grams", Type: field.TypeInt},
+		{Name: "label", Type: field.TypeString, Nullable: true},
 		{Name: "created_at", Type: field.TypeTime},
 	}
 	// ShipmentsTable holds the schema information for the "shipments" table.

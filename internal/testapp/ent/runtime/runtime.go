@@ -48,7 +48,7 @@ func init() {
 	// shipment.WeightGramsValidator is a validator for the "weight_grams" field. It is called by the builders before save.
 	shipment.WeightGramsValidator = shipmentDescWeightGrams.Validators[0].(func(int) error)
 	// shipmentDescCreatedAt is the schema descriptor for created_at field.
-	shipmentDescCreatedAt := shipmentFields[4].Descriptor()
+	shipmentDescCreatedAt := shipmentFields[5].Descriptor()
 	// shipment.DefaultCreatedAt holds the default value on creation for the created_at field.
 	shipment.DefaultCreatedAt = shipmentDescCreatedAt.Default.(func() time.Time)
 	// shipmentDescID is the schema descriptor for id field.

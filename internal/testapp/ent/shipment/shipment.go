@@ -40,6 +40,8 @@ const (
 	FieldDestination = "destination"
 	// FieldWeightGrams holds the string denoting the weight_grams field in the database.
 	FieldWeightGrams = "weight_grams"
+	// FieldLabel holds the string denoting the label field in the database.
+	FieldLabel = "label"
 	// FieldCreatedAt holds the string denoting the created_at field in the database.
 	FieldCreatedAt = "created_at"
 	// Table holds the table name of the shipment in the database.
@@ -60,6 +62,7 @@ var Columns = []string{
 	FieldOrg,
 	FieldDestination,
 	FieldWeightGrams,
+	FieldLabel,
 	FieldCreatedAt,
 }
 
@@ -180,6 +183,11 @@ func ByDestination(opts ...sql.OrderTermOption) OrderOption {
 // ByWeightGrams orders the results by the weight_grams field.
 func ByWeightGrams(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldWeightGrams, opts...).ToFunc()
+}
+
+// ByLabel orders the results by the label field.
+func ByLabel(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLabel, opts...).ToFunc()
 }
 
 // ByCreatedAt orders the results by the created_at field.

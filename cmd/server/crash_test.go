@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/provider"
+)
+
+// The article's hardest case, with real processes: a server is killed with
+// SIGKILL while a payment is in the provider call, sometimes before the
+// provider charged, sometimes after (money taken, books not written). After
+// the lease runs out, a retry with the same key, sent to another server
+// process, completes the payment: the provider shows one charge, the order
+// is paid once, and every later retry replays that result.
+//
+// CRASH_TRIALS sets the number of trials per backend (default 6).
+func TestKilledServerIsRecovered(t *testing.T) {
+	trials := 6
+	if n, err := strconv.Atoi(os.Getenv("CRASH_TRIALS")); err == nil && n > 0 {
+		trials = n
+	}
+	bin := buildServer(t)
+	for _, b := range idemtest.Backends() {
+		t.Run(string(b), func(t *testing.T) {
+			t.Parallel()
+			db := idemtest.Open(t, b)
+			env, args := []string{}, []string{}
+			providerDSN := db.DSN
+			if b == idemtest.Postgres {
+				env = append(env, "DATABASE_URL="+db.DSN)
+			} else {
+				args = append(args, "-db", db.DSN)
+				providerDSN = strings.TrimSuffix(db.DSN, ".db") + "-provider.db"
+			}
+			const (
+				lease   = time.Second
+				latency = 150 * time.Millisecond
+			)
+			args = append(args, "-lease", lease.String(),
+				"-provider-latency", latency.String(), "-provider-response-latency", latency.String())
+			survivor := startServer(t, bin, env, args)
+			prov := openLedger(t, providerDSN, b == idemtest.Postgres)
+
+			afterCharge := 0
+			for i := range trials {
+				victim := startServer(t, bin, env, args)
+				order := victim.newOrder(t, "acme", fmt.Sprintf("order-%d", i))
+				key := fmt.Sprintf("pay-%d", i)
+
+				// Kill the victim inside the provider call: in the latency
+				// before the charge, or after it, in the answer's latency.
+				go victim.pay("acme", key, order)
+				killAt := latency/3 + time.Duration(rand.Int64N(int64(latency*7/5)))
+				time.Sleep(killAt)
+				victim.kill(t)
+				charged := len(charges(t, prov, order)) == 1
+				if charged {
+					afterCharge++
+				}
+
+				// Retry on the survivor until the lease has run out. The first
+				// retry must find the claim pending: the victim died mid-call.
+				res := survivor.pay("acme", key, order)
+				if res.code() != "IDEMPOTENCY_IN_PROGRESS" {
+					t.Fatalf("trial %d: the victim was not killed mid-call (killed after %v): %s", i, killAt, res.body)
+				}
+				for deadline := time.Now().Add(10 * lease); res.code() == "IDEMPOTENCY_IN_PROGRESS" && time.Now().Before(deadline); {
+					time.Sleep(100 * time.Millisecond)
+					res = survivor.pay("acme", key, order)
+				}
+				if len(res.Errors) > 0 {
+					t.Fatalf("trial %d: retry after the crash: %s", i, res.body)
+				}
+				if !strings.Contains(res.body, `"paid":true`) || strings.Count(res.body, `"amount"`) != 2 {
+					t.Fatalf("trial %d: result %s", i, res.body)
+				}
+				cs := charges(t, prov, order)
+				if len(cs) != 1 {
+					t.Fatalf("trial %d: %d provider charges, want 1", i, len(cs))
+				}
+				if again := survivor.pay("acme", key, order); !bytes.Equal(again.Data, res.Data) || again.code() != "" {
+					t.Fatalf("trial %d: replay differs:\n%s\n%s", i, res.body, again.body)
+				}
+			}
+			t.Logf("%s: %d trials, %d killed after the provider charged, all recovered with one charge", b, trials, afterCharge)
+		})
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func buildServer(t *testing.T) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "idem-server")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "server")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+type serverProcess struct {
+	url string
+	cmd *exec.Cmd
+	log *bytes.Buffer
+}
+
+func startServer(t *testing.T, bin string, env, args []string) *serverProcess {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProcess{url: "http://" + addr + "/query", cmd: cmd, log: &log}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not start: %s", log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *serverProcess) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+}
+
+type gqlResult struct {
+	body   string
+	Data   json.RawMessage
+	Errors []struct{ Extensions map[string]any }
+}
+
+func (r *gqlResult) code() string {
+	if r == nil || len(r.Errors) == 0 {
+		return ""
+	}
+	s, _ := r.Errors[0].Extensions["code"].(string)
+	return s
+}
+
+func (p *serverProcess) do(tenant, query string, vars map[string]any) (*gqlResult, error) {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Tenant-ID", tenant)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(res.Body); err != nil {
+		return nil, err
+	}
+	r := &gqlResult{body: buf.String()}
+	return r, json.Unmarshal(buf.Bytes(), r)
+}
+
+func (p *serverProcess) newOrder(t *testing.T, tenant, key string) string {
+	t.Helper()
+	r, err := p.do(tenant, `mutation($k: String!) { createOrder(idempotencyKey: $k, input: {amount: 4200, currency: "EUR"}) { id } }`, map[string]any{"k": key})
+	if err != nil || len(r.Errors) > 0 {
+		t.Fatalf("createOrder: %v %v", err, r)
+	}
+	var d struct{ CreateOrder struct{ ID string } }
+	_ = json.Unmarshal(r.Data, &d)
+	return d.CreateOrder.ID
+}
+
+func (p *serverProcess) pay(tenant, key, order string) *gqlResult {
+	r, err := p.do(tenant, `mutation($k: String!, $o: ID!) { createPayment(idempotencyKey: $k, input: {orderID: $o, amount: 4200}) { id amount providerChargeID order { paid payments { id amount } } } }`,
+		map[string]any{"k": key, "o": order})
+	if err != nil {
+		return &gqlResult{body: err.Error()}
+	}
+	return r
+}
+
+func openLedger(t *testing.T, dsn string, postgres bool) *provider.Simulated {
+	t.Helper()
+	name, source, _ := idemdb.Resolve(dsn)
+	db, err := sql.Open(name, source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p, err := provider.NewSimulated(context.Background(), db, postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func charges(t *testing.T, p *provider.Simulated, order string) []*provider.Charge {
+	t.Helper()
+	id, _ := strconv.Atoi(order)
+	cs, err := p.Charges(context.Background(), "acme", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}

@@ -1,0 +1,354 @@
+/*
+ * idempotency.pml: the claim protocol of one idempotency key K of one
+ * tenant, in LEASE mode (the default Mode), as execute.go and
+ * internal/store/store.go implement it. Read model/README.md first.
+ *
+ * The record is the row of K; a variable of this model is one column of it.
+ * Every database statement of the protocol is one atomic step (d_step): the
+ * database runs each statement atomically on the row, and the model needs no
+ * more than that. Everything a client process does between statements is
+ * local to it.
+ *
+ * "Step N" in the comments refers to the numbered protocol in README.md:
+ *   1 LOOKUP  2 CLAIM  3 REPLAY  4 IN_PROGRESS  5 TAKEOVER  6 RUN
+ *   7 COMPLETE (and its final-error and retryable variants)  8 CRASH  9 TIME
+ *
+ * Builds (spin -D... -a idempotency.pml):
+ *   (default)            safety: the assertions and the Invariants monitor
+ *   -DLIVENESS           adds the LTL property; compile pan without -DSAFETY
+ *                        and run  pan -a -f  (weak fairness)
+ *   -DBROKEN_NO_FENCING  COMPLETE forgets "AND attempt = n": a worker whose
+ *                        claim was taken over can still store its result.
+ *                        The safety run must report an error.
+ *   -DBROKEN_NO_GUARD    COMPLETE has no WHERE at all (forgets the status
+ *                        too). The safety run must report an error.
+ *
+ * Bounds (assumptions), overridable with -D:
+ *   MAX_CRASH      crashes of workers in total (step 8)
+ *   MAX_SLOW       times the lease of a worker that is alive runs out
+ *                  (a slow worker, step 9); the lease of a crashed worker
+ *                  may run out any number of times
+ *   MAX_RETRYABLE  retryable errors in total (step 7, release)
+ * They make the state space finite (every takeover needs an expired lease,
+ * so attempt <= 1 + MAX_CRASH + MAX_SLOW + MAX_RETRYABLE) and they are what
+ * makes progress possible: a key whose every attempt crashes, or is too slow
+ * for its lease, or fails with a retryable error, stays pending for ever,
+ * and no protocol can help it.
+ */
+
+#ifndef MAX_CRASH
+#define MAX_CRASH 2
+#endif
+#ifndef MAX_SLOW
+#define MAX_SLOW 2
+#endif
+#ifndef MAX_RETRYABLE
+#define MAX_RETRYABLE 1
+#endif
+
+mtype = { ABSENT, PENDING, SUCCEEDED, FAILED };
+
+/* ---- The record of K (the database row) --------------------------------- */
+mtype status  = ABSENT;	/* idempotency_status; ABSENT: no row */
+byte  attempt = 0;	/* idempotency_attempt, the fencing token */
+bool  expired = false;	/* idempotency_lease_expires_at <= now (time is abstract) */
+
+/* ---- The payment provider, outside the database ------------------------- */
+bool  charged = false;	/* its ledger has a charge for K: its dedupe */
+byte  charges = 0;	/* charges it executed for K */
+
+/* ---- Ghost state: what the properties talk about; not in any database --- */
+byte  committed = 0;	/* commits of business writes for K */
+byte  result_attempt = 0; /* the attempt whose result (status) was stored */
+bool  owner_alive = false; /* the worker of the current attempt still runs */
+
+/* ---- Environment budgets (see Bounds above) ----------------------------- */
+byte  crashes = 0;
+byte  slow = 0;
+byte  retryables = 0;
+
+/*
+ * The fence of COMPLETE (Store.Complete):
+ *   UPDATE … SET status = … WHERE status = 'pending' AND attempt = n
+ */
+#if defined(BROKEN_NO_GUARD)
+#define COMPLETE_MATCHES(n)	true
+#elif defined(BROKEN_NO_FENCING)
+#define COMPLETE_MATCHES(n)	(status == PENDING)
+#else
+#define COMPLETE_MATCHES(n)	(status == PENDING && attempt == (n))
+#endif
+
+/* The fence of RELEASE (Store.Release), never broken in this model. */
+#define RELEASE_MATCHES(n)	(status == PENDING && attempt == (n))
+
+/*
+ * Step 8, CRASH: at a crash point the worker may stop (while the crash budget
+ * lasts). The guard and the budget are one atomic step so that the budget is
+ * never overdrawn; the bookkeeping happens at the label "crashed".
+ */
+#define CRASH_POINT \
+	if \
+	:: atomic { crashes < MAX_CRASH -> crashes++; goto crashed } \
+	:: true \
+	fi
+
+/*
+ * A status write of the record. Once a status is terminal it never changes:
+ * every write must find the record pending.
+ */
+inline store_status(st, n)
+{
+	assert(status == PENDING);	/* terminal states are final */
+	status = st;
+	result_attempt = n
+}
+
+/*
+ * One client. Each run of the body from "request" is one request with key K
+ * (Extension.run); the client may send it again after an answer that is not
+ * a result, as a real client retries with the same key. A persistent client
+ * (the one the liveness property relies on) keeps coming back until it gets
+ * the result; the others may give up at any answer.
+ */
+proctype Client(bool persistent)
+{
+	mtype s;	/* what LOOKUP read: status, */
+	byte  a;	/*   attempt, */
+	bool  e;	/*   lease expired */
+	byte  n;	/* the attempt this worker owns (0: none) */
+	bool  ran;	/* this request ran once already (run's "ran") */
+	bool  tx;	/* business writes are in an open, uncommitted transaction */
+	bool  ok;	/* the last conditional statement matched a row */
+
+request:
+	ran = false;
+
+lookup:
+	/* Step 1, LOOKUP (Store.Lookup): one atomic read of the row. */
+	atomic { s = status; a = attempt; e = expired };
+
+	if
+	:: s == ABSENT ->
+		/* Step 2, CLAIM (call.begin -> insertClaim -> Records.Insert):
+		 * INSERT … ON CONFLICT DO NOTHING; in lease mode it commits by
+		 * itself, before the resolver's transaction opens. */
+		atomic {
+			if
+			:: status == ABSENT ->
+				status = PENDING; attempt = 1; expired = false;
+				owner_alive = true; n = 1; ok = true
+			:: else -> ok = false
+			fi;
+			s = 0; a = 0; e = false
+		};
+		if
+		:: ok -> goto work
+		:: else -> goto lookup	/* lost the race: read the winner */
+		fi
+
+	:: s == SUCCEEDED || s == FAILED ->
+		/* Step 3, REPLAY (Extension.replay): the stored result. */
+		goto result
+
+	:: s == PENDING && (!e || ran) ->
+		/* Step 4, IN_PROGRESS (Extension.inProgress). Also when the
+		 * lease ran out but this request already ran once: a request
+		 * never runs the resolver twice ("ran" in Extension.run). */
+		atomic { s = 0; a = 0; e = false };
+		goto not_a_result
+
+	:: s == PENDING && e && !ran ->
+		/* Step 5, TAKEOVER (Store.TakeOver): compare-and-set on the
+		 * attempt that LOOKUP saw; succeeds for exactly one caller. */
+		atomic {
+			if
+			:: status == PENDING && attempt == a && expired ->
+				attempt++; expired = false;
+				owner_alive = true; n = attempt; ok = true
+			:: else -> ok = false
+			fi;
+			s = 0; a = 0; e = false
+		};
+		if
+		:: ok -> goto work
+		:: else -> goto lookup	/* someone else changed the row */
+		fi
+	fi;
+
+work:
+	/* Step 6, RUN (Extension.execute -> the resolver): this worker owns
+	 * attempt n until its COMPLETE, or until its lease runs out and
+	 * someone takes it over; it is never told which. */
+	CRASH_POINT;
+	/* The resolver charges through the provider with key K. The provider
+	 * deduplicates by K: a second call returns the first charge. The
+	 * charge is outside the database: no rollback or crash undoes it. */
+	atomic {
+		if
+		:: !charged -> charged = true; charges++
+		:: else -> skip
+		fi
+	};
+	CRASH_POINT;
+	/* Business writes in the transaction call.begin opened: invisible to
+	 * everyone until it commits. */
+	tx = true;
+	CRASH_POINT;
+
+	if
+	:: /* Step 7, COMPLETE (call.complete, status succeeded): the fenced
+	    * update runs in the same transaction, and the commit makes the
+	    * business writes and the status visible together, or neither. */
+		atomic {
+			if
+			:: COMPLETE_MATCHES(n) ->
+				store_status(SUCCEEDED, n);
+				committed++;	/* the business writes commit */
+				owner_alive = false;
+				ok = true
+			:: else -> ok = false	/* 0 rows: roll back */
+			fi;
+			tx = false
+		};
+		if
+		:: ok -> n = 0; goto result
+		:: else -> n = 0; ran = true; goto lookup
+		fi
+
+	:: /* Step 7, final (business) error (call.complete, status failed,
+	    * lease mode): roll the business writes back, then store the
+	    * failure with the fenced update on its own (autocommit). */
+		tx = false;
+		CRASH_POINT;
+		atomic {
+			if
+			:: COMPLETE_MATCHES(n) ->
+				store_status(FAILED, n);
+				owner_alive = false;
+				ok = true
+			:: else -> ok = false
+			fi
+		};
+		if
+		:: ok -> n = 0; goto result
+		:: else -> n = 0; ran = true; goto lookup
+		fi
+
+	:: atomic { retryables < MAX_RETRYABLE -> retryables++ };
+		/* Step 7, retryable error (execute's retryable branch, then
+		 * Extension.release): roll back, then RELEASE the claim with a
+		 * fenced update so that a retry may take it over at once. */
+		tx = false;
+		CRASH_POINT;
+		atomic {
+			if
+			:: RELEASE_MATCHES(n) -> expired = true; owner_alive = false
+			:: else -> skip
+			fi;
+			n = 0
+		};
+		goto not_a_result
+	fi;
+
+crashed:
+	/* Step 8, CRASH: the process of this worker is gone. Its open
+	 * transaction is discarded by the database (tx = false: its writes
+	 * never commit). Its claim, if it still holds it, stays pending until
+	 * the lease runs out. The client sees a failed request and may retry
+	 * (to another server). */
+	atomic {
+		if
+		:: status == PENDING && attempt == n && n > 0 -> owner_alive = false
+		:: else -> skip
+		fi;
+		tx = false; n = 0; ran = false;
+		s = 0; a = 0; e = false
+	};
+	/* fall through */
+
+not_a_result:
+	/* The answer was IN_PROGRESS, a retryable error or a lost connection:
+	 * the client retries with the same key, or (unless persistent) gives
+	 * up. */
+	if
+	:: goto request
+	:: !persistent -> goto done
+	fi;
+
+result:
+	/* The answer is the stored result (own or replayed): the request of
+	 * this client is answered for good. */
+	skip;
+done:
+	skip
+}
+
+/*
+ * Step 9, TIME: a pending lease may run out at any moment. While its owner
+ * is alive this is a slow worker (bounded by MAX_SLOW: otherwise every
+ * attempt could be overtaken for ever); once its owner crashed, the lease
+ * runs out eventually for sure (weak fairness on this process).
+ */
+active proctype Time()
+{
+end:
+	do
+	:: d_step { status == PENDING && !expired && !owner_alive -> expired = true }
+	:: d_step { status == PENDING && !expired && owner_alive && slow < MAX_SLOW ->
+			expired = true; slow++ }
+	od
+}
+
+/*
+ * The state invariants, checked in every reachable state: the guard becomes
+ * executable exactly when the invariant is false.
+ */
+#define IMPLIES(p, q)	(!(p) || (q))
+#define INVARIANT ( \
+	committed <= 1 && \
+	charges <= 1 && \
+	IMPLIES(status == ABSENT || status == PENDING, committed == 0) && \
+	IMPLIES(status == SUCCEEDED, committed == 1) && \
+	IMPLIES(status == FAILED, committed == 0) && \
+	IMPLIES(status == SUCCEEDED || status == FAILED, result_attempt == attempt) )
+/*
+ * In words:
+ * - the business writes of at most one attempt commit for K;
+ * - the provider charges K at most once;
+ * - a pending record has no committed business writes; a succeeded one has
+ *   exactly one commit (its own); a failed one has none;
+ * - fencing (Claim.Attempt: "Only the current attempt can store a result"):
+ *   the stored result is the work of the attempt the record names, so a
+ *   worker whose claim was taken over stored nothing.
+ */
+
+#ifndef LIVENESS
+active proctype Invariants()
+{
+end:
+	atomic { !INVARIANT -> assert(INVARIANT) }
+}
+#endif
+
+/*
+ * Three clients send the same key K at once. Client 0 is persistent: it
+ * keeps retrying until it gets a result; the other two may give up.
+ */
+init
+{
+	atomic {
+		run Client(true);
+		run Client(false);
+		run Client(false)
+	}
+}
+
+#ifdef LIVENESS
+/*
+ * Liveness: the key does not stay pending (or absent) for ever: eventually
+ * it holds a result. Checked with weak fairness (pan -a -f), under the
+ * bounds above, with the persistent client 0 retrying.
+ */
+ltl eventually_result { <> (status == SUCCEEDED || status == FAILED) }
+#endif
