@@ -4,7 +4,7 @@
  * internal/store/store.go implement it. Read model/README.md first.
  *
  * The record is the row of K; a variable of this model is one column of it.
- * Every database statement of the protocol is one atomic step (d_step): the
+ * Every database statement of the protocol is one atomic step: the
  * database runs each statement atomically on the row, and the model needs no
  * more than that. Everything a client process does between statements is
  * local to it.
@@ -301,33 +301,37 @@ end:
 }
 
 /*
- * The state invariants, checked in every reachable state: the guard becomes
- * executable exactly when the invariant is false.
+ * The state invariants, checked in every reachable state by the process
+ * Invariants: the guard of an invariant becomes executable exactly when the
+ * invariant is false, and its assertion then fails with its text.
  */
 #define IMPLIES(p, q)	(!(p) || (q))
-#define INVARIANT ( \
-	committed <= 1 && \
-	charges <= 1 && \
-	IMPLIES(status == ABSENT || status == PENDING, committed == 0) && \
-	IMPLIES(status == SUCCEEDED, committed == 1) && \
-	IMPLIES(status == FAILED, committed == 0) && \
-	IMPLIES(status == SUCCEEDED || status == FAILED, result_attempt == attempt) )
-/*
- * In words:
- * - the business writes of at most one attempt commit for K;
- * - the provider charges K at most once;
- * - a pending record has no committed business writes; a succeeded one has
- *   exactly one commit (its own); a failed one has none;
- * - fencing (Claim.Attempt: "Only the current attempt can store a result"):
- *   the stored result is the work of the attempt the record names, so a
- *   worker whose claim was taken over stored nothing.
- */
+
+/* Safety: the business writes of at most one attempt commit for K. */
+#define ONE_COMMIT	(committed <= 1)
+/* Safety: the provider charges K at most once (thanks to its dedupe). */
+#define ONE_CHARGE	(charges <= 1)
+/* A stored result is consistent with the business writes: a pending (or
+ * absent) record has none committed, a succeeded one exactly its own, a
+ * failed one none (its writes were rolled back). */
+#define CONSISTENT	( IMPLIES(status == ABSENT || status == PENDING, committed == 0) && \
+			  IMPLIES(status == SUCCEEDED, committed == 1) && \
+			  IMPLIES(status == FAILED, committed == 0) )
+/* Fencing (Claim.Attempt: "Only the current attempt can store a result"):
+ * the stored result is the work of the attempt the record names, so a
+ * worker whose claim was taken over stored nothing. */
+#define FENCED		IMPLIES(status == SUCCEEDED || status == FAILED, result_attempt == attempt)
 
 #ifndef LIVENESS
 active proctype Invariants()
 {
 end:
-	atomic { !INVARIANT -> assert(INVARIANT) }
+	if
+	:: atomic { !ONE_COMMIT -> assert(ONE_COMMIT) }
+	:: atomic { !ONE_CHARGE -> assert(ONE_CHARGE) }
+	:: atomic { !CONSISTENT -> assert(CONSISTENT) }
+	:: atomic { !FENCED     -> assert(FENCED) }
+	fi
 }
 #endif
 
