@@ -56,6 +56,7 @@ type Mutation {
     labels: [String!]
     matrix: [[Int!]]
   ): Item
+  updateItem(idempotencyKey: String, id: ID!, input: ItemInput!): Item
   deleteItem(idempotencyKey: String, id: ID!): Node
 }
 `
@@ -637,7 +638,7 @@ func TestOfDiffersForDifferentRequests(t *testing.T) {
 		{
 			name: "different mutation field",
 			a:    request{query: `mutation { createItem(input: {name: "a"}) { id } }`},
-			b:    request{query: `mutation { deleteItem(id: "1") { id } }`},
+			b:    request{query: `mutation { updateItem(id: "1", input: {name: "a"}) { id } }`},
 			want: []string{"mutation (first used for Mutation.createItem)", argsDiffer},
 		},
 	}

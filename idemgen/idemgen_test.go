@@ -1,0 +1,74 @@
+package idemgen
+
+import (
+	"strings"
+	"testing"
+
+	"entgo.io/ent/entc"
+	"entgo.io/ent/entc/gen"
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+func TestRecordsOfAGraph(t *testing.T) {
+	g, err := entc.LoadGraph("../internal/testapp/ent/schema", &gen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := records(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.Type.Name != "Shipment" || r.Scope.Name != "org" || r.Status.Name != "idempotency_status" ||
+		!r.Create || r.LeaseSeconds != 10 || r.CreateInput() != "CreateShipmentInput" {
+		t.Fatalf("record %+v", r)
+	}
+}
+
+func TestRecordsRejectsABadScope(t *testing.T) {
+	// A scope field that does not exist: ent itself rejects the unique
+	// index on it, naming the field.
+	if _, err := entc.LoadGraph("./testdata/badscope", &gen.Config{}); err == nil || !strings.Contains(err.Error(), `"org"`) {
+		t.Errorf("missing scope field: %v", err)
+	}
+	g, err := entc.LoadGraph("./testdata/optionalscope", &gen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := records(g); err == nil || !strings.Contains(err.Error(), "must be a required string field") {
+		t.Errorf("optional scope field: %v", err)
+	}
+}
+
+func TestCheckSchema(t *testing.T) {
+	const directive = `directive @idempotent(record: String) on FIELD_DEFINITION
+type Query { x: Int }
+`
+	for name, c := range map[string]struct {
+		schema string
+		err    string
+	}{
+		"key argument":      {`type Mutation { pay(idempotencyKey: String!): Int @idempotent }`, ""},
+		"optional key":      {`type Mutation { pay(idempotencyKey: String): Int @idempotent }`, ""},
+		"no key argument":   {`type Mutation { pay(amount: Int): Int @idempotent }`, "needs the argument idempotencyKey"},
+		"key of wrong type": {`type Mutation { pay(idempotencyKey: Int!): Int @idempotent }`, "needs the argument idempotencyKey"},
+		"list key":          {`type Mutation { pay(idempotencyKey: [String!]): Int @idempotent }`, "needs the argument idempotencyKey"},
+		"not a mutation":    {`type Mutation { pay: Int } extend type Query { y(idempotencyKey: String!): Int @idempotent }`, "mutation fields only"},
+	} {
+		s, gerr := gqlparser.LoadSchema(&ast.Source{Input: directive + c.schema})
+		if gerr != nil {
+			t.Fatalf("%s: %v", name, gerr)
+		}
+		err := CheckSchema(s)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", name, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: error %v, want %q", name, err, c.err)
+		}
+	}
+}

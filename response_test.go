@@ -1,0 +1,64 @@
+package idem
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+func TestStoredResponseKeepsBytesAndSentinels(t *testing.T) {
+	data := rawJSON(`{"id":"7","amount":12,"tags":["a","b"]}`)
+	for name, res := range map[string]graphql.Marshaler{
+		"data":          data,
+		"null":          graphql.Null,
+		"required null": graphql.RequiredNull,
+	} {
+		errs := gqlerror.List{{Message: "amount must be positive", Path: ast.Path{ast.PathName("pay"), ast.PathIndex(0), ast.PathName("x")},
+			Extensions: map[string]any{"code": "BAD_USER_INPUT"}}}
+		b, err := encodeResponse(res, errs)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := decodeResponse(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		m := got.marshaler()
+		if res == graphql.Null || res == graphql.RequiredNull {
+			if m != res {
+				t.Errorf("%s: replayed %v, want the same sentinel", name, m)
+			}
+		} else {
+			var buf bytes.Buffer
+			m.MarshalGQL(&buf)
+			if buf.String() != string(data) {
+				t.Errorf("%s: replayed %s, want %s", name, buf.String(), data)
+			}
+		}
+		replayed := got.errorsAt("p2")
+		if len(replayed) != 1 || replayed[0].Message != "amount must be positive" || replayed[0].Extensions["code"] != "BAD_USER_INPUT" {
+			t.Fatalf("%s: errors %+v", name, replayed)
+		}
+		if p := replayed[0].Path.String(); p != "p2[0].x" {
+			t.Errorf("%s: path %s, want p2[0].x (rebased on the new alias)", name, p)
+		}
+		if errs[0].Path[0] != ast.PathName("pay") {
+			t.Errorf("%s: errorsAt changed the stored error", name)
+		}
+	}
+}
+
+func TestEncodeRejectsInvalidJSON(t *testing.T) {
+	if _, err := encodeResponse(rawJSON(`{"broken"`), nil); err == nil {
+		t.Fatal("invalid field bytes were stored")
+	}
+}
+
+func TestDecodeRejectsUnknownVersion(t *testing.T) {
+	if _, err := decodeResponse([]byte(`{"v":2,"data":{}}`)); err == nil {
+		t.Fatal("unknown version decoded")
+	}
+}
