@@ -116,14 +116,31 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 	return t, nil
 }
 
-// run is the protocol: look the key up, then replay, refuse, take over or
-// claim, and look again whenever a race was lost.
+// run is the protocol: claim the key, or look it up and replay, refuse or
+// take it over, and look again whenever a race was lost.
+//
+// In lease mode the first round claims without looking first: for a new key
+// (the common case) the insert is the lookup, and saves a round trip; when
+// the key exists the insert changes nothing and the lookup follows. In
+// atomic mode the claim sits inside a transaction, which a lookup-first
+// spares a duplicate from opening.
 func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, bool, error) {
 	db := e.cfg.Backend.DB()
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
+	claimFirst := r.spec.mode == ModeLease
 	ran := false // this request already ran the resolver once
-	for round := 0; round < maxRounds; round++ {
-		rec, clock, err := e.store.Lookup(ctx, db, r.spec.table, r.tenant, r.key)
+	for round := 0; round < maxRounds; {
+		var (
+			rec   *store.Record
+			clock store.Clock
+			err   error
+		)
+		if claimFirst {
+			claimFirst = false
+			clock, err = e.store.Now(ctx, db)
+		} else {
+			rec, clock, err = e.store.Lookup(ctx, db, r.spec.table, r.tenant, r.key)
+		}
 		if err != nil {
 			return nil, false, e.unavailable(r, err)
 		}
@@ -142,10 +159,10 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 			case store.StatusPending:
 				if ran || rec.LeaseExpiresAt.After(now) {
 					if wait := time.Until(waitUntil); wait > 0 {
+						// Waiting for the owner is not a lost race: no round.
 						if err := sleep(ctx, min(wait, pollInterval(round))); err != nil {
 							return nil, false, e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
 						}
-						round-- // waiting is not a lost race
 						continue
 					}
 					return nil, false, e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
@@ -155,6 +172,7 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 					return nil, false, e.unavailable(r, err)
 				}
 				if !ok {
+					round++
 					continue
 				}
 				attempt, insert = rec.Attempt+1, false
@@ -171,6 +189,7 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 			return out.res, false, out.err
 		}
 		ran = ran || out.ran
+		round++
 	}
 	return nil, false, e.inProgress(r, time.Second)
 }
@@ -283,7 +302,7 @@ func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert
 func (e *Extension) release(ctx context.Context, r *request, attempt int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
 	defer cancel()
-	_, clock, err := e.store.Lookup(ctx, e.cfg.Backend.DB(), r.spec.table, r.tenant, r.key)
+	clock, err := e.store.Now(ctx, e.cfg.Backend.DB())
 	if err == nil {
 		err = e.store.Release(ctx, e.cfg.Backend.DB(), r.spec.table, r.tenant, r.key, attempt, clock.Now())
 	}

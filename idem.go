@@ -56,7 +56,17 @@ type Claim struct {
 	// ClaimedAt and LeaseExpiresAt are database times.
 	ClaimedAt      time.Time
 	LeaseExpiresAt time.Time
+
+	row any
 }
+
+// SetRow records the row the claim inserted, so that the resolver gets it
+// without reading it back. Generated code calls it.
+func (c *Claim) SetRow(row any) { c.row = row }
+
+// Row returns the row SetRow recorded: nil after a takeover, where the row
+// was inserted by an earlier attempt. Generated code calls it.
+func (c *Claim) Row() any { return c.row }
 
 type claimKey struct{}
 

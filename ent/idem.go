@@ -107,7 +107,7 @@ func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idem.Tx, c *ide
 			create.SetInput(*input)
 		}
 	}
-	err = create.
+	create.
 		SetTenantID(c.Tenant).
 		SetIdempotencyKey(c.Key).
 		SetIdempotencyStatus(order.IdempotencyStatusPending).
@@ -116,8 +116,13 @@ func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idem.Tx, c *ide
 		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
 		SetIdempotencyClaimedAt(c.ClaimedAt).
 		OnConflictColumns(order.FieldTenantID, order.FieldIdempotencyKey).
-		DoNothing().
-		Exec(ctx)
+		DoNothing()
+	// Save keeps the conflict clause the upsert builder set on create, and
+	// returns the row when it was inserted.
+	row, err := create.Save(ctx)
+	if err == nil {
+		c.SetRow(row)
+	}
 	return claimResult("Order", err)
 }
 
@@ -135,6 +140,13 @@ func ClaimedOrder(ctx context.Context) (*Order, error) {
 	client := FromContext(ctx)
 	if client == nil {
 		return nil, errors.New("ent: ClaimedOrder: no transaction in the context")
+	}
+	if row, ok := c.Row().(*Order); ok {
+		// The row this attempt inserted, bound to the transaction so that
+		// its edges and updates go through it.
+		bound := *row
+		bound.config = client.config
+		return &bound, nil
 	}
 	return client.Order.Query().
 		Where(order.TenantID(c.Tenant), order.IdempotencyKey(c.Key)).
@@ -162,7 +174,7 @@ func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idem.Tx, c *i
 			create.SetInput(*input)
 		}
 	}
-	err = create.
+	create.
 		SetTenantID(c.Tenant).
 		SetIdempotencyKey(c.Key).
 		SetIdempotencyStatus(payment.IdempotencyStatusPending).
@@ -171,8 +183,13 @@ func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idem.Tx, c *i
 		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
 		SetIdempotencyClaimedAt(c.ClaimedAt).
 		OnConflictColumns(payment.FieldTenantID, payment.FieldIdempotencyKey).
-		DoNothing().
-		Exec(ctx)
+		DoNothing()
+	// Save keeps the conflict clause the upsert builder set on create, and
+	// returns the row when it was inserted.
+	row, err := create.Save(ctx)
+	if err == nil {
+		c.SetRow(row)
+	}
 	return claimResult("Payment", err)
 }
 
@@ -190,6 +207,13 @@ func ClaimedPayment(ctx context.Context) (*Payment, error) {
 	client := FromContext(ctx)
 	if client == nil {
 		return nil, errors.New("ent: ClaimedPayment: no transaction in the context")
+	}
+	if row, ok := c.Row().(*Payment); ok {
+		// The row this attempt inserted, bound to the transaction so that
+		// its edges and updates go through it.
+		bound := *row
+		bound.config = client.config
+		return &bound, nil
 	}
 	return client.Payment.Query().
 		Where(payment.TenantID(c.Tenant), payment.IdempotencyKey(c.Key)).

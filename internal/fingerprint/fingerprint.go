@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,7 +83,7 @@ func Of(schema *ast.Schema, typeName string, field *ast.Field, vars map[string]a
 		defs = field.Definition.Arguments
 	}
 	c.arguments(&args, defs, field.Arguments, skipArg)
-	c.selectionSet(&sel, field.SelectionSet)
+	c.selectionSet(&sel, resultType(field), field.SelectionSet)
 	return Fingerprint{Field: typeName + "." + field.Name, Arguments: digest(args.Bytes()), Selection: digest(sel.Bytes())}
 }
 
@@ -98,11 +99,19 @@ func CanonicalArguments(schema *ast.Schema, field *ast.Field, vars map[string]an
 	return b.String()
 }
 
-// CanonicalSelection returns the canonical text of a selection set.
-func CanonicalSelection(schema *ast.Schema, set ast.SelectionSet, vars map[string]any) string {
+// CanonicalSelection returns the canonical text of field's selection set.
+func CanonicalSelection(schema *ast.Schema, field *ast.Field, vars map[string]any) string {
 	var b bytes.Buffer
-	canon{schema: schema, vars: vars}.selectionSet(&b, set)
+	canon{schema: schema, vars: vars}.selectionSet(&b, resultType(field), field.SelectionSet)
 	return b.String()
+}
+
+// resultType is the named type a field returns ("" when unknown).
+func resultType(field *ast.Field) string {
+	if field.Definition == nil {
+		return ""
+	}
+	return field.Definition.Type.Name()
 }
 
 func digest(b []byte) string {
@@ -157,6 +166,23 @@ func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args 
 	b.WriteByte(')')
 }
 
+// asList returns the elements of any slice: literals decode to []any, but
+// variables coerced by gqlparser's validator come as typed slices.
+func asList(v any) ([]any, bool) {
+	if l, ok := v.([]any); ok {
+		return l, true
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Slice {
+		return nil, false
+	}
+	out := make([]any, rv.Len())
+	for i := range out {
+		out[i] = rv.Index(i).Interface()
+	}
+	return out, true
+}
+
 // unset reports whether v is a variable the request did not provide and that
 // has no default: the argument counts as absent.
 func (c canon) unset(v *ast.Value) bool {
@@ -189,7 +215,7 @@ func (c canon) typed(b *bytes.Buffer, t *ast.Type, v any) {
 		return
 	}
 	if t.Elem != nil {
-		list, ok := v.([]any)
+		list, ok := asList(v)
 		if !ok {
 			// Input coercion: a single value where a list is expected is a
 			// list of one.
@@ -265,9 +291,15 @@ func (c canon) scalar(b *bytes.Buffer, name string, v any) {
 			b.WriteString(strconv.Quote(n))
 			return
 		}
-	case "Int", "Float":
+	case "Int":
 		if n, ok := number(v); ok {
 			b.WriteString(n)
+			return
+		}
+	case "Float":
+		// Every number is a float here: 1, 1.0 and 1e0 are one value.
+		if f, ok := toFloat(v); ok {
+			b.WriteString(formatFloat(f))
 			return
 		}
 	}
@@ -302,6 +334,25 @@ func number(v any) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+func toFloat(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case float64:
+		return n, true
+	case json.Number:
+		f, err := strconv.ParseFloat(string(n), 64)
+		return f, err == nil
+	}
+	return 0, false
 }
 
 func formatFloat(f float64) string {
@@ -360,56 +411,116 @@ func (c canon) generic(b *bytes.Buffer, v any) {
 	}
 }
 
-// selectionSet prints what the response will contain, in order.
-func (c canon) selectionSet(b *bytes.Buffer, set ast.SelectionSet) {
+// selectionSet prints what the response will contain, in order: the fields
+// collected as GraphQL's CollectFields does (fragments that apply to the
+// type expanded, fields of one response name merged, @skip/@include
+// applied), so that two spellings of one response print alike. Under an
+// interface or a union the result depends on the concrete type: the
+// collection is printed for each possible type.
+func (c canon) selectionSet(b *bytes.Buffer, typeName string, set ast.SelectionSet) {
+	def := c.schema.Types[typeName]
+	if def == nil || def.Kind == ast.Object {
+		c.collected(b, typeName, set)
+		return
+	}
+	var names []string
+	for _, t := range c.schema.GetPossibleTypes(def) {
+		names = append(names, t.Name)
+	}
+	slices.Sort(names)
+	b.WriteByte('<')
+	for i, name := range names {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(name)
+		b.WriteByte('=')
+		c.collected(b, name, set)
+	}
+	b.WriteByte('>')
+}
+
+// collectedField is one response name of a selection set.
+type collectedField struct {
+	field *ast.Field
+	subs  ast.SelectionSet
+}
+
+// collected prints the fields set yields for an object of type objType.
+func (c canon) collected(b *bytes.Buffer, objType string, set ast.SelectionSet) {
+	var order []string
+	fields := map[string]*collectedField{}
+	var walk func(ast.SelectionSet)
+	walk = func(set ast.SelectionSet) {
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				if !c.included(s.Directives) {
+					continue
+				}
+				f := fields[s.Alias]
+				if f == nil {
+					f = &collectedField{field: s}
+					fields[s.Alias] = f
+					order = append(order, s.Alias)
+				}
+				f.subs = append(f.subs, s.SelectionSet...)
+			case *ast.FragmentSpread:
+				if c.included(s.Directives) && s.Definition != nil && c.applies(s.Definition.TypeCondition, objType) {
+					walk(s.Definition.SelectionSet)
+				}
+			case *ast.InlineFragment:
+				if c.included(s.Directives) && c.applies(s.TypeCondition, objType) {
+					walk(s.SelectionSet)
+				}
+			}
+		}
+	}
+	walk(set)
 	b.WriteByte('{')
-	first := true
-	for _, sel := range set {
-		var dirs ast.DirectiveList
-		switch s := sel.(type) {
-		case *ast.Field:
-			dirs = s.Directives
-		case *ast.FragmentSpread:
-			dirs = s.Directives
-		case *ast.InlineFragment:
-			dirs = s.Directives
-		}
-		if !c.included(dirs) {
-			continue
-		}
-		if !first {
+	for i, alias := range order {
+		if i > 0 {
 			b.WriteByte(',')
 		}
-		first = false
-		switch s := sel.(type) {
-		case *ast.Field:
-			b.WriteString(s.Alias)
-			b.WriteByte(':')
-			b.WriteString(s.Name)
-			var defs ast.ArgumentDefinitionList
-			if s.Definition != nil {
-				defs = s.Definition.Arguments
+		f := fields[alias].field
+		b.WriteString(alias)
+		b.WriteByte(':')
+		b.WriteString(f.Name)
+		var defs ast.ArgumentDefinitionList
+		if f.Definition != nil {
+			defs = f.Definition.Arguments
+		}
+		if len(f.Arguments) > 0 || len(defs) > 0 {
+			c.arguments(b, defs, f.Arguments, "")
+		}
+		c.directives(b, f.Directives)
+		if subs := fields[alias].subs; len(subs) > 0 {
+			var typeName string
+			if f.Definition != nil {
+				typeName = f.Definition.Type.Name()
 			}
-			if len(s.Arguments) > 0 || len(defs) > 0 {
-				c.arguments(b, defs, s.Arguments, "")
-			}
-			c.directives(b, s.Directives)
-			if len(s.SelectionSet) > 0 {
-				c.selectionSet(b, s.SelectionSet)
-			}
-		case *ast.FragmentSpread:
-			if s.Definition == nil {
-				b.WriteString("..." + s.Name)
-				continue
-			}
-			b.WriteString("...on " + s.Definition.TypeCondition)
-			c.selectionSet(b, s.Definition.SelectionSet)
-		case *ast.InlineFragment:
-			b.WriteString("...on " + s.TypeCondition)
-			c.selectionSet(b, s.SelectionSet)
+			c.selectionSet(b, typeName, subs)
 		}
 	}
 	b.WriteByte('}')
+}
+
+// applies reports whether a fragment with type condition cond applies to an
+// object of type objType.
+func (c canon) applies(cond, objType string) bool {
+	if cond == "" || cond == objType {
+		return true
+	}
+	def := c.schema.Types[cond]
+	if def == nil {
+		return false
+	}
+	for _, t := range c.schema.GetPossibleTypes(def) {
+		if t.Name == objType {
+			return true
+		}
+	}
+	return false
 }
 
 // included applies @skip and @include.

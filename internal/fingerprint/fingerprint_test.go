@@ -22,6 +22,8 @@ const keyArg = "idempotencyKey"
 const testSchemaSDL = `
 type Query { ping: Boolean }
 
+directive @upper on FIELD
+
 enum Priority { LOW HIGH }
 
 input ItemInput {
@@ -176,7 +178,7 @@ func canonicalText(t *testing.T, r request, mode varsMode) string {
 		return "<bad variables>"
 	}
 	return fingerprint.CanonicalArguments(testSchema, field, vars, keyArg) + " " +
-		fingerprint.CanonicalSelection(testSchema, field.SelectionSet, vars)
+		fingerprint.CanonicalSelection(testSchema, field, vars)
 }
 
 func TestOfEqualForEquivalentRequests(t *testing.T) {
@@ -537,6 +539,12 @@ func TestOfDiffersForDifferentRequests(t *testing.T) {
 			want: []string{argsDiffer},
 		},
 		{
+			name: "Float 1 vs 1.0000001",
+			a:    request{query: `mutation { createItem(input: {name: "a"}, weight: 1) { id } }`},
+			b:    request{query: `mutation { createItem(input: {name: "a"}, weight: 1.0000001) { id } }`},
+			want: []string{argsDiffer},
+		},
+		{
 			name: "ID \"05\" vs 5",
 			a:    request{query: `mutation { createItem(input: {name: "a"}, parentID: "05") { id } }`},
 			b:    request{query: `mutation { createItem(input: {name: "a"}, parentID: 5) { id } }`},
@@ -609,6 +617,12 @@ func TestOfDiffersForDifferentRequests(t *testing.T) {
 				query: `mutation ($yes: Boolean!) { createItem(input: {name: "a"}) { id name @include(if: $yes) } }`,
 				vars:  `{"yes": false}`,
 			},
+			want: []string{selectionDiffers},
+		},
+		{
+			name: "a directive other than @skip/@include",
+			a:    request{query: `mutation { createItem(input: {name: "a"}) { id name } }`},
+			b:    request{query: `mutation { createItem(input: {name: "a"}) { id name @upper } }`},
 			want: []string{selectionDiffers},
 		},
 		{

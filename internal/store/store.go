@@ -62,16 +62,21 @@ func (e *Error) Error() string { return "idempotency store: " + e.Op + ": " + e.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Clock is a reading of the database clock, advanced by the local monotonic
-// clock: every time the store writes or compares derives from one read per
-// request, so that expiry is decided by the database's time, not by each
-// server's wall clock.
+// clock (which wall-clock steps do not move): every time the store writes or
+// compares derives from such a reading, so that expiry is decided by the
+// database's time, not by each server's wall clock.
 type Clock struct {
-	db   time.Time
-	read time.Time
+	db     time.Time
+	read   time.Time
+	offset time.Duration
 }
 
 // Now returns the database time now.
-func (c Clock) Now() time.Time { return c.db.Add(time.Since(c.read)).UTC() }
+func (c Clock) Now() time.Time { return c.db.Add(time.Since(c.read) + c.offset).UTC() }
+
+// clockMaxAge is how long a reading of PostgreSQL's clock is reused before
+// it is read again; the monotonic clock's drift over it is microseconds.
+const clockMaxAge = 30 * time.Second
 
 // Store runs the record statements of one dialect.
 type Store struct {
@@ -80,6 +85,7 @@ type Store struct {
 
 	mu    sync.Mutex
 	stmts map[Table]*statements
+	clk   Clock // latest reading of the database clock (PostgreSQL)
 }
 
 // New returns the store for an ent dialect name. offset, when not nil, is
@@ -185,6 +191,11 @@ func (s *Store) Lookup(ctx context.Context, ex Executor, t Table, tenant, key st
 		return nil, Clock{}, &Error{Op: "lookup", Err: errors.New("no database time returned")}
 	}
 	clock := s.clock(dbNow.Time)
+	if s.dialect == Postgres {
+		s.mu.Lock()
+		s.clk = clock
+		s.mu.Unlock()
+	}
 	if !found {
 		return nil, clock, nil
 	}
@@ -206,7 +217,31 @@ func (s *Store) clock(dbNow time.Time) Clock {
 	if s.dialect == SQLite {
 		dbNow = read
 	}
-	return Clock{db: dbNow.Add(s.offset()).UTC(), read: read}
+	return Clock{db: dbNow.UTC(), read: read, offset: s.offset()}
+}
+
+// Now returns a reading of the database clock without a round trip when a
+// recent one exists (every lookup refreshes it).
+func (s *Store) Now(ctx context.Context, ex Executor) (Clock, error) {
+	if s.dialect == SQLite {
+		return s.clock(time.Time{}), nil
+	}
+	s.mu.Lock()
+	c := s.clk
+	s.mu.Unlock()
+	if !c.read.IsZero() && time.Since(c.read) < clockMaxAge {
+		c.offset = s.offset()
+		return c, nil
+	}
+	dbNow, err := readNow(ctx, ex)
+	if err != nil {
+		return Clock{}, &Error{Op: "read clock", Err: err}
+	}
+	c = s.clock(dbNow)
+	s.mu.Lock()
+	s.clk = c
+	s.mu.Unlock()
+	return c, nil
 }
 
 // TakeOver claims a pending record whose lease has run out at now for a new
@@ -273,4 +308,23 @@ func (s *Store) RollbackToSavepoint(ctx context.Context, tx Executor) error {
 		return &Error{Op: "rollback to savepoint", Err: err}
 	}
 	return nil
+}
+
+func readNow(ctx context.Context, ex Executor) (time.Time, error) {
+	rows, err := ex.QueryContext(ctx, "SELECT now()")
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer rows.Close()
+	var now time.Time
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return now, err
+		}
+		return now, errors.New("no row")
+	}
+	if err := rows.Scan(&now); err != nil {
+		return now, err
+	}
+	return now, rows.Err()
 }

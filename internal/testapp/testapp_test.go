@@ -29,14 +29,14 @@ import (
 
 // bench is the test application on one backend.
 type bench struct {
-	t        *testing.T
+	t        testing.TB
 	server   *httptest.Server
 	client   *ent.Client
 	resolver *graph.Resolver
 	clock    *idem.Clock
 }
 
-func newBench(t *testing.T, b idemtest.Backend, cfg idem.Config) *bench {
+func newBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *bench {
 	t.Helper()
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))

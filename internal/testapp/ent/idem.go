@@ -99,7 +99,7 @@ func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idem.Tx, c *
 			create.SetInput(*input)
 		}
 	}
-	err = create.
+	create.
 		SetOrg(c.Tenant).
 		SetIdempotencyKey(c.Key).
 		SetIdempotencyStatus(shipment.IdempotencyStatusPending).
@@ -108,8 +108,13 @@ func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idem.Tx, c *
 		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
 		SetIdempotencyClaimedAt(c.ClaimedAt).
 		OnConflictColumns(shipment.FieldOrg, shipment.FieldIdempotencyKey).
-		DoNothing().
-		Exec(ctx)
+		DoNothing()
+	// Save keeps the conflict clause the upsert builder set on create, and
+	// returns the row when it was inserted.
+	row, err := create.Save(ctx)
+	if err == nil {
+		c.SetRow(row)
+	}
 	return claimResult("Shipment", err)
 }
 
@@ -127,6 +132,13 @@ func ClaimedShipment(ctx context.Context) (*Shipment, error) {
 	client := FromContext(ctx)
 	if client == nil {
 		return nil, errors.New("ent: ClaimedShipment: no transaction in the context")
+	}
+	if row, ok := c.Row().(*Shipment); ok {
+		// The row this attempt inserted, bound to the transaction so that
+		// its edges and updates go through it.
+		bound := *row
+		bound.config = client.config
+		return &bound, nil
 	}
 	return client.Shipment.Query().
 		Where(shipment.Org(c.Tenant), shipment.IdempotencyKey(c.Key)).

@@ -40,7 +40,10 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	Mutation struct {
-		CreateShipment func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipment       func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentAtomic func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentLease  func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentPlain  func(childComplexity int, input ent.CreateShipmentInput) int
 	}
 
 	Query struct {
@@ -63,6 +66,9 @@ type ComplexityRoot struct {
 
 type MutationResolver interface {
 	CreateShipment(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
+	CreateShipmentPlain(ctx context.Context, input ent.CreateShipmentInput) (*ent.Shipment, error)
+	CreateShipmentLease(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
+	CreateShipmentAtomic(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 }
 type QueryResolver interface {
 	Shipments(ctx context.Context) ([]*ent.Shipment, error)
@@ -97,6 +103,39 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateShipment(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
+	case "Mutation.createShipmentAtomic":
+		if e.ComplexityRoot.Mutation.CreateShipmentAtomic == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShipmentAtomic_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShipmentAtomic(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
+	case "Mutation.createShipmentLease":
+		if e.ComplexityRoot.Mutation.CreateShipmentLease == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShipmentLease_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShipmentLease(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
+	case "Mutation.createShipmentPlain":
+		if e.ComplexityRoot.Mutation.CreateShipmentPlain == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShipmentPlain_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShipmentPlain(childComplexity, args["input"].(ent.CreateShipmentInput)), true
 
 	case "Query.shipments":
 		if e.ComplexityRoot.Query.Shipments == nil {
@@ -227,7 +266,7 @@ func newExecutionContext(
 	}
 }
 
-//go:embed "ent.graphql" "schema.graphql"
+//go:embed "bench.graphql" "ent.graphql" "schema.graphql"
 var sourcesFS embed.FS
 
 func sourceData(filename string) string {
@@ -239,6 +278,7 @@ func sourceData(filename string) string {
 }
 
 var sources = []*ast.Source{
+	{Name: "bench.graphql", Input: sourceData("bench.graphql"), BuiltIn: false},
 	{Name: "ent.graphql", Input: sourceData("ent.graphql"), BuiltIn: false},
 	{Name: "schema.graphql", Input: sourceData("schema.graphql"), BuiltIn: false},
 }
@@ -381,6 +421,64 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 // endregion ************************** internal!.gotpl ***************************
 
 // region    ***************************** args.gotpl *****************************
+
+func (ec *executionContext) field_Mutation_createShipmentAtomic_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createShipmentLease_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createShipmentPlain_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
+	return args, nil
+}
 
 func (ec *executionContext) field_Mutation_createShipment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
@@ -530,6 +628,138 @@ func (ec *executionContext) fieldContext_Mutation_createShipment(ctx context.Con
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createShipment_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createShipmentPlain(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShipmentPlain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShipmentPlain(ctx, fc.Args["input"].(ent.CreateShipmentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShipmentPlain(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShipmentPlain_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createShipmentLease(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShipmentLease(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShipmentLease(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreateShipmentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShipmentLease(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShipmentLease_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createShipmentAtomic(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShipmentAtomic(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShipmentAtomic(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreateShipmentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShipmentAtomic(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShipmentAtomic_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -1941,6 +2171,27 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "createShipment":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createShipment(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createShipmentPlain":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShipmentPlain(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createShipmentLease":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShipmentLease(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createShipmentAtomic":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShipmentAtomic(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++

@@ -1,0 +1,87 @@
+package testapp_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemtest"
+)
+
+// BenchmarkCreate measures one create mutation through the whole stack
+// (HTTP handler, gqlgen, the hook, ent, the database) in five variants,
+// interleaved in one run so that the machine's noise hits them alike:
+//
+//	plain   the same create with no idempotency (no hook on the field)
+//	lease   idempotent, lease mode (first call of a key)
+//	atomic  idempotent, atomic mode (first call of a key)
+//	replay  a retry of a key whose result is stored
+//
+// It reports the median of each, in µs, and their ratios to plain (and of
+// replay to lease). ns/op is the time of one round of all variants.
+func BenchmarkCreate(b *testing.B) {
+	for _, backend := range idemtest.Backends() {
+		b.Run(string(backend), func(b *testing.B) {
+			benchCreate(b, newBench(b, backend, idem.Config{}))
+		})
+	}
+}
+
+func benchCreate(b *testing.B, be *bench) {
+	h := be.server.Config.Handler
+	send := func(body string) {
+		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Org", "bench")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"errors"`) {
+			b.Fatalf("%s -> %s", body, rec.Body.String())
+		}
+	}
+	mutation := func(field, key string) string {
+		keyArg := ""
+		if key != "" {
+			keyArg = fmt.Sprintf(`idempotencyKey: \"%s\", `, key)
+		}
+		return fmt.Sprintf(`{"query":"mutation { %s(%sinput: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }"}`, field, keyArg)
+	}
+	variants := []string{"plain", "lease", "atomic", "replay"}
+	samples := map[string][]time.Duration{}
+	send(mutation("createShipmentLease", "replayed-key"))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		for _, v := range variants {
+			var body string
+			switch v {
+			case "plain":
+				body = mutation("createShipmentPlain", "")
+			case "lease":
+				body = mutation("createShipmentLease", fmt.Sprintf("lease-%d", i))
+			case "atomic":
+				body = mutation("createShipmentAtomic", fmt.Sprintf("atomic-%d", i))
+			case "replay":
+				body = mutation("createShipmentLease", "replayed-key")
+			}
+			start := time.Now()
+			send(body)
+			samples[v] = append(samples[v], time.Since(start))
+		}
+	}
+	b.StopTimer()
+	p50 := map[string]float64{}
+	for _, v := range variants {
+		s := samples[v]
+		slices.Sort(s)
+		p50[v] = float64(s[len(s)/2].Microseconds())
+		b.ReportMetric(p50[v], v+"-p50-µs")
+	}
+	b.ReportMetric(p50["lease"]/p50["plain"], "lease/plain")
+	b.ReportMetric(p50["atomic"]/p50["plain"], "atomic/plain")
+	b.ReportMetric(p50["replay"]/p50["lease"], "replay/first")
+}
