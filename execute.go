@@ -47,21 +47,17 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 		r.tenant, err = e.tenant(ctx, key)
 	}
 	if err != nil {
-		op.record(r.alias, r.key, outcomeRefused)
+		op.record(r.alias, r.key, OutcomeRefused)
 		return e.refuse(ctx, r, err)
 	}
 	r.fingerprint = fingerprint.Of(e.schema, e.schema.Mutation.Name, field, oc.Variables, KeyArgument).String()
 
-	res, replayed, err := e.run(ctx, r, next)
+	res, outcome, err := e.run(ctx, r, next)
 	if err != nil {
-		op.record(r.alias, r.key, outcomeRefused)
+		op.record(r.alias, r.key, OutcomeRefused)
 		return e.refuse(ctx, r, err)
 	}
-	if replayed {
-		op.record(r.alias, r.key, outcomeReplayed)
-	} else {
-		op.record(r.alias, r.key, outcomeExecuted)
-	}
+	op.record(r.alias, r.key, outcome)
 	return res
 }
 
@@ -124,7 +120,7 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 // the key exists the insert changes nothing and the lookup follows. In
 // atomic mode the claim sits inside a transaction, which a lookup-first
 // spares a duplicate from opening.
-func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, bool, error) {
+func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	db := e.cfg.Backend.DB()
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
 	claimFirst := r.spec.mode == ModeLease
@@ -142,34 +138,34 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 			rec, clock, err = e.store.Lookup(ctx, db, r.spec.table, r.tenant, r.key)
 		}
 		if err != nil {
-			return nil, false, e.unavailable(r, err)
+			return nil, "", e.unavailable(r, err)
 		}
 		now := clock.Now()
 		attempt, insert := 1, true
 		if rec != nil {
 			if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
-				return nil, false, errorf(CodeKeyReused, r.key,
+				return nil, "", errorf(CodeKeyReused, r.key,
 					"idempotency key was first used for a different request: its %s differ; use a new key for a new intent",
 					strings.Join(diffs, " and "))
 			}
 			switch rec.Status {
 			case store.StatusSucceeded, store.StatusFailed:
 				res, err := e.replay(ctx, r, rec)
-				return res, true, err
+				return res, OutcomeReplayed, err
 			case store.StatusPending:
 				if ran || rec.LeaseExpiresAt.After(now) {
 					if wait := time.Until(waitUntil); wait > 0 {
 						// Waiting for the owner is not a lost race: no round.
 						if err := sleep(ctx, min(wait, pollInterval(round))); err != nil {
-							return nil, false, e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
+							return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
 						}
 						continue
 					}
-					return nil, false, e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
+					return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
 				}
 				ok, err := e.store.TakeOver(ctx, db, r.spec.table, r.tenant, r.key, rec.Attempt, now, now.Add(r.spec.lease))
 				if err != nil {
-					return nil, false, e.unavailable(r, err)
+					return nil, "", e.unavailable(r, err)
 				}
 				if !ok {
 					round++
@@ -178,20 +174,20 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 				attempt, insert = rec.Attempt+1, false
 				e.log(ctx, slog.LevelInfo, "idempotency claim taken over", r, slog.Int("attempt", attempt))
 			default:
-				return nil, false, errorf(CodeKeyReused, r.key,
+				return nil, "", errorf(CodeKeyReused, r.key,
 					"idempotency key belongs to a row written outside the idempotency hook")
 			}
 		} else if ran {
-			return nil, false, e.inProgress(r, r.spec.lease)
+			return nil, "", e.inProgress(r, r.spec.lease)
 		}
 		out := e.execute(ctx, r, attempt, insert, clock, next)
 		if !out.again {
-			return out.res, false, out.err
+			return out.res, out.report, out.err
 		}
 		ran = ran || out.ran
 		round++
 	}
-	return nil, false, e.inProgress(r, time.Second)
+	return nil, "", e.inProgress(r, time.Second)
 }
 
 func pollInterval(round int) time.Duration {
@@ -211,10 +207,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // outcome is the result of one execution attempt.
 type outcome struct {
-	res   graphql.Marshaler
-	err   error
-	again bool // look the key up again
-	ran   bool // the resolver ran (its writes were rolled back)
+	res    graphql.Marshaler
+	report string // OutcomeExecuted or OutcomeReleased
+	err    error
+	again  bool // look the key up again
+	ran    bool // the resolver ran (its writes were rolled back)
 }
 
 // execute runs the resolver once under the claim (attempt, a fresh claim to
@@ -258,7 +255,7 @@ func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert
 		}
 		// gqlgen refused the field before its resolver (argument coercion).
 		addErrors(ctx, errs)
-		return outcome{res: res}
+		return outcome{res: res, report: OutcomeReleased}
 	}
 
 	if c.retryable || len(errs) > c.finals || ctx.Err() != nil {
@@ -267,7 +264,7 @@ func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert
 		e.release(ctx, r, attempt)
 		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", attempt))
 		addErrors(ctx, errs)
-		return outcome{res: graphql.Null}
+		return outcome{res: graphql.Null, report: OutcomeReleased}
 	}
 
 	status := store.StatusSucceeded
@@ -293,7 +290,7 @@ func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert
 	}
 	addErrors(ctx, errs)
 	stored, _ := decodeResponse(response)
-	return outcome{res: stored.marshaler()}
+	return outcome{res: stored.marshaler(), report: OutcomeExecuted}
 }
 
 // release ends the lease of a claim whose attempt will not complete, so that

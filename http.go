@@ -101,11 +101,23 @@ func (w *headerWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *headerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// Outcomes of an idempotent field, as reported in extensions.idempotency.
+// Outcomes of an idempotent field, as reported in
+// extensions.idempotency.<field>.outcome. A client retries with the same key
+// after OutcomeReleased and after the refusals that say so
+// (IDEMPOTENCY_IN_PROGRESS, IDEMPOTENCY_UNAVAILABLE); the others are final
+// for the key.
 const (
-	outcomeExecuted = "executed"
-	outcomeReplayed = "replayed"
-	outcomeRefused  = "refused"
+	// OutcomeExecuted: the mutation ran and its result (data or a final
+	// error) was stored.
+	OutcomeExecuted = "executed"
+	// OutcomeReplayed: the stored result of an earlier request.
+	OutcomeReplayed = "replayed"
+	// OutcomeReleased: the mutation failed with a retryable error; nothing
+	// was stored and the key is free for a retry.
+	OutcomeReleased = "released"
+	// OutcomeRefused: the hook answered with one of its errors (see the
+	// error's code) without running the mutation.
+	OutcomeRefused = "refused"
 )
 
 type operationKey struct{}
@@ -120,9 +132,12 @@ type operation struct {
 // FieldReport is what extensions.idempotency says of one idempotent field,
 // under the field's response name.
 type FieldReport struct {
-	Key      string `json:"key"`
-	Outcome  string `json:"outcome"`
-	Replayed bool   `json:"replayed"`
+	// Key is the field's idempotency key.
+	Key string `json:"key"`
+	// Outcome is one of the Outcome constants.
+	Outcome string `json:"outcome"`
+	// Replayed is Outcome == OutcomeReplayed.
+	Replayed bool `json:"replayed"`
 }
 
 func operationFrom(ctx context.Context) *operation {
@@ -139,7 +154,7 @@ func (op *operation) record(alias, key, outcome string) {
 	if op.fields == nil {
 		op.fields = map[string]FieldReport{}
 	}
-	op.fields[alias] = FieldReport{Key: key, Outcome: outcome, Replayed: outcome == outcomeReplayed}
+	op.fields[alias] = FieldReport{Key: key, Outcome: outcome, Replayed: outcome == OutcomeReplayed}
 }
 
 // report hands the headers' facts to the HTTP layer.

@@ -65,9 +65,14 @@ type result struct {
 		Message    string
 		Extensions map[string]any
 	}
+	Extensions struct {
+		Idempotency map[string]idem.FieldReport
+	}
 	Replayed bool
 	Body     string
 }
+
+func (r result) outcome() string { return r.Extensions.Idempotency["createShipment"].Outcome }
 
 func (r result) code() string {
 	if len(r.Errors) == 0 {
@@ -267,7 +272,7 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 			return nil
 		}
 		first := be.post("org-1", "k", 100)
-		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" {
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.outcome() != idem.OutcomeReleased {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if rec := be.record("org-1", "k"); rec.Label != "" {
@@ -321,7 +326,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 		}
 		first := be.post("org-1", "k", 100)
 		second := be.post("org-1", "k", 100)
-		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed {
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.outcome() != idem.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {
