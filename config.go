@@ -30,6 +30,14 @@ type Config struct {
 	// mutation's @idempotent(leaseSeconds:) overrides it. Default 30s.
 	Lease time.Duration
 
+	// KeyHeader accepts the key in the Idempotency-Key HTTP header (IETF
+	// draft-ietf-httpapi-idempotency-key-header) as well as in the
+	// idempotencyKey argument, for operations with exactly one idempotent
+	// field. Generate with idemgen.WithKeyHeader so that the argument is
+	// optional. The header needs the handler Install returns (or
+	// Extension.Middleware). Default false.
+	KeyHeader bool
+
 	// WaitForInFlight is how long a duplicate that finds a live pending claim
 	// waits for its result (and replays it) before answering
 	// IDEMPOTENCY_IN_PROGRESS. Default 0: answer at once.

@@ -61,30 +61,52 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 	return res
 }
 
-// keyOf reads and validates the key argument.
+// keyOf returns the field's key, from its argument or, with
+// Config.KeyHeader, from the Idempotency-Key header, and validates it.
+// MutateOperationContext has already refused a header that conflicts with
+// the argument or names the key of several fields.
 func (e *Extension) keyOf(ctx context.Context, oc *graphql.OperationContext, field *ast.Field) (string, error) {
-	var key string
-	present := false
-	if a := field.Arguments.ForName(KeyArgument); a != nil {
-		v, err := a.Value.Value(oc.Variables)
-		if err != nil {
-			return "", errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
-		}
-		if v != nil {
-			s, ok := v.(string)
-			if !ok {
-				return "", errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
-			}
-			key, present = s, true
+	key, present, err := keyArgument(oc, field)
+	if err != nil {
+		return "", err
+	}
+	if !present && e.cfg.KeyHeader {
+		if st := httpStateFrom(ctx); st != nil && st.hasRequestKey {
+			key, present = st.requestKey, true
 		}
 	}
 	if !present {
-		return "", errorf(CodeKeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", KeyArgument)
+		where := KeyArgument
+		if e.cfg.KeyHeader {
+			where += " (or the " + HeaderKey + " header)"
+		}
+		return "", errorf(CodeKeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", where)
 	}
 	if err := ValidateKey(key); err != nil {
 		return "", err
 	}
 	return key, nil
+}
+
+// keyArgument reads the field's key argument; present is false when it is
+// absent or null.
+func keyArgument(oc *graphql.OperationContext, field *ast.Field) (key string, present bool, err error) {
+	a := field.Arguments.ForName(KeyArgument)
+	if a == nil {
+		return "", false, nil
+	}
+	v, verr := a.Value.Value(oc.Variables)
+	if verr != nil {
+		return "", false, errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
+	}
+	if v == nil {
+		return "", false, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", false, errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
+	}
+	return s, true, nil
 }
 
 // ValidateKey checks a key the way the hook does before any database work:
@@ -141,7 +163,9 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 			return nil, "", e.unavailable(r, err)
 		}
 		now := clock.Now()
-		attempt, insert := 1, true
+		// What this request will run as, if it runs: a fresh claim, unless
+		// it takes an expired one over below.
+		attempt, insert, claimedAt, leaseUntil := 1, true, now, now.Add(r.spec.lease)
 		if rec != nil {
 			if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
 				return nil, "", errorf(CodeKeyReused, r.key,
@@ -163,7 +187,7 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 					}
 					return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
 				}
-				ok, err := e.store.TakeOver(ctx, db, r.spec.table, r.tenant, r.key, rec.Attempt, now, now.Add(r.spec.lease))
+				ok, err := e.store.TakeOver(ctx, db, r.spec.table, r.tenant, r.key, rec.Attempt, now, leaseUntil)
 				if err != nil {
 					return nil, "", e.unavailable(r, err)
 				}
@@ -171,7 +195,7 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 					round++
 					continue
 				}
-				attempt, insert = rec.Attempt+1, false
+				attempt, insert, claimedAt = rec.Attempt+1, false, rec.ClaimedAt
 				e.log(ctx, slog.LevelInfo, "idempotency claim taken over", r, slog.Int("attempt", attempt))
 			default:
 				return nil, "", errorf(CodeKeyReused, r.key,
@@ -180,7 +204,7 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 		} else if ran {
 			return nil, "", e.inProgress(r, r.spec.lease)
 		}
-		out := e.execute(ctx, r, attempt, insert, clock, next)
+		out := e.execute(ctx, r, &claimState{attempt: attempt, insert: insert, claimedAt: claimedAt, leaseUntil: leaseUntil}, clock, next)
 		if !out.again {
 			return out.res, out.report, out.err
 		}
@@ -214,10 +238,17 @@ type outcome struct {
 	ran    bool // the resolver ran (its writes were rolled back)
 }
 
-// execute runs the resolver once under the claim (attempt, a fresh claim to
-// insert or one already taken over) and stores its result.
-func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert bool, clock store.Clock, next graphql.RootResolver) outcome {
-	now := clock.Now()
+// claimState is the claim an execution runs under.
+type claimState struct {
+	attempt    int
+	insert     bool // a fresh claim, to insert; else one taken over
+	claimedAt  time.Time
+	leaseUntil time.Time
+}
+
+// execute runs the resolver once under the claim and stores its result.
+func (e *Extension) execute(ctx context.Context, r *request, cs *claimState, clock store.Clock, next graphql.RootResolver) outcome {
+	attempt, insert := cs.attempt, cs.insert
 	c := &call{
 		ext:    e,
 		req:    r,
@@ -231,8 +262,8 @@ func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert
 			Fingerprint:    r.fingerprint,
 			Attempt:        attempt,
 			Mode:           r.spec.mode,
-			ClaimedAt:      now,
-			LeaseExpiresAt: now.Add(r.spec.lease),
+			ClaimedAt:      cs.claimedAt,
+			LeaseExpiresAt: cs.leaseUntil,
 		},
 	}
 	fieldCtx := graphql.WithFreshResponseContext(withCall(withClaim(ctx, c.claim), c))
@@ -279,8 +310,10 @@ func (e *Extension) execute(ctx context.Context, r *request, attempt int, insert
 	}
 	ok, err := c.complete(ctx, status, response)
 	if err != nil {
+		// The release is fenced: if the commit did happen after all, it
+		// changes nothing, and the retry replays the result.
 		e.release(ctx, r, attempt)
-		return outcome{err: e.unavailable(r, err)}
+		return outcome{err: e.unconfirmed(r, err)}
 	}
 	if !ok {
 		// Another attempt took the claim over while this one ran: its result
@@ -315,6 +348,13 @@ func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (
 	}
 	addErrors(ctx, stored.errorsAt(r.alias))
 	return stored.marshaler(), nil
+}
+
+// unconfirmed answers a failure while storing the result: the commit may or
+// may not have happened, which only a retry with the key can tell.
+func (e *Extension) unconfirmed(r *request, err error) error {
+	e.log(context.Background(), slog.LevelError, "idempotency store failed while storing a result", r, slog.Any("error", err))
+	return errorf(CodeUnavailable, r.key, "the idempotency store failed while storing the result; retry with the same key to get it, or to run the mutation again if it was not stored")
 }
 
 func (e *Extension) inProgress(r *request, remaining time.Duration) error {

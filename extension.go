@@ -2,12 +2,14 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/internal/store"
 )
@@ -43,10 +45,11 @@ type fieldSpec struct {
 }
 
 var (
-	_ graphql.HandlerExtension     = (*Extension)(nil)
-	_ graphql.ResponseInterceptor  = (*Extension)(nil)
-	_ graphql.RootFieldInterceptor = (*Extension)(nil)
-	_ graphql.FieldInterceptor     = (*Extension)(nil)
+	_ graphql.HandlerExtension        = (*Extension)(nil)
+	_ graphql.OperationContextMutator = (*Extension)(nil)
+	_ graphql.ResponseInterceptor     = (*Extension)(nil)
+	_ graphql.RootFieldInterceptor    = (*Extension)(nil)
+	_ graphql.FieldInterceptor        = (*Extension)(nil)
 )
 
 // New returns the hook for cfg. Errors name the Config field at fault.
@@ -119,6 +122,50 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	spec.records = recs
 	spec.table = store.Table{Name: recs.Table, Scope: recs.ScopeColumn}
 	return spec, nil
+}
+
+// MutateOperationContext implements graphql.OperationContextMutator. With
+// Config.KeyHeader, it checks the Idempotency-Key header against the
+// operation before anything runs: the header names the key of the
+// operation's only idempotent field, and must agree with that field's
+// argument if both are sent.
+func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	st := httpStateFrom(ctx)
+	if !e.cfg.KeyHeader || st == nil || !st.hasRequestKey {
+		return nil
+	}
+	refuse := func(code Code, format string, args ...any) *gqlerror.Error {
+		return errorf(code, st.requestKey, format, args...).gqlError()
+	}
+	if st.requestKeys > 1 {
+		return refuse(CodeKeyInvalid, "send one %s header", HeaderKey)
+	}
+	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
+		return nil
+	}
+	var fields []*ast.Field
+	for _, f := range graphql.CollectFields(oc, oc.Operation.SelectionSet, []string{e.schema.Mutation.Name}) {
+		if e.fields[f.Name] != nil {
+			fields = append(fields, f.Field)
+		}
+	}
+	switch {
+	case len(fields) == 0:
+		return nil
+	case len(fields) > 1:
+		return refuse(CodeKeyInvalid, "the %s header can name the key of one idempotent field; this operation has %d: send an %s argument to each",
+			HeaderKey, len(fields), KeyArgument)
+	}
+	if err := ValidateKey(st.requestKey); err != nil {
+		var ie *Error
+		errors.As(err, &ie)
+		ie.Key = ""
+		return ie.gqlError()
+	}
+	if arg, present, err := keyArgument(oc, fields[0]); err == nil && present && arg != st.requestKey {
+		return refuse(CodeKeyInvalid, "the %s header and the %s argument differ; send one key", HeaderKey, KeyArgument)
+	}
+	return nil
 }
 
 // InterceptResponse implements graphql.ResponseInterceptor: it collects what

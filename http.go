@@ -50,6 +50,10 @@ func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 func (e *Extension) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := &httpState{}
+		if vs, ok := r.Header[HeaderKey]; ok && len(vs) > 0 {
+			st.requestKey, st.hasRequestKey = vs[0], true
+			st.requestKeys = len(vs)
+		}
 		ctx := context.WithValue(r.Context(), httpStateKey{}, st)
 		next.ServeHTTP(&headerWriter{ResponseWriter: w, st: st}, r.WithContext(ctx))
 	})
@@ -57,10 +61,16 @@ func (e *Extension) Middleware(next http.Handler) http.Handler {
 
 type httpStateKey struct{}
 
-// httpState carries what the operation learned to the response headers.
+// httpState carries the request's Idempotency-Key header to the hook, and
+// what the operation learned back to the response headers.
 type httpState struct {
+	requestKey    string
+	hasRequestKey bool
+	requestKeys   int // how many Idempotency-Key headers were sent
+
 	mu          sync.Mutex
 	allReplayed bool
+	echoKey     string
 }
 
 func httpStateFrom(ctx context.Context) *httpState {
@@ -85,6 +95,9 @@ func (w *headerWriter) setHeaders() {
 	defer w.st.mu.Unlock()
 	if w.st.allReplayed {
 		w.Header().Set(HeaderReplayed, "true")
+	}
+	if w.st.echoKey != "" {
+		w.Header().Set(HeaderKey, w.st.echoKey)
 	}
 }
 
@@ -157,16 +170,22 @@ func (op *operation) record(alias, key, outcome string) {
 	op.fields[alias] = FieldReport{Key: key, Outcome: outcome, Replayed: outcome == OutcomeReplayed}
 }
 
-// report hands the headers' facts to the HTTP layer.
+// report hands the headers' facts to the HTTP layer: replayed when every
+// idempotent field was, and the key echoed when there was one field.
 func (op *operation) report() {
 	if op.http == nil {
 		return
 	}
 	all := len(op.fields) > 0
+	var echo string
 	for _, f := range op.fields {
 		all = all && f.Replayed
+		echo = f.Key
+	}
+	if len(op.fields) != 1 {
+		echo = ""
 	}
 	op.http.mu.Lock()
-	op.http.allReplayed = all
+	op.http.allReplayed, op.http.echoKey = all, echo
 	op.http.mu.Unlock()
 }

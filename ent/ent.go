@@ -13,7 +13,10 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/ent/pageview"
+	"github.com/goovo/idem/ent/pageviewcount"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/ent/refund"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -74,8 +77,11 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			order.Table:   order.ValidColumn,
-			payment.Table: payment.ValidColumn,
+			order.Table:         order.ValidColumn,
+			pageview.Table:      pageview.ValidColumn,
+			pageviewcount.Table: pageviewcount.ValidColumn,
+			payment.Table:       payment.ValidColumn,
+			refund.Table:        refund.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -15,7 +15,9 @@ import (
 )
 
 func main() {
-	ix, err := idemgen.NewExtension()
+	// Clients may send the key in the Idempotency-Key header instead of the
+	// argument: the generated idempotencyKey arguments are optional.
+	ix, err := idemgen.NewExtension(idemgen.WithKeyHeader())
 	if err != nil {
 		log.Fatalf("idemgen: %v", err)
 	}
@@ -30,7 +32,10 @@ func main() {
 	if err != nil {
 		log.Fatalf("entgql: %v", err)
 	}
-	if err := entc.Generate("./ent/schema", &gen.Config{}, entc.Extensions(gx, ix)); err != nil {
+	if err := entc.Generate("./ent/schema", &gen.Config{},
+		entc.Extensions(gx, ix),
+		entc.FeatureNames("sql/lock"), // the page-view materializer locks the events it folds
+	); err != nil {
 		log.Fatalf("ent codegen: %v", err)
 	}
 }

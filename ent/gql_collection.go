@@ -8,6 +8,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/ent/refund"
 )
 
 // CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
@@ -129,6 +130,19 @@ func (_q *PaymentQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 				return err
 			}
 			_q.withOrder = query
+
+		case "refunds":
+			var (
+				alias = field.Alias
+				path  = append(path, alias)
+				query = (&RefundClient{config: _q.config}).Query()
+			)
+			if err := query.collectField(ctx, false, opCtx, field, path, mayAddCondition(satisfies, refundImplementors)...); err != nil {
+				return err
+			}
+			_q.WithNamedRefunds(alias, func(wq *RefundQuery) {
+				*wq = *query
+			})
 		case "amount":
 			if _, ok := fieldSeen[payment.FieldAmount]; !ok {
 				selectedFields = append(selectedFields, payment.FieldAmount)
@@ -138,6 +152,11 @@ func (_q *PaymentQuery) collectField(ctx context.Context, oneNode bool, opCtx *g
 			if _, ok := fieldSeen[payment.FieldProviderChargeID]; !ok {
 				selectedFields = append(selectedFields, payment.FieldProviderChargeID)
 				fieldSeen[payment.FieldProviderChargeID] = struct{}{}
+			}
+		case "refundedAmount":
+			if _, ok := fieldSeen[payment.FieldRefundedAmount]; !ok {
+				selectedFields = append(selectedFields, payment.FieldRefundedAmount)
+				fieldSeen[payment.FieldRefundedAmount] = struct{}{}
 			}
 		case "id":
 		case "__typename":
@@ -159,6 +178,90 @@ type paymentPaginateArgs struct {
 
 func newPaymentPaginateArgs(rv map[string]any) *paymentPaginateArgs {
 	args := &paymentPaginateArgs{}
+	if rv == nil {
+		return args
+	}
+	if v := rv[firstField]; v != nil {
+		args.first = v.(*int)
+	}
+	if v := rv[lastField]; v != nil {
+		args.last = v.(*int)
+	}
+	if v := rv[afterField]; v != nil {
+		args.after = v.(*Cursor)
+	}
+	if v := rv[beforeField]; v != nil {
+		args.before = v.(*Cursor)
+	}
+	return args
+}
+
+// CollectFields tells the query-builder to eagerly load connected nodes by resolver context.
+func (_q *RefundQuery) CollectFields(ctx context.Context, satisfies ...string) (*RefundQuery, error) {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil {
+		return _q, nil
+	}
+	if err := _q.collectField(ctx, false, graphql.GetOperationContext(ctx), fc.Field, nil, satisfies...); err != nil {
+		return nil, err
+	}
+	return _q, nil
+}
+
+func (_q *RefundQuery) collectField(ctx context.Context, oneNode bool, opCtx *graphql.OperationContext, collected graphql.CollectedField, path []string, satisfies ...string) error {
+	path = append([]string(nil), path...)
+	var (
+		unknownSeen    bool
+		fieldSeen      = make(map[string]struct{}, len(refund.Columns))
+		selectedFields = []string{refund.FieldID}
+	)
+	for _, field := range graphql.CollectFields(opCtx, collected.Selections, satisfies) {
+		switch field.Name {
+
+		case "payment":
+			var (
+				alias = field.Alias
+				path  = append(path, alias)
+				query = (&PaymentClient{config: _q.config}).Query()
+			)
+			if err := query.collectField(ctx, oneNode, opCtx, field, path, mayAddCondition(satisfies, paymentImplementors)...); err != nil {
+				return err
+			}
+			_q.withPayment = query
+			if _, ok := fieldSeen[refund.FieldPaymentID]; !ok {
+				selectedFields = append(selectedFields, refund.FieldPaymentID)
+				fieldSeen[refund.FieldPaymentID] = struct{}{}
+			}
+		case "amount":
+			if _, ok := fieldSeen[refund.FieldAmount]; !ok {
+				selectedFields = append(selectedFields, refund.FieldAmount)
+				fieldSeen[refund.FieldAmount] = struct{}{}
+			}
+		case "paymentID":
+			if _, ok := fieldSeen[refund.FieldPaymentID]; !ok {
+				selectedFields = append(selectedFields, refund.FieldPaymentID)
+				fieldSeen[refund.FieldPaymentID] = struct{}{}
+			}
+		case "id":
+		case "__typename":
+		default:
+			unknownSeen = true
+		}
+	}
+	if !unknownSeen {
+		_q.Select(selectedFields...)
+	}
+	return nil
+}
+
+type refundPaginateArgs struct {
+	first, last   *int
+	after, before *Cursor
+	opts          []RefundPaginateOption
+}
+
+func newRefundPaginateArgs(rv map[string]any) *refundPaginateArgs {
+	args := &refundPaginateArgs{}
 	if rv == nil {
 		return args
 	}

@@ -27,3 +27,23 @@ func (_m *Payment) Order(ctx context.Context) (*Order, error) {
 	}
 	return result, err
 }
+
+func (_m *Payment) Refunds(ctx context.Context) (result []*Refund, err error) {
+	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Alias != "" {
+		result, err = _m.NamedRefunds(graphql.GetFieldContext(ctx).Field.Alias)
+	} else {
+		result, err = _m.Edges.RefundsOrErr()
+	}
+	if IsNotLoaded(err) {
+		result, err = _m.QueryRefunds().All(ctx)
+	}
+	return result, err
+}
+
+func (_m *Refund) Payment(ctx context.Context) (*Payment, error) {
+	result, err := _m.Edges.PaymentOrErr()
+	if IsNotLoaded(err) {
+		result, err = _m.QueryPayment().Only(ctx)
+	}
+	return result, err
+}

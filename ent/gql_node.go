@@ -15,6 +15,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/ent/refund"
 	"github.com/hashicorp/go-multierror"
 	"golang.org/x/sync/semaphore"
 )
@@ -33,6 +34,11 @@ var paymentImplementors = []string{"Payment", "Node"}
 
 // IsNode implements the Node interface check for GQLGen.
 func (*Payment) IsNode() {}
+
+var refundImplementors = []string{"Refund", "Node"}
+
+// IsNode implements the Node interface check for GQLGen.
+func (*Refund) IsNode() {}
 
 var errNodeInvalidID = &NotFoundError{"node"}
 
@@ -106,6 +112,15 @@ func (c *Client) noder(ctx context.Context, table string, id int) (Noder, error)
 			Where(payment.ID(id))
 		if fc := graphql.GetFieldContext(ctx); fc != nil {
 			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, paymentImplementors...); err != nil {
+				return nil, err
+			}
+		}
+		return query.Only(ctx)
+	case refund.Table:
+		query := c.Refund.Query().
+			Where(refund.ID(id))
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			if err := query.collectField(ctx, true, graphql.GetOperationContext(ctx), fc.Field, nil, refundImplementors...); err != nil {
 				return nil, err
 			}
 		}
@@ -203,6 +218,22 @@ func (c *Client) noders(ctx context.Context, table string, ids []int) ([]Noder, 
 		query := c.Payment.Query().
 			Where(payment.IDIn(ids...))
 		query, err := query.CollectFields(ctx, paymentImplementors...)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := query.All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, node := range nodes {
+			for _, noder := range idmap[node.ID] {
+				*noder = node
+			}
+		}
+	case refund.Table:
+		query := c.Refund.Query().
+			Where(refund.IDIn(ids...))
+		query, err := query.CollectFields(ctx, refundImplementors...)
 		if err != nil {
 			return nil, err
 		}

@@ -11,8 +11,10 @@ import (
 	"github.com/goovo/idem"
 
 	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/ent/pageview"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/ent/predicate"
+	"github.com/goovo/idem/ent/refund"
 )
 
 // IdempotencyBackend returns the backend of the idempotency hook for this
@@ -52,12 +54,26 @@ func (b *idempotencyBackend) Records(entity string) (*idem.Records, bool) {
 			ScopeColumn: order.FieldTenantID,
 			Insert:      b.insertOrder,
 		}, true
+	case "PageView":
+		return &idem.Records{
+			Entity:      "PageView",
+			Table:       pageview.Table,
+			ScopeColumn: pageview.FieldTenantID,
+			Insert:      b.insertPageView,
+		}, true
 	case "Payment":
 		return &idem.Records{
 			Entity:      "Payment",
 			Table:       payment.Table,
 			ScopeColumn: payment.FieldTenantID,
 			Insert:      b.insertPayment,
+		}, true
+	case "Refund":
+		return &idem.Records{
+			Entity:      "Refund",
+			Table:       refund.Table,
+			ScopeColumn: refund.FieldTenantID,
+			Insert:      b.insertRefund,
 		}, true
 	}
 	return nil, false
@@ -92,7 +108,8 @@ func claimResult(entity string, err error) (bool, error) {
 	return false, err
 }
 
-// insertOrder claims a key by inserting a pending Order built from the mutation's input.
+// insertOrder claims a key by inserting a pending Order, built
+// from the mutation's arguments: its input, and the arguments named like its fields.
 func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
@@ -106,6 +123,21 @@ func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idem.Tx, c *ide
 		if input != nil {
 			create.SetInput(*input)
 		}
+	}
+	if v, ok, err := idem.Arg[int](args, "amount"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetAmount(v)
+	}
+	if v, ok, err := idem.Arg[string](args, "currency"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetCurrency(v)
+	}
+	if v, ok, err := idem.Arg[bool](args, "paid"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetPaid(v)
 	}
 	create.
 		SetTenantID(c.Tenant).
@@ -159,7 +191,78 @@ func (_q *OrderQuery) WhereIdempotency(p func(*sql.Selector)) {
 	_q.Where(predicate.Order(p))
 }
 
-// insertPayment claims a key by inserting a pending Payment built from the mutation's input.
+// insertPageView claims a key by inserting a pending PageView, built
+// from the mutation's arguments: the arguments named like its fields.
+func (b *idempotencyBackend) insertPageView(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+	client, err := b.clientFor(tx)
+	if err != nil {
+		return false, err
+	}
+	create := client.PageView.Create()
+	if v, ok, err := idem.Arg[string](args, "page"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetPage(v)
+	}
+	if v, ok, err := idem.Arg[bool](args, "folded"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetFolded(v)
+	}
+	create.
+		SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(pageview.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt).
+		OnConflictColumns(pageview.FieldTenantID, pageview.FieldIdempotencyKey).
+		DoNothing()
+	// Save keeps the conflict clause the upsert builder set on create, and
+	// returns the row when it was inserted.
+	row, err := create.Save(ctx)
+	if err == nil {
+		c.SetRow(row)
+	}
+	return claimResult("PageView", err)
+}
+
+// ClaimedPageView returns the PageView that holds the claim of the
+// idempotent mutation running in ctx, read through the mutation's
+// transaction. A resolver of a mutation whose records are PageView rows
+// starts from it:
+//
+//	p, err := ent.ClaimedPageView(ctx)
+func ClaimedPageView(ctx context.Context) (*PageView, error) {
+	c := idem.ClaimFromContext(ctx)
+	if c == nil {
+		return nil, errors.New("ent: ClaimedPageView called outside an idempotent mutation")
+	}
+	client := FromContext(ctx)
+	if client == nil {
+		return nil, errors.New("ent: ClaimedPageView: no transaction in the context")
+	}
+	if row, ok := c.Row().(*PageView); ok {
+		// The row this attempt inserted, bound to the transaction so that
+		// its edges and updates go through it.
+		bound := *row
+		bound.config = client.config
+		return &bound, nil
+	}
+	return client.PageView.Query().
+		Where(pageview.TenantID(c.Tenant), pageview.IdempotencyKey(c.Key)).
+		Only(ctx)
+}
+
+// WhereIdempotency adds a storage-level predicate to the query; the
+// idemschema mixin's interceptor uses it to hide unfinished claims.
+func (_q *PageViewQuery) WhereIdempotency(p func(*sql.Selector)) {
+	_q.Where(predicate.PageView(p))
+}
+
+// insertPayment claims a key by inserting a pending Payment, built
+// from the mutation's arguments: its input, and the arguments named like its fields.
 func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
@@ -173,6 +276,26 @@ func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idem.Tx, c *i
 		if input != nil {
 			create.SetInput(*input)
 		}
+	}
+	if v, ok, err := idem.Arg[int](args, "amount"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetAmount(v)
+	}
+	if v, ok, err := idem.Arg[string](args, "providerChargeID"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetProviderChargeID(v)
+	}
+	if v, ok, err := idem.Arg[int](args, "refundedAmount"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetRefundedAmount(v)
+	}
+	if v, ok, err := idem.Arg[int](args, "orderID"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetOrderID(v)
 	}
 	create.
 		SetTenantID(c.Tenant).
@@ -224,4 +347,74 @@ func ClaimedPayment(ctx context.Context) (*Payment, error) {
 // idemschema mixin's interceptor uses it to hide unfinished claims.
 func (_q *PaymentQuery) WhereIdempotency(p func(*sql.Selector)) {
 	_q.Where(predicate.Payment(p))
+}
+
+// insertRefund claims a key by inserting a pending Refund, built
+// from the mutation's arguments: the arguments named like its fields.
+func (b *idempotencyBackend) insertRefund(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+	client, err := b.clientFor(tx)
+	if err != nil {
+		return false, err
+	}
+	create := client.Refund.Create()
+	if v, ok, err := idem.Arg[int](args, "amount"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetAmount(v)
+	}
+	if v, ok, err := idem.Arg[int](args, "paymentID"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetPaymentID(v)
+	}
+	create.
+		SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(refund.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt).
+		OnConflictColumns(refund.FieldTenantID, refund.FieldIdempotencyKey).
+		DoNothing()
+	// Save keeps the conflict clause the upsert builder set on create, and
+	// returns the row when it was inserted.
+	row, err := create.Save(ctx)
+	if err == nil {
+		c.SetRow(row)
+	}
+	return claimResult("Refund", err)
+}
+
+// ClaimedRefund returns the Refund that holds the claim of the
+// idempotent mutation running in ctx, read through the mutation's
+// transaction. A resolver of a mutation whose records are Refund rows
+// starts from it:
+//
+//	p, err := ent.ClaimedRefund(ctx)
+func ClaimedRefund(ctx context.Context) (*Refund, error) {
+	c := idem.ClaimFromContext(ctx)
+	if c == nil {
+		return nil, errors.New("ent: ClaimedRefund called outside an idempotent mutation")
+	}
+	client := FromContext(ctx)
+	if client == nil {
+		return nil, errors.New("ent: ClaimedRefund: no transaction in the context")
+	}
+	if row, ok := c.Row().(*Refund); ok {
+		// The row this attempt inserted, bound to the transaction so that
+		// its edges and updates go through it.
+		bound := *row
+		bound.config = client.config
+		return &bound, nil
+	}
+	return client.Refund.Query().
+		Where(refund.TenantID(c.Tenant), refund.IdempotencyKey(c.Key)).
+		Only(ctx)
+}
+
+// WhereIdempotency adds a storage-level predicate to the query; the
+// idemschema mixin's interceptor uses it to hide unfinished claims.
+func (_q *RefundQuery) WhereIdempotency(p func(*sql.Selector)) {
+	_q.Where(predicate.Refund(p))
 }

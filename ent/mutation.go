@@ -12,8 +12,11 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/ent/pageview"
+	"github.com/goovo/idem/ent/pageviewcount"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/ent/predicate"
+	"github.com/goovo/idem/ent/refund"
 )
 
 const (
@@ -25,8 +28,11 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeOrder   = "Order"
-	TypePayment = "Payment"
+	TypeOrder         = "Order"
+	TypePageView      = "PageView"
+	TypePageViewCount = "PageViewCount"
+	TypePayment       = "Payment"
+	TypeRefund        = "Refund"
 )
 
 // OrderMutation represents an operation that mutates the Order nodes in the graph.
@@ -1247,6 +1253,1514 @@ func (m *OrderMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Order edge %s", name)
 }
 
+// PageViewMutation represents an operation that mutates the PageView nodes in the graph.
+type PageViewMutation struct {
+	config
+	op                           Op
+	typ                          string
+	id                           *int
+	tenant_id                    *string
+	idempotency_key              *string
+	idempotency_status           *pageview.IdempotencyStatus
+	idempotency_fingerprint      *string
+	idempotency_response         *[]byte
+	idempotency_attempt          *int
+	addidempotency_attempt       *int
+	idempotency_lease_expires_at *time.Time
+	idempotency_claimed_at       *time.Time
+	idempotency_completed_at     *time.Time
+	page                         *string
+	folded                       *bool
+	clearedFields                map[string]struct{}
+	done                         bool
+	oldValue                     func(context.Context) (*PageView, error)
+	predicates                   []predicate.PageView
+}
+
+var _ ent.Mutation = (*PageViewMutation)(nil)
+
+// pageviewOption allows management of the mutation configuration using functional options.
+type pageviewOption func(*PageViewMutation)
+
+// newPageViewMutation creates new mutation for the PageView entity.
+func newPageViewMutation(c config, op Op, opts ...pageviewOption) *PageViewMutation {
+	m := &PageViewMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePageView,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPageViewID sets the ID field of the mutation.
+func withPageViewID(id int) pageviewOption {
+	return func(m *PageViewMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *PageView
+		)
+		m.oldValue = func(ctx context.Context) (*PageView, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().PageView.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPageView sets the old PageView of the mutation.
+func withPageView(node *PageView) pageviewOption {
+	return func(m *PageViewMutation) {
+		m.oldValue = func(context.Context) (*PageView, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PageViewMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PageViewMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PageViewMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PageViewMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().PageView.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *PageViewMutation) SetTenantID(s string) {
+	m.tenant_id = &s
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *PageViewMutation) TenantID() (r string, exists bool) {
+	v := m.tenant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldTenantID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *PageViewMutation) ResetTenantID() {
+	m.tenant_id = nil
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *PageViewMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *PageViewMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ClearIdempotencyKey clears the value of the "idempotency_key" field.
+func (m *PageViewMutation) ClearIdempotencyKey() {
+	m.idempotency_key = nil
+	m.clearedFields[pageview.FieldIdempotencyKey] = struct{}{}
+}
+
+// IdempotencyKeyCleared returns if the "idempotency_key" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyKeyCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyKey]
+	return ok
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *PageViewMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyKey)
+}
+
+// SetIdempotencyStatus sets the "idempotency_status" field.
+func (m *PageViewMutation) SetIdempotencyStatus(ps pageview.IdempotencyStatus) {
+	m.idempotency_status = &ps
+}
+
+// IdempotencyStatus returns the value of the "idempotency_status" field in the mutation.
+func (m *PageViewMutation) IdempotencyStatus() (r pageview.IdempotencyStatus, exists bool) {
+	v := m.idempotency_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyStatus returns the old "idempotency_status" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyStatus(ctx context.Context) (v *pageview.IdempotencyStatus, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyStatus: %w", err)
+	}
+	return oldValue.IdempotencyStatus, nil
+}
+
+// ClearIdempotencyStatus clears the value of the "idempotency_status" field.
+func (m *PageViewMutation) ClearIdempotencyStatus() {
+	m.idempotency_status = nil
+	m.clearedFields[pageview.FieldIdempotencyStatus] = struct{}{}
+}
+
+// IdempotencyStatusCleared returns if the "idempotency_status" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyStatusCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyStatus]
+	return ok
+}
+
+// ResetIdempotencyStatus resets all changes to the "idempotency_status" field.
+func (m *PageViewMutation) ResetIdempotencyStatus() {
+	m.idempotency_status = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyStatus)
+}
+
+// SetIdempotencyFingerprint sets the "idempotency_fingerprint" field.
+func (m *PageViewMutation) SetIdempotencyFingerprint(s string) {
+	m.idempotency_fingerprint = &s
+}
+
+// IdempotencyFingerprint returns the value of the "idempotency_fingerprint" field in the mutation.
+func (m *PageViewMutation) IdempotencyFingerprint() (r string, exists bool) {
+	v := m.idempotency_fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyFingerprint returns the old "idempotency_fingerprint" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyFingerprint(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyFingerprint: %w", err)
+	}
+	return oldValue.IdempotencyFingerprint, nil
+}
+
+// ClearIdempotencyFingerprint clears the value of the "idempotency_fingerprint" field.
+func (m *PageViewMutation) ClearIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+	m.clearedFields[pageview.FieldIdempotencyFingerprint] = struct{}{}
+}
+
+// IdempotencyFingerprintCleared returns if the "idempotency_fingerprint" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyFingerprintCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyFingerprint]
+	return ok
+}
+
+// ResetIdempotencyFingerprint resets all changes to the "idempotency_fingerprint" field.
+func (m *PageViewMutation) ResetIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyFingerprint)
+}
+
+// SetIdempotencyResponse sets the "idempotency_response" field.
+func (m *PageViewMutation) SetIdempotencyResponse(b []byte) {
+	m.idempotency_response = &b
+}
+
+// IdempotencyResponse returns the value of the "idempotency_response" field in the mutation.
+func (m *PageViewMutation) IdempotencyResponse() (r []byte, exists bool) {
+	v := m.idempotency_response
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyResponse returns the old "idempotency_response" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyResponse(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyResponse is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyResponse requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyResponse: %w", err)
+	}
+	return oldValue.IdempotencyResponse, nil
+}
+
+// ClearIdempotencyResponse clears the value of the "idempotency_response" field.
+func (m *PageViewMutation) ClearIdempotencyResponse() {
+	m.idempotency_response = nil
+	m.clearedFields[pageview.FieldIdempotencyResponse] = struct{}{}
+}
+
+// IdempotencyResponseCleared returns if the "idempotency_response" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyResponseCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyResponse]
+	return ok
+}
+
+// ResetIdempotencyResponse resets all changes to the "idempotency_response" field.
+func (m *PageViewMutation) ResetIdempotencyResponse() {
+	m.idempotency_response = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyResponse)
+}
+
+// SetIdempotencyAttempt sets the "idempotency_attempt" field.
+func (m *PageViewMutation) SetIdempotencyAttempt(i int) {
+	m.idempotency_attempt = &i
+	m.addidempotency_attempt = nil
+}
+
+// IdempotencyAttempt returns the value of the "idempotency_attempt" field in the mutation.
+func (m *PageViewMutation) IdempotencyAttempt() (r int, exists bool) {
+	v := m.idempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyAttempt returns the old "idempotency_attempt" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyAttempt(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyAttempt: %w", err)
+	}
+	return oldValue.IdempotencyAttempt, nil
+}
+
+// AddIdempotencyAttempt adds i to the "idempotency_attempt" field.
+func (m *PageViewMutation) AddIdempotencyAttempt(i int) {
+	if m.addidempotency_attempt != nil {
+		*m.addidempotency_attempt += i
+	} else {
+		m.addidempotency_attempt = &i
+	}
+}
+
+// AddedIdempotencyAttempt returns the value that was added to the "idempotency_attempt" field in this mutation.
+func (m *PageViewMutation) AddedIdempotencyAttempt() (r int, exists bool) {
+	v := m.addidempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetIdempotencyAttempt resets all changes to the "idempotency_attempt" field.
+func (m *PageViewMutation) ResetIdempotencyAttempt() {
+	m.idempotency_attempt = nil
+	m.addidempotency_attempt = nil
+}
+
+// SetIdempotencyLeaseExpiresAt sets the "idempotency_lease_expires_at" field.
+func (m *PageViewMutation) SetIdempotencyLeaseExpiresAt(t time.Time) {
+	m.idempotency_lease_expires_at = &t
+}
+
+// IdempotencyLeaseExpiresAt returns the value of the "idempotency_lease_expires_at" field in the mutation.
+func (m *PageViewMutation) IdempotencyLeaseExpiresAt() (r time.Time, exists bool) {
+	v := m.idempotency_lease_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyLeaseExpiresAt returns the old "idempotency_lease_expires_at" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyLeaseExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyLeaseExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyLeaseExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyLeaseExpiresAt: %w", err)
+	}
+	return oldValue.IdempotencyLeaseExpiresAt, nil
+}
+
+// ClearIdempotencyLeaseExpiresAt clears the value of the "idempotency_lease_expires_at" field.
+func (m *PageViewMutation) ClearIdempotencyLeaseExpiresAt() {
+	m.idempotency_lease_expires_at = nil
+	m.clearedFields[pageview.FieldIdempotencyLeaseExpiresAt] = struct{}{}
+}
+
+// IdempotencyLeaseExpiresAtCleared returns if the "idempotency_lease_expires_at" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyLeaseExpiresAtCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyLeaseExpiresAt]
+	return ok
+}
+
+// ResetIdempotencyLeaseExpiresAt resets all changes to the "idempotency_lease_expires_at" field.
+func (m *PageViewMutation) ResetIdempotencyLeaseExpiresAt() {
+	m.idempotency_lease_expires_at = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyLeaseExpiresAt)
+}
+
+// SetIdempotencyClaimedAt sets the "idempotency_claimed_at" field.
+func (m *PageViewMutation) SetIdempotencyClaimedAt(t time.Time) {
+	m.idempotency_claimed_at = &t
+}
+
+// IdempotencyClaimedAt returns the value of the "idempotency_claimed_at" field in the mutation.
+func (m *PageViewMutation) IdempotencyClaimedAt() (r time.Time, exists bool) {
+	v := m.idempotency_claimed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyClaimedAt returns the old "idempotency_claimed_at" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyClaimedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyClaimedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyClaimedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyClaimedAt: %w", err)
+	}
+	return oldValue.IdempotencyClaimedAt, nil
+}
+
+// ClearIdempotencyClaimedAt clears the value of the "idempotency_claimed_at" field.
+func (m *PageViewMutation) ClearIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	m.clearedFields[pageview.FieldIdempotencyClaimedAt] = struct{}{}
+}
+
+// IdempotencyClaimedAtCleared returns if the "idempotency_claimed_at" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyClaimedAtCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyClaimedAt]
+	return ok
+}
+
+// ResetIdempotencyClaimedAt resets all changes to the "idempotency_claimed_at" field.
+func (m *PageViewMutation) ResetIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyClaimedAt)
+}
+
+// SetIdempotencyCompletedAt sets the "idempotency_completed_at" field.
+func (m *PageViewMutation) SetIdempotencyCompletedAt(t time.Time) {
+	m.idempotency_completed_at = &t
+}
+
+// IdempotencyCompletedAt returns the value of the "idempotency_completed_at" field in the mutation.
+func (m *PageViewMutation) IdempotencyCompletedAt() (r time.Time, exists bool) {
+	v := m.idempotency_completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyCompletedAt returns the old "idempotency_completed_at" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyCompletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyCompletedAt: %w", err)
+	}
+	return oldValue.IdempotencyCompletedAt, nil
+}
+
+// ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
+func (m *PageViewMutation) ClearIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+	m.clearedFields[pageview.FieldIdempotencyCompletedAt] = struct{}{}
+}
+
+// IdempotencyCompletedAtCleared returns if the "idempotency_completed_at" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyCompletedAtCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyCompletedAt]
+	return ok
+}
+
+// ResetIdempotencyCompletedAt resets all changes to the "idempotency_completed_at" field.
+func (m *PageViewMutation) ResetIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyCompletedAt)
+}
+
+// SetPage sets the "page" field.
+func (m *PageViewMutation) SetPage(s string) {
+	m.page = &s
+}
+
+// Page returns the value of the "page" field in the mutation.
+func (m *PageViewMutation) Page() (r string, exists bool) {
+	v := m.page
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPage returns the old "page" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldPage(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPage: %w", err)
+	}
+	return oldValue.Page, nil
+}
+
+// ResetPage resets all changes to the "page" field.
+func (m *PageViewMutation) ResetPage() {
+	m.page = nil
+}
+
+// SetFolded sets the "folded" field.
+func (m *PageViewMutation) SetFolded(b bool) {
+	m.folded = &b
+}
+
+// Folded returns the value of the "folded" field in the mutation.
+func (m *PageViewMutation) Folded() (r bool, exists bool) {
+	v := m.folded
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFolded returns the old "folded" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldFolded(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFolded is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFolded requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFolded: %w", err)
+	}
+	return oldValue.Folded, nil
+}
+
+// ResetFolded resets all changes to the "folded" field.
+func (m *PageViewMutation) ResetFolded() {
+	m.folded = nil
+}
+
+// Where appends a list predicates to the PageViewMutation builder.
+func (m *PageViewMutation) Where(ps ...predicate.PageView) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PageViewMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PageViewMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.PageView, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PageViewMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PageViewMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (PageView).
+func (m *PageViewMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PageViewMutation) Fields() []string {
+	fields := make([]string, 0, 11)
+	if m.tenant_id != nil {
+		fields = append(fields, pageview.FieldTenantID)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, pageview.FieldIdempotencyKey)
+	}
+	if m.idempotency_status != nil {
+		fields = append(fields, pageview.FieldIdempotencyStatus)
+	}
+	if m.idempotency_fingerprint != nil {
+		fields = append(fields, pageview.FieldIdempotencyFingerprint)
+	}
+	if m.idempotency_response != nil {
+		fields = append(fields, pageview.FieldIdempotencyResponse)
+	}
+	if m.idempotency_attempt != nil {
+		fields = append(fields, pageview.FieldIdempotencyAttempt)
+	}
+	if m.idempotency_lease_expires_at != nil {
+		fields = append(fields, pageview.FieldIdempotencyLeaseExpiresAt)
+	}
+	if m.idempotency_claimed_at != nil {
+		fields = append(fields, pageview.FieldIdempotencyClaimedAt)
+	}
+	if m.idempotency_completed_at != nil {
+		fields = append(fields, pageview.FieldIdempotencyCompletedAt)
+	}
+	if m.page != nil {
+		fields = append(fields, pageview.FieldPage)
+	}
+	if m.folded != nil {
+		fields = append(fields, pageview.FieldFolded)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PageViewMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case pageview.FieldTenantID:
+		return m.TenantID()
+	case pageview.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case pageview.FieldIdempotencyStatus:
+		return m.IdempotencyStatus()
+	case pageview.FieldIdempotencyFingerprint:
+		return m.IdempotencyFingerprint()
+	case pageview.FieldIdempotencyResponse:
+		return m.IdempotencyResponse()
+	case pageview.FieldIdempotencyAttempt:
+		return m.IdempotencyAttempt()
+	case pageview.FieldIdempotencyLeaseExpiresAt:
+		return m.IdempotencyLeaseExpiresAt()
+	case pageview.FieldIdempotencyClaimedAt:
+		return m.IdempotencyClaimedAt()
+	case pageview.FieldIdempotencyCompletedAt:
+		return m.IdempotencyCompletedAt()
+	case pageview.FieldPage:
+		return m.Page()
+	case pageview.FieldFolded:
+		return m.Folded()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PageViewMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case pageview.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case pageview.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case pageview.FieldIdempotencyStatus:
+		return m.OldIdempotencyStatus(ctx)
+	case pageview.FieldIdempotencyFingerprint:
+		return m.OldIdempotencyFingerprint(ctx)
+	case pageview.FieldIdempotencyResponse:
+		return m.OldIdempotencyResponse(ctx)
+	case pageview.FieldIdempotencyAttempt:
+		return m.OldIdempotencyAttempt(ctx)
+	case pageview.FieldIdempotencyLeaseExpiresAt:
+		return m.OldIdempotencyLeaseExpiresAt(ctx)
+	case pageview.FieldIdempotencyClaimedAt:
+		return m.OldIdempotencyClaimedAt(ctx)
+	case pageview.FieldIdempotencyCompletedAt:
+		return m.OldIdempotencyCompletedAt(ctx)
+	case pageview.FieldPage:
+		return m.OldPage(ctx)
+	case pageview.FieldFolded:
+		return m.OldFolded(ctx)
+	}
+	return nil, fmt.Errorf("unknown PageView field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PageViewMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case pageview.FieldTenantID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case pageview.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case pageview.FieldIdempotencyStatus:
+		v, ok := value.(pageview.IdempotencyStatus)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyStatus(v)
+		return nil
+	case pageview.FieldIdempotencyFingerprint:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyFingerprint(v)
+		return nil
+	case pageview.FieldIdempotencyResponse:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyResponse(v)
+		return nil
+	case pageview.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyAttempt(v)
+		return nil
+	case pageview.FieldIdempotencyLeaseExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyLeaseExpiresAt(v)
+		return nil
+	case pageview.FieldIdempotencyClaimedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyClaimedAt(v)
+		return nil
+	case pageview.FieldIdempotencyCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case pageview.FieldPage:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPage(v)
+		return nil
+	case pageview.FieldFolded:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFolded(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PageView field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PageViewMutation) AddedFields() []string {
+	var fields []string
+	if m.addidempotency_attempt != nil {
+		fields = append(fields, pageview.FieldIdempotencyAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PageViewMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case pageview.FieldIdempotencyAttempt:
+		return m.AddedIdempotencyAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PageViewMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case pageview.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddIdempotencyAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PageView numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PageViewMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(pageview.FieldIdempotencyKey) {
+		fields = append(fields, pageview.FieldIdempotencyKey)
+	}
+	if m.FieldCleared(pageview.FieldIdempotencyStatus) {
+		fields = append(fields, pageview.FieldIdempotencyStatus)
+	}
+	if m.FieldCleared(pageview.FieldIdempotencyFingerprint) {
+		fields = append(fields, pageview.FieldIdempotencyFingerprint)
+	}
+	if m.FieldCleared(pageview.FieldIdempotencyResponse) {
+		fields = append(fields, pageview.FieldIdempotencyResponse)
+	}
+	if m.FieldCleared(pageview.FieldIdempotencyLeaseExpiresAt) {
+		fields = append(fields, pageview.FieldIdempotencyLeaseExpiresAt)
+	}
+	if m.FieldCleared(pageview.FieldIdempotencyClaimedAt) {
+		fields = append(fields, pageview.FieldIdempotencyClaimedAt)
+	}
+	if m.FieldCleared(pageview.FieldIdempotencyCompletedAt) {
+		fields = append(fields, pageview.FieldIdempotencyCompletedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PageViewMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PageViewMutation) ClearField(name string) error {
+	switch name {
+	case pageview.FieldIdempotencyKey:
+		m.ClearIdempotencyKey()
+		return nil
+	case pageview.FieldIdempotencyStatus:
+		m.ClearIdempotencyStatus()
+		return nil
+	case pageview.FieldIdempotencyFingerprint:
+		m.ClearIdempotencyFingerprint()
+		return nil
+	case pageview.FieldIdempotencyResponse:
+		m.ClearIdempotencyResponse()
+		return nil
+	case pageview.FieldIdempotencyLeaseExpiresAt:
+		m.ClearIdempotencyLeaseExpiresAt()
+		return nil
+	case pageview.FieldIdempotencyClaimedAt:
+		m.ClearIdempotencyClaimedAt()
+		return nil
+	case pageview.FieldIdempotencyCompletedAt:
+		m.ClearIdempotencyCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown PageView nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PageViewMutation) ResetField(name string) error {
+	switch name {
+	case pageview.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case pageview.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case pageview.FieldIdempotencyStatus:
+		m.ResetIdempotencyStatus()
+		return nil
+	case pageview.FieldIdempotencyFingerprint:
+		m.ResetIdempotencyFingerprint()
+		return nil
+	case pageview.FieldIdempotencyResponse:
+		m.ResetIdempotencyResponse()
+		return nil
+	case pageview.FieldIdempotencyAttempt:
+		m.ResetIdempotencyAttempt()
+		return nil
+	case pageview.FieldIdempotencyLeaseExpiresAt:
+		m.ResetIdempotencyLeaseExpiresAt()
+		return nil
+	case pageview.FieldIdempotencyClaimedAt:
+		m.ResetIdempotencyClaimedAt()
+		return nil
+	case pageview.FieldIdempotencyCompletedAt:
+		m.ResetIdempotencyCompletedAt()
+		return nil
+	case pageview.FieldPage:
+		m.ResetPage()
+		return nil
+	case pageview.FieldFolded:
+		m.ResetFolded()
+		return nil
+	}
+	return fmt.Errorf("unknown PageView field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PageViewMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PageViewMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PageViewMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PageViewMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PageViewMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PageViewMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PageViewMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown PageView unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PageViewMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown PageView edge %s", name)
+}
+
+// PageViewCountMutation represents an operation that mutates the PageViewCount nodes in the graph.
+type PageViewCountMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	tenant_id     *string
+	page          *string
+	count         *int
+	addcount      *int
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*PageViewCount, error)
+	predicates    []predicate.PageViewCount
+}
+
+var _ ent.Mutation = (*PageViewCountMutation)(nil)
+
+// pageviewcountOption allows management of the mutation configuration using functional options.
+type pageviewcountOption func(*PageViewCountMutation)
+
+// newPageViewCountMutation creates new mutation for the PageViewCount entity.
+func newPageViewCountMutation(c config, op Op, opts ...pageviewcountOption) *PageViewCountMutation {
+	m := &PageViewCountMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePageViewCount,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPageViewCountID sets the ID field of the mutation.
+func withPageViewCountID(id int) pageviewcountOption {
+	return func(m *PageViewCountMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *PageViewCount
+		)
+		m.oldValue = func(ctx context.Context) (*PageViewCount, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().PageViewCount.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPageViewCount sets the old PageViewCount of the mutation.
+func withPageViewCount(node *PageViewCount) pageviewcountOption {
+	return func(m *PageViewCountMutation) {
+		m.oldValue = func(context.Context) (*PageViewCount, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PageViewCountMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PageViewCountMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PageViewCountMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PageViewCountMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().PageViewCount.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *PageViewCountMutation) SetTenantID(s string) {
+	m.tenant_id = &s
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *PageViewCountMutation) TenantID() (r string, exists bool) {
+	v := m.tenant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the PageViewCount entity.
+// If the PageViewCount object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewCountMutation) OldTenantID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *PageViewCountMutation) ResetTenantID() {
+	m.tenant_id = nil
+}
+
+// SetPage sets the "page" field.
+func (m *PageViewCountMutation) SetPage(s string) {
+	m.page = &s
+}
+
+// Page returns the value of the "page" field in the mutation.
+func (m *PageViewCountMutation) Page() (r string, exists bool) {
+	v := m.page
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPage returns the old "page" field's value of the PageViewCount entity.
+// If the PageViewCount object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewCountMutation) OldPage(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPage: %w", err)
+	}
+	return oldValue.Page, nil
+}
+
+// ResetPage resets all changes to the "page" field.
+func (m *PageViewCountMutation) ResetPage() {
+	m.page = nil
+}
+
+// SetCount sets the "count" field.
+func (m *PageViewCountMutation) SetCount(i int) {
+	m.count = &i
+	m.addcount = nil
+}
+
+// Count returns the value of the "count" field in the mutation.
+func (m *PageViewCountMutation) Count() (r int, exists bool) {
+	v := m.count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCount returns the old "count" field's value of the PageViewCount entity.
+// If the PageViewCount object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewCountMutation) OldCount(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCount: %w", err)
+	}
+	return oldValue.Count, nil
+}
+
+// AddCount adds i to the "count" field.
+func (m *PageViewCountMutation) AddCount(i int) {
+	if m.addcount != nil {
+		*m.addcount += i
+	} else {
+		m.addcount = &i
+	}
+}
+
+// AddedCount returns the value that was added to the "count" field in this mutation.
+func (m *PageViewCountMutation) AddedCount() (r int, exists bool) {
+	v := m.addcount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCount resets all changes to the "count" field.
+func (m *PageViewCountMutation) ResetCount() {
+	m.count = nil
+	m.addcount = nil
+}
+
+// Where appends a list predicates to the PageViewCountMutation builder.
+func (m *PageViewCountMutation) Where(ps ...predicate.PageViewCount) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PageViewCountMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PageViewCountMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.PageViewCount, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PageViewCountMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PageViewCountMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (PageViewCount).
+func (m *PageViewCountMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PageViewCountMutation) Fields() []string {
+	fields := make([]string, 0, 3)
+	if m.tenant_id != nil {
+		fields = append(fields, pageviewcount.FieldTenantID)
+	}
+	if m.page != nil {
+		fields = append(fields, pageviewcount.FieldPage)
+	}
+	if m.count != nil {
+		fields = append(fields, pageviewcount.FieldCount)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PageViewCountMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case pageviewcount.FieldTenantID:
+		return m.TenantID()
+	case pageviewcount.FieldPage:
+		return m.Page()
+	case pageviewcount.FieldCount:
+		return m.Count()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PageViewCountMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case pageviewcount.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case pageviewcount.FieldPage:
+		return m.OldPage(ctx)
+	case pageviewcount.FieldCount:
+		return m.OldCount(ctx)
+	}
+	return nil, fmt.Errorf("unknown PageViewCount field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PageViewCountMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case pageviewcount.FieldTenantID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case pageviewcount.FieldPage:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPage(v)
+		return nil
+	case pageviewcount.FieldCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PageViewCount field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PageViewCountMutation) AddedFields() []string {
+	var fields []string
+	if m.addcount != nil {
+		fields = append(fields, pageviewcount.FieldCount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PageViewCountMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case pageviewcount.FieldCount:
+		return m.AddedCount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PageViewCountMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case pageviewcount.FieldCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PageViewCount numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PageViewCountMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PageViewCountMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PageViewCountMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown PageViewCount nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PageViewCountMutation) ResetField(name string) error {
+	switch name {
+	case pageviewcount.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case pageviewcount.FieldPage:
+		m.ResetPage()
+		return nil
+	case pageviewcount.FieldCount:
+		m.ResetCount()
+		return nil
+	}
+	return fmt.Errorf("unknown PageViewCount field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PageViewCountMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PageViewCountMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PageViewCountMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PageViewCountMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PageViewCountMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PageViewCountMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PageViewCountMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown PageViewCount unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PageViewCountMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown PageViewCount edge %s", name)
+}
+
 // PaymentMutation represents an operation that mutates the Payment nodes in the graph.
 type PaymentMutation struct {
 	config
@@ -1266,9 +2780,14 @@ type PaymentMutation struct {
 	amount                       *int
 	addamount                    *int
 	provider_charge_id           *string
+	refunded_amount              *int
+	addrefunded_amount           *int
 	clearedFields                map[string]struct{}
 	_order                       *int
 	cleared_order                bool
+	refunds                      map[int]struct{}
+	removedrefunds               map[int]struct{}
+	clearedrefunds               bool
 	done                         bool
 	oldValue                     func(context.Context) (*Payment, error)
 	predicates                   []predicate.Payment
@@ -1912,6 +3431,62 @@ func (m *PaymentMutation) ResetProviderChargeID() {
 	delete(m.clearedFields, payment.FieldProviderChargeID)
 }
 
+// SetRefundedAmount sets the "refunded_amount" field.
+func (m *PaymentMutation) SetRefundedAmount(i int) {
+	m.refunded_amount = &i
+	m.addrefunded_amount = nil
+}
+
+// RefundedAmount returns the value of the "refunded_amount" field in the mutation.
+func (m *PaymentMutation) RefundedAmount() (r int, exists bool) {
+	v := m.refunded_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRefundedAmount returns the old "refunded_amount" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldRefundedAmount(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRefundedAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRefundedAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRefundedAmount: %w", err)
+	}
+	return oldValue.RefundedAmount, nil
+}
+
+// AddRefundedAmount adds i to the "refunded_amount" field.
+func (m *PaymentMutation) AddRefundedAmount(i int) {
+	if m.addrefunded_amount != nil {
+		*m.addrefunded_amount += i
+	} else {
+		m.addrefunded_amount = &i
+	}
+}
+
+// AddedRefundedAmount returns the value that was added to the "refunded_amount" field in this mutation.
+func (m *PaymentMutation) AddedRefundedAmount() (r int, exists bool) {
+	v := m.addrefunded_amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRefundedAmount resets all changes to the "refunded_amount" field.
+func (m *PaymentMutation) ResetRefundedAmount() {
+	m.refunded_amount = nil
+	m.addrefunded_amount = nil
+}
+
 // SetOrderID sets the "order" edge to the Order entity by id.
 func (m *PaymentMutation) SetOrderID(id int) {
 	m._order = &id
@@ -1951,6 +3526,60 @@ func (m *PaymentMutation) ResetOrder() {
 	m.cleared_order = false
 }
 
+// AddRefundIDs adds the "refunds" edge to the Refund entity by ids.
+func (m *PaymentMutation) AddRefundIDs(ids ...int) {
+	if m.refunds == nil {
+		m.refunds = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.refunds[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRefunds clears the "refunds" edge to the Refund entity.
+func (m *PaymentMutation) ClearRefunds() {
+	m.clearedrefunds = true
+}
+
+// RefundsCleared reports if the "refunds" edge to the Refund entity was cleared.
+func (m *PaymentMutation) RefundsCleared() bool {
+	return m.clearedrefunds
+}
+
+// RemoveRefundIDs removes the "refunds" edge to the Refund entity by IDs.
+func (m *PaymentMutation) RemoveRefundIDs(ids ...int) {
+	if m.removedrefunds == nil {
+		m.removedrefunds = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.refunds, ids[i])
+		m.removedrefunds[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRefunds returns the removed IDs of the "refunds" edge to the Refund entity.
+func (m *PaymentMutation) RemovedRefundsIDs() (ids []int) {
+	for id := range m.removedrefunds {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RefundsIDs returns the "refunds" edge IDs in the mutation.
+func (m *PaymentMutation) RefundsIDs() (ids []int) {
+	for id := range m.refunds {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRefunds resets all changes to the "refunds" edge.
+func (m *PaymentMutation) ResetRefunds() {
+	m.refunds = nil
+	m.clearedrefunds = false
+	m.removedrefunds = nil
+}
+
 // Where appends a list predicates to the PaymentMutation builder.
 func (m *PaymentMutation) Where(ps ...predicate.Payment) {
 	m.predicates = append(m.predicates, ps...)
@@ -1985,7 +3614,7 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 11)
+	fields := make([]string, 0, 12)
 	if m.tenant_id != nil {
 		fields = append(fields, payment.FieldTenantID)
 	}
@@ -2019,6 +3648,9 @@ func (m *PaymentMutation) Fields() []string {
 	if m.provider_charge_id != nil {
 		fields = append(fields, payment.FieldProviderChargeID)
 	}
+	if m.refunded_amount != nil {
+		fields = append(fields, payment.FieldRefundedAmount)
+	}
 	return fields
 }
 
@@ -2049,6 +3681,8 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 		return m.Amount()
 	case payment.FieldProviderChargeID:
 		return m.ProviderChargeID()
+	case payment.FieldRefundedAmount:
+		return m.RefundedAmount()
 	}
 	return nil, false
 }
@@ -2080,6 +3714,8 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldAmount(ctx)
 	case payment.FieldProviderChargeID:
 		return m.OldProviderChargeID(ctx)
+	case payment.FieldRefundedAmount:
+		return m.OldRefundedAmount(ctx)
 	}
 	return nil, fmt.Errorf("unknown Payment field %s", name)
 }
@@ -2166,6 +3802,13 @@ func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetProviderChargeID(v)
 		return nil
+	case payment.FieldRefundedAmount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRefundedAmount(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Payment field %s", name)
 }
@@ -2180,6 +3823,9 @@ func (m *PaymentMutation) AddedFields() []string {
 	if m.addamount != nil {
 		fields = append(fields, payment.FieldAmount)
 	}
+	if m.addrefunded_amount != nil {
+		fields = append(fields, payment.FieldRefundedAmount)
+	}
 	return fields
 }
 
@@ -2192,6 +3838,8 @@ func (m *PaymentMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedIdempotencyAttempt()
 	case payment.FieldAmount:
 		return m.AddedAmount()
+	case payment.FieldRefundedAmount:
+		return m.AddedRefundedAmount()
 	}
 	return nil, false
 }
@@ -2214,6 +3862,13 @@ func (m *PaymentMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddAmount(v)
+		return nil
+	case payment.FieldRefundedAmount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRefundedAmount(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Payment numeric field %s", name)
@@ -2326,15 +3981,21 @@ func (m *PaymentMutation) ResetField(name string) error {
 	case payment.FieldProviderChargeID:
 		m.ResetProviderChargeID()
 		return nil
+	case payment.FieldRefundedAmount:
+		m.ResetRefundedAmount()
+		return nil
 	}
 	return fmt.Errorf("unknown Payment field %s", name)
 }
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *PaymentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m._order != nil {
 		edges = append(edges, payment.EdgeOrder)
+	}
+	if m.refunds != nil {
+		edges = append(edges, payment.EdgeRefunds)
 	}
 	return edges
 }
@@ -2347,27 +4008,47 @@ func (m *PaymentMutation) AddedIDs(name string) []ent.Value {
 		if id := m._order; id != nil {
 			return []ent.Value{*id}
 		}
+	case payment.EdgeRefunds:
+		ids := make([]ent.Value, 0, len(m.refunds))
+		for id := range m.refunds {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *PaymentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
+	if m.removedrefunds != nil {
+		edges = append(edges, payment.EdgeRefunds)
+	}
 	return edges
 }
 
 // RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
 // the given name in this mutation.
 func (m *PaymentMutation) RemovedIDs(name string) []ent.Value {
+	switch name {
+	case payment.EdgeRefunds:
+		ids := make([]ent.Value, 0, len(m.removedrefunds))
+		for id := range m.removedrefunds {
+			ids = append(ids, id)
+		}
+		return ids
+	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *PaymentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 1)
+	edges := make([]string, 0, 2)
 	if m.cleared_order {
 		edges = append(edges, payment.EdgeOrder)
+	}
+	if m.clearedrefunds {
+		edges = append(edges, payment.EdgeRefunds)
 	}
 	return edges
 }
@@ -2378,6 +4059,8 @@ func (m *PaymentMutation) EdgeCleared(name string) bool {
 	switch name {
 	case payment.EdgeOrder:
 		return m.cleared_order
+	case payment.EdgeRefunds:
+		return m.clearedrefunds
 	}
 	return false
 }
@@ -2400,6 +4083,1134 @@ func (m *PaymentMutation) ResetEdge(name string) error {
 	case payment.EdgeOrder:
 		m.ResetOrder()
 		return nil
+	case payment.EdgeRefunds:
+		m.ResetRefunds()
+		return nil
 	}
 	return fmt.Errorf("unknown Payment edge %s", name)
+}
+
+// RefundMutation represents an operation that mutates the Refund nodes in the graph.
+type RefundMutation struct {
+	config
+	op                           Op
+	typ                          string
+	id                           *int
+	tenant_id                    *string
+	idempotency_key              *string
+	idempotency_status           *refund.IdempotencyStatus
+	idempotency_fingerprint      *string
+	idempotency_response         *[]byte
+	idempotency_attempt          *int
+	addidempotency_attempt       *int
+	idempotency_lease_expires_at *time.Time
+	idempotency_claimed_at       *time.Time
+	idempotency_completed_at     *time.Time
+	amount                       *int
+	addamount                    *int
+	clearedFields                map[string]struct{}
+	payment                      *int
+	clearedpayment               bool
+	done                         bool
+	oldValue                     func(context.Context) (*Refund, error)
+	predicates                   []predicate.Refund
+}
+
+var _ ent.Mutation = (*RefundMutation)(nil)
+
+// refundOption allows management of the mutation configuration using functional options.
+type refundOption func(*RefundMutation)
+
+// newRefundMutation creates new mutation for the Refund entity.
+func newRefundMutation(c config, op Op, opts ...refundOption) *RefundMutation {
+	m := &RefundMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRefund,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRefundID sets the ID field of the mutation.
+func withRefundID(id int) refundOption {
+	return func(m *RefundMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Refund
+		)
+		m.oldValue = func(ctx context.Context) (*Refund, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Refund.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRefund sets the old Refund of the mutation.
+func withRefund(node *Refund) refundOption {
+	return func(m *RefundMutation) {
+		m.oldValue = func(context.Context) (*Refund, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RefundMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RefundMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RefundMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RefundMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Refund.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *RefundMutation) SetTenantID(s string) {
+	m.tenant_id = &s
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *RefundMutation) TenantID() (r string, exists bool) {
+	v := m.tenant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldTenantID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *RefundMutation) ResetTenantID() {
+	m.tenant_id = nil
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *RefundMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *RefundMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ClearIdempotencyKey clears the value of the "idempotency_key" field.
+func (m *RefundMutation) ClearIdempotencyKey() {
+	m.idempotency_key = nil
+	m.clearedFields[refund.FieldIdempotencyKey] = struct{}{}
+}
+
+// IdempotencyKeyCleared returns if the "idempotency_key" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyKeyCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyKey]
+	return ok
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *RefundMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+	delete(m.clearedFields, refund.FieldIdempotencyKey)
+}
+
+// SetIdempotencyStatus sets the "idempotency_status" field.
+func (m *RefundMutation) SetIdempotencyStatus(rs refund.IdempotencyStatus) {
+	m.idempotency_status = &rs
+}
+
+// IdempotencyStatus returns the value of the "idempotency_status" field in the mutation.
+func (m *RefundMutation) IdempotencyStatus() (r refund.IdempotencyStatus, exists bool) {
+	v := m.idempotency_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyStatus returns the old "idempotency_status" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyStatus(ctx context.Context) (v *refund.IdempotencyStatus, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyStatus: %w", err)
+	}
+	return oldValue.IdempotencyStatus, nil
+}
+
+// ClearIdempotencyStatus clears the value of the "idempotency_status" field.
+func (m *RefundMutation) ClearIdempotencyStatus() {
+	m.idempotency_status = nil
+	m.clearedFields[refund.FieldIdempotencyStatus] = struct{}{}
+}
+
+// IdempotencyStatusCleared returns if the "idempotency_status" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyStatusCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyStatus]
+	return ok
+}
+
+// ResetIdempotencyStatus resets all changes to the "idempotency_status" field.
+func (m *RefundMutation) ResetIdempotencyStatus() {
+	m.idempotency_status = nil
+	delete(m.clearedFields, refund.FieldIdempotencyStatus)
+}
+
+// SetIdempotencyFingerprint sets the "idempotency_fingerprint" field.
+func (m *RefundMutation) SetIdempotencyFingerprint(s string) {
+	m.idempotency_fingerprint = &s
+}
+
+// IdempotencyFingerprint returns the value of the "idempotency_fingerprint" field in the mutation.
+func (m *RefundMutation) IdempotencyFingerprint() (r string, exists bool) {
+	v := m.idempotency_fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyFingerprint returns the old "idempotency_fingerprint" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyFingerprint(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyFingerprint: %w", err)
+	}
+	return oldValue.IdempotencyFingerprint, nil
+}
+
+// ClearIdempotencyFingerprint clears the value of the "idempotency_fingerprint" field.
+func (m *RefundMutation) ClearIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+	m.clearedFields[refund.FieldIdempotencyFingerprint] = struct{}{}
+}
+
+// IdempotencyFingerprintCleared returns if the "idempotency_fingerprint" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyFingerprintCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyFingerprint]
+	return ok
+}
+
+// ResetIdempotencyFingerprint resets all changes to the "idempotency_fingerprint" field.
+func (m *RefundMutation) ResetIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+	delete(m.clearedFields, refund.FieldIdempotencyFingerprint)
+}
+
+// SetIdempotencyResponse sets the "idempotency_response" field.
+func (m *RefundMutation) SetIdempotencyResponse(b []byte) {
+	m.idempotency_response = &b
+}
+
+// IdempotencyResponse returns the value of the "idempotency_response" field in the mutation.
+func (m *RefundMutation) IdempotencyResponse() (r []byte, exists bool) {
+	v := m.idempotency_response
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyResponse returns the old "idempotency_response" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyResponse(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyResponse is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyResponse requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyResponse: %w", err)
+	}
+	return oldValue.IdempotencyResponse, nil
+}
+
+// ClearIdempotencyResponse clears the value of the "idempotency_response" field.
+func (m *RefundMutation) ClearIdempotencyResponse() {
+	m.idempotency_response = nil
+	m.clearedFields[refund.FieldIdempotencyResponse] = struct{}{}
+}
+
+// IdempotencyResponseCleared returns if the "idempotency_response" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyResponseCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyResponse]
+	return ok
+}
+
+// ResetIdempotencyResponse resets all changes to the "idempotency_response" field.
+func (m *RefundMutation) ResetIdempotencyResponse() {
+	m.idempotency_response = nil
+	delete(m.clearedFields, refund.FieldIdempotencyResponse)
+}
+
+// SetIdempotencyAttempt sets the "idempotency_attempt" field.
+func (m *RefundMutation) SetIdempotencyAttempt(i int) {
+	m.idempotency_attempt = &i
+	m.addidempotency_attempt = nil
+}
+
+// IdempotencyAttempt returns the value of the "idempotency_attempt" field in the mutation.
+func (m *RefundMutation) IdempotencyAttempt() (r int, exists bool) {
+	v := m.idempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyAttempt returns the old "idempotency_attempt" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyAttempt(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyAttempt: %w", err)
+	}
+	return oldValue.IdempotencyAttempt, nil
+}
+
+// AddIdempotencyAttempt adds i to the "idempotency_attempt" field.
+func (m *RefundMutation) AddIdempotencyAttempt(i int) {
+	if m.addidempotency_attempt != nil {
+		*m.addidempotency_attempt += i
+	} else {
+		m.addidempotency_attempt = &i
+	}
+}
+
+// AddedIdempotencyAttempt returns the value that was added to the "idempotency_attempt" field in this mutation.
+func (m *RefundMutation) AddedIdempotencyAttempt() (r int, exists bool) {
+	v := m.addidempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetIdempotencyAttempt resets all changes to the "idempotency_attempt" field.
+func (m *RefundMutation) ResetIdempotencyAttempt() {
+	m.idempotency_attempt = nil
+	m.addidempotency_attempt = nil
+}
+
+// SetIdempotencyLeaseExpiresAt sets the "idempotency_lease_expires_at" field.
+func (m *RefundMutation) SetIdempotencyLeaseExpiresAt(t time.Time) {
+	m.idempotency_lease_expires_at = &t
+}
+
+// IdempotencyLeaseExpiresAt returns the value of the "idempotency_lease_expires_at" field in the mutation.
+func (m *RefundMutation) IdempotencyLeaseExpiresAt() (r time.Time, exists bool) {
+	v := m.idempotency_lease_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyLeaseExpiresAt returns the old "idempotency_lease_expires_at" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyLeaseExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyLeaseExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyLeaseExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyLeaseExpiresAt: %w", err)
+	}
+	return oldValue.IdempotencyLeaseExpiresAt, nil
+}
+
+// ClearIdempotencyLeaseExpiresAt clears the value of the "idempotency_lease_expires_at" field.
+func (m *RefundMutation) ClearIdempotencyLeaseExpiresAt() {
+	m.idempotency_lease_expires_at = nil
+	m.clearedFields[refund.FieldIdempotencyLeaseExpiresAt] = struct{}{}
+}
+
+// IdempotencyLeaseExpiresAtCleared returns if the "idempotency_lease_expires_at" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyLeaseExpiresAtCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyLeaseExpiresAt]
+	return ok
+}
+
+// ResetIdempotencyLeaseExpiresAt resets all changes to the "idempotency_lease_expires_at" field.
+func (m *RefundMutation) ResetIdempotencyLeaseExpiresAt() {
+	m.idempotency_lease_expires_at = nil
+	delete(m.clearedFields, refund.FieldIdempotencyLeaseExpiresAt)
+}
+
+// SetIdempotencyClaimedAt sets the "idempotency_claimed_at" field.
+func (m *RefundMutation) SetIdempotencyClaimedAt(t time.Time) {
+	m.idempotency_claimed_at = &t
+}
+
+// IdempotencyClaimedAt returns the value of the "idempotency_claimed_at" field in the mutation.
+func (m *RefundMutation) IdempotencyClaimedAt() (r time.Time, exists bool) {
+	v := m.idempotency_claimed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyClaimedAt returns the old "idempotency_claimed_at" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyClaimedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyClaimedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyClaimedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyClaimedAt: %w", err)
+	}
+	return oldValue.IdempotencyClaimedAt, nil
+}
+
+// ClearIdempotencyClaimedAt clears the value of the "idempotency_claimed_at" field.
+func (m *RefundMutation) ClearIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	m.clearedFields[refund.FieldIdempotencyClaimedAt] = struct{}{}
+}
+
+// IdempotencyClaimedAtCleared returns if the "idempotency_claimed_at" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyClaimedAtCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyClaimedAt]
+	return ok
+}
+
+// ResetIdempotencyClaimedAt resets all changes to the "idempotency_claimed_at" field.
+func (m *RefundMutation) ResetIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	delete(m.clearedFields, refund.FieldIdempotencyClaimedAt)
+}
+
+// SetIdempotencyCompletedAt sets the "idempotency_completed_at" field.
+func (m *RefundMutation) SetIdempotencyCompletedAt(t time.Time) {
+	m.idempotency_completed_at = &t
+}
+
+// IdempotencyCompletedAt returns the value of the "idempotency_completed_at" field in the mutation.
+func (m *RefundMutation) IdempotencyCompletedAt() (r time.Time, exists bool) {
+	v := m.idempotency_completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyCompletedAt returns the old "idempotency_completed_at" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyCompletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyCompletedAt: %w", err)
+	}
+	return oldValue.IdempotencyCompletedAt, nil
+}
+
+// ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
+func (m *RefundMutation) ClearIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+	m.clearedFields[refund.FieldIdempotencyCompletedAt] = struct{}{}
+}
+
+// IdempotencyCompletedAtCleared returns if the "idempotency_completed_at" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyCompletedAtCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyCompletedAt]
+	return ok
+}
+
+// ResetIdempotencyCompletedAt resets all changes to the "idempotency_completed_at" field.
+func (m *RefundMutation) ResetIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+	delete(m.clearedFields, refund.FieldIdempotencyCompletedAt)
+}
+
+// SetAmount sets the "amount" field.
+func (m *RefundMutation) SetAmount(i int) {
+	m.amount = &i
+	m.addamount = nil
+}
+
+// Amount returns the value of the "amount" field in the mutation.
+func (m *RefundMutation) Amount() (r int, exists bool) {
+	v := m.amount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAmount returns the old "amount" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldAmount(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAmount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAmount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAmount: %w", err)
+	}
+	return oldValue.Amount, nil
+}
+
+// AddAmount adds i to the "amount" field.
+func (m *RefundMutation) AddAmount(i int) {
+	if m.addamount != nil {
+		*m.addamount += i
+	} else {
+		m.addamount = &i
+	}
+}
+
+// AddedAmount returns the value that was added to the "amount" field in this mutation.
+func (m *RefundMutation) AddedAmount() (r int, exists bool) {
+	v := m.addamount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAmount resets all changes to the "amount" field.
+func (m *RefundMutation) ResetAmount() {
+	m.amount = nil
+	m.addamount = nil
+}
+
+// SetPaymentID sets the "payment_id" field.
+func (m *RefundMutation) SetPaymentID(i int) {
+	m.payment = &i
+}
+
+// PaymentID returns the value of the "payment_id" field in the mutation.
+func (m *RefundMutation) PaymentID() (r int, exists bool) {
+	v := m.payment
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPaymentID returns the old "payment_id" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldPaymentID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPaymentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPaymentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPaymentID: %w", err)
+	}
+	return oldValue.PaymentID, nil
+}
+
+// ResetPaymentID resets all changes to the "payment_id" field.
+func (m *RefundMutation) ResetPaymentID() {
+	m.payment = nil
+}
+
+// ClearPayment clears the "payment" edge to the Payment entity.
+func (m *RefundMutation) ClearPayment() {
+	m.clearedpayment = true
+	m.clearedFields[refund.FieldPaymentID] = struct{}{}
+}
+
+// PaymentCleared reports if the "payment" edge to the Payment entity was cleared.
+func (m *RefundMutation) PaymentCleared() bool {
+	return m.clearedpayment
+}
+
+// PaymentIDs returns the "payment" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// PaymentID instead. It exists only for internal usage by the builders.
+func (m *RefundMutation) PaymentIDs() (ids []int) {
+	if id := m.payment; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetPayment resets all changes to the "payment" edge.
+func (m *RefundMutation) ResetPayment() {
+	m.payment = nil
+	m.clearedpayment = false
+}
+
+// Where appends a list predicates to the RefundMutation builder.
+func (m *RefundMutation) Where(ps ...predicate.Refund) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RefundMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RefundMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Refund, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RefundMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RefundMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Refund).
+func (m *RefundMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RefundMutation) Fields() []string {
+	fields := make([]string, 0, 11)
+	if m.tenant_id != nil {
+		fields = append(fields, refund.FieldTenantID)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, refund.FieldIdempotencyKey)
+	}
+	if m.idempotency_status != nil {
+		fields = append(fields, refund.FieldIdempotencyStatus)
+	}
+	if m.idempotency_fingerprint != nil {
+		fields = append(fields, refund.FieldIdempotencyFingerprint)
+	}
+	if m.idempotency_response != nil {
+		fields = append(fields, refund.FieldIdempotencyResponse)
+	}
+	if m.idempotency_attempt != nil {
+		fields = append(fields, refund.FieldIdempotencyAttempt)
+	}
+	if m.idempotency_lease_expires_at != nil {
+		fields = append(fields, refund.FieldIdempotencyLeaseExpiresAt)
+	}
+	if m.idempotency_claimed_at != nil {
+		fields = append(fields, refund.FieldIdempotencyClaimedAt)
+	}
+	if m.idempotency_completed_at != nil {
+		fields = append(fields, refund.FieldIdempotencyCompletedAt)
+	}
+	if m.amount != nil {
+		fields = append(fields, refund.FieldAmount)
+	}
+	if m.payment != nil {
+		fields = append(fields, refund.FieldPaymentID)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RefundMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case refund.FieldTenantID:
+		return m.TenantID()
+	case refund.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case refund.FieldIdempotencyStatus:
+		return m.IdempotencyStatus()
+	case refund.FieldIdempotencyFingerprint:
+		return m.IdempotencyFingerprint()
+	case refund.FieldIdempotencyResponse:
+		return m.IdempotencyResponse()
+	case refund.FieldIdempotencyAttempt:
+		return m.IdempotencyAttempt()
+	case refund.FieldIdempotencyLeaseExpiresAt:
+		return m.IdempotencyLeaseExpiresAt()
+	case refund.FieldIdempotencyClaimedAt:
+		return m.IdempotencyClaimedAt()
+	case refund.FieldIdempotencyCompletedAt:
+		return m.IdempotencyCompletedAt()
+	case refund.FieldAmount:
+		return m.Amount()
+	case refund.FieldPaymentID:
+		return m.PaymentID()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RefundMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case refund.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case refund.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case refund.FieldIdempotencyStatus:
+		return m.OldIdempotencyStatus(ctx)
+	case refund.FieldIdempotencyFingerprint:
+		return m.OldIdempotencyFingerprint(ctx)
+	case refund.FieldIdempotencyResponse:
+		return m.OldIdempotencyResponse(ctx)
+	case refund.FieldIdempotencyAttempt:
+		return m.OldIdempotencyAttempt(ctx)
+	case refund.FieldIdempotencyLeaseExpiresAt:
+		return m.OldIdempotencyLeaseExpiresAt(ctx)
+	case refund.FieldIdempotencyClaimedAt:
+		return m.OldIdempotencyClaimedAt(ctx)
+	case refund.FieldIdempotencyCompletedAt:
+		return m.OldIdempotencyCompletedAt(ctx)
+	case refund.FieldAmount:
+		return m.OldAmount(ctx)
+	case refund.FieldPaymentID:
+		return m.OldPaymentID(ctx)
+	}
+	return nil, fmt.Errorf("unknown Refund field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case refund.FieldTenantID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case refund.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case refund.FieldIdempotencyStatus:
+		v, ok := value.(refund.IdempotencyStatus)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyStatus(v)
+		return nil
+	case refund.FieldIdempotencyFingerprint:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyFingerprint(v)
+		return nil
+	case refund.FieldIdempotencyResponse:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyResponse(v)
+		return nil
+	case refund.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyAttempt(v)
+		return nil
+	case refund.FieldIdempotencyLeaseExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyLeaseExpiresAt(v)
+		return nil
+	case refund.FieldIdempotencyClaimedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyClaimedAt(v)
+		return nil
+	case refund.FieldIdempotencyCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case refund.FieldAmount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAmount(v)
+		return nil
+	case refund.FieldPaymentID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPaymentID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Refund field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RefundMutation) AddedFields() []string {
+	var fields []string
+	if m.addidempotency_attempt != nil {
+		fields = append(fields, refund.FieldIdempotencyAttempt)
+	}
+	if m.addamount != nil {
+		fields = append(fields, refund.FieldAmount)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RefundMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case refund.FieldIdempotencyAttempt:
+		return m.AddedIdempotencyAttempt()
+	case refund.FieldAmount:
+		return m.AddedAmount()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RefundMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case refund.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddIdempotencyAttempt(v)
+		return nil
+	case refund.FieldAmount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAmount(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Refund numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RefundMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(refund.FieldIdempotencyKey) {
+		fields = append(fields, refund.FieldIdempotencyKey)
+	}
+	if m.FieldCleared(refund.FieldIdempotencyStatus) {
+		fields = append(fields, refund.FieldIdempotencyStatus)
+	}
+	if m.FieldCleared(refund.FieldIdempotencyFingerprint) {
+		fields = append(fields, refund.FieldIdempotencyFingerprint)
+	}
+	if m.FieldCleared(refund.FieldIdempotencyResponse) {
+		fields = append(fields, refund.FieldIdempotencyResponse)
+	}
+	if m.FieldCleared(refund.FieldIdempotencyLeaseExpiresAt) {
+		fields = append(fields, refund.FieldIdempotencyLeaseExpiresAt)
+	}
+	if m.FieldCleared(refund.FieldIdempotencyClaimedAt) {
+		fields = append(fields, refund.FieldIdempotencyClaimedAt)
+	}
+	if m.FieldCleared(refund.FieldIdempotencyCompletedAt) {
+		fields = append(fields, refund.FieldIdempotencyCompletedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RefundMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RefundMutation) ClearField(name string) error {
+	switch name {
+	case refund.FieldIdempotencyKey:
+		m.ClearIdempotencyKey()
+		return nil
+	case refund.FieldIdempotencyStatus:
+		m.ClearIdempotencyStatus()
+		return nil
+	case refund.FieldIdempotencyFingerprint:
+		m.ClearIdempotencyFingerprint()
+		return nil
+	case refund.FieldIdempotencyResponse:
+		m.ClearIdempotencyResponse()
+		return nil
+	case refund.FieldIdempotencyLeaseExpiresAt:
+		m.ClearIdempotencyLeaseExpiresAt()
+		return nil
+	case refund.FieldIdempotencyClaimedAt:
+		m.ClearIdempotencyClaimedAt()
+		return nil
+	case refund.FieldIdempotencyCompletedAt:
+		m.ClearIdempotencyCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RefundMutation) ResetField(name string) error {
+	switch name {
+	case refund.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case refund.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case refund.FieldIdempotencyStatus:
+		m.ResetIdempotencyStatus()
+		return nil
+	case refund.FieldIdempotencyFingerprint:
+		m.ResetIdempotencyFingerprint()
+		return nil
+	case refund.FieldIdempotencyResponse:
+		m.ResetIdempotencyResponse()
+		return nil
+	case refund.FieldIdempotencyAttempt:
+		m.ResetIdempotencyAttempt()
+		return nil
+	case refund.FieldIdempotencyLeaseExpiresAt:
+		m.ResetIdempotencyLeaseExpiresAt()
+		return nil
+	case refund.FieldIdempotencyClaimedAt:
+		m.ResetIdempotencyClaimedAt()
+		return nil
+	case refund.FieldIdempotencyCompletedAt:
+		m.ResetIdempotencyCompletedAt()
+		return nil
+	case refund.FieldAmount:
+		m.ResetAmount()
+		return nil
+	case refund.FieldPaymentID:
+		m.ResetPaymentID()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RefundMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.payment != nil {
+		edges = append(edges, refund.EdgePayment)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RefundMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case refund.EdgePayment:
+		if id := m.payment; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RefundMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RefundMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RefundMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.clearedpayment {
+		edges = append(edges, refund.EdgePayment)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RefundMutation) EdgeCleared(name string) bool {
+	switch name {
+	case refund.EdgePayment:
+		return m.clearedpayment
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RefundMutation) ClearEdge(name string) error {
+	switch name {
+	case refund.EdgePayment:
+		m.ClearPayment()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RefundMutation) ResetEdge(name string) error {
+	switch name {
+	case refund.EdgePayment:
+		m.ResetPayment()
+		return nil
+	}
+	return fmt.Errorf("unknown Refund edge %s", name)
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
@@ -25,8 +26,8 @@ type OrderQuery struct {
 	inters            []Interceptor
 	predicates        []predicate.Order
 	withPayments      *PaymentQuery
-	modifiers         []func(*sql.Selector)
 	loadTotal         []func(context.Context, []*Order) error
+	modifiers         []func(*sql.Selector)
 	withNamedPayments map[string]*PaymentQuery
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -520,6 +521,9 @@ func (_q *OrderQuery) sqlQuery(ctx context.Context) *sql.Selector {
 	if _q.ctx.Unique != nil && *_q.ctx.Unique {
 		selector.Distinct()
 	}
+	for _, m := range _q.modifiers {
+		m(selector)
+	}
 	for _, p := range _q.predicates {
 		p(selector)
 	}
@@ -535,6 +539,32 @@ func (_q *OrderQuery) sqlQuery(ctx context.Context) *sql.Selector {
 		selector.Limit(*limit)
 	}
 	return selector
+}
+
+// ForUpdate locks the selected rows against concurrent updates, and prevent them from being
+// updated, deleted or "selected ... for update" by other sessions, until the transaction is
+// either committed or rolled-back.
+func (_q *OrderQuery) ForUpdate(opts ...sql.LockOption) *OrderQuery {
+	if _q.driver.Dialect() == dialect.Postgres {
+		_q.Unique(false)
+	}
+	_q.modifiers = append(_q.modifiers, func(s *sql.Selector) {
+		s.ForUpdate(opts...)
+	})
+	return _q
+}
+
+// ForShare behaves similarly to ForUpdate, except that it acquires a shared mode lock
+// on any rows that are read. Other sessions can read the rows, but cannot modify them
+// until your transaction commits.
+func (_q *OrderQuery) ForShare(opts ...sql.LockOption) *OrderQuery {
+	if _q.driver.Dialect() == dialect.Postgres {
+		_q.Unique(false)
+	}
+	_q.modifiers = append(_q.modifiers, func(s *sql.Selector) {
+		s.ForShare(opts...)
+	})
+	return _q
 }
 
 // WithNamedPayments tells the query-builder to eager-load the nodes that are connected to the "payments"

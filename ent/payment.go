@@ -40,6 +40,8 @@ type Payment struct {
 	Amount int `json:"amount,omitempty"`
 	// The payment provider's id of the charge.
 	ProviderChargeID string `json:"provider_charge_id,omitempty"`
+	// Sum of the refunds of this payment, in minor units.
+	RefundedAmount int `json:"refunded_amount,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the PaymentQuery when eager-loading is set.
 	Edges          PaymentEdges `json:"edges"`
@@ -51,11 +53,15 @@ type Payment struct {
 type PaymentEdges struct {
 	// Order holds the value of the order edge.
 	Order *Order `json:"order,omitempty"`
+	// Refunds holds the value of the refunds edge.
+	Refunds []*Refund `json:"refunds,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [1]bool
+	loadedTypes [2]bool
 	// totalCount holds the count of the edges above.
-	totalCount [1]map[string]int
+	totalCount [2]map[string]int
+
+	namedRefunds map[string][]*Refund
 }
 
 // OrderOrErr returns the Order value or an error if the edge
@@ -69,6 +75,15 @@ func (e PaymentEdges) OrderOrErr() (*Order, error) {
 	return nil, &NotLoadedError{edge: "order"}
 }
 
+// RefundsOrErr returns the Refunds value or an error if the edge
+// was not loaded in eager-loading.
+func (e PaymentEdges) RefundsOrErr() ([]*Refund, error) {
+	if e.loadedTypes[1] {
+		return e.Refunds, nil
+	}
+	return nil, &NotLoadedError{edge: "refunds"}
+}
+
 // scanValues returns the types for scanning values from sql.Rows.
 func (*Payment) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
@@ -76,7 +91,7 @@ func (*Payment) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case payment.FieldIdempotencyResponse:
 			values[i] = new([]byte)
-		case payment.FieldID, payment.FieldIdempotencyAttempt, payment.FieldAmount:
+		case payment.FieldID, payment.FieldIdempotencyAttempt, payment.FieldAmount, payment.FieldRefundedAmount:
 			values[i] = new(sql.NullInt64)
 		case payment.FieldTenantID, payment.FieldIdempotencyKey, payment.FieldIdempotencyStatus, payment.FieldIdempotencyFingerprint, payment.FieldProviderChargeID:
 			values[i] = new(sql.NullString)
@@ -176,6 +191,12 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.ProviderChargeID = value.String
 			}
+		case payment.FieldRefundedAmount:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field refunded_amount", values[i])
+			} else if value.Valid {
+				_m.RefundedAmount = int(value.Int64)
+			}
 		case payment.ForeignKeys[0]:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
 				return fmt.Errorf("unexpected type %T for edge-field order_payments", value)
@@ -199,6 +220,11 @@ func (_m *Payment) Value(name string) (ent.Value, error) {
 // QueryOrder queries the "order" edge of the Payment entity.
 func (_m *Payment) QueryOrder() *OrderQuery {
 	return NewPaymentClient(_m.config).QueryOrder(_m)
+}
+
+// QueryRefunds queries the "refunds" edge of the Payment entity.
+func (_m *Payment) QueryRefunds() *RefundQuery {
+	return NewPaymentClient(_m.config).QueryRefunds(_m)
 }
 
 // Update returns a builder for updating this Payment.
@@ -268,8 +294,35 @@ func (_m *Payment) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("provider_charge_id=")
 	builder.WriteString(_m.ProviderChargeID)
+	builder.WriteString(", ")
+	builder.WriteString("refunded_amount=")
+	builder.WriteString(fmt.Sprintf("%v", _m.RefundedAmount))
 	builder.WriteByte(')')
 	return builder.String()
+}
+
+// NamedRefunds returns the Refunds named value or an error if the edge was not
+// loaded in eager-loading with this name.
+func (_m *Payment) NamedRefunds(name string) ([]*Refund, error) {
+	if _m.Edges.namedRefunds == nil {
+		return nil, &NotLoadedError{edge: name}
+	}
+	nodes, ok := _m.Edges.namedRefunds[name]
+	if !ok {
+		return nil, &NotLoadedError{edge: name}
+	}
+	return nodes, nil
+}
+
+func (_m *Payment) appendNamedRefunds(name string, edges ...*Refund) {
+	if _m.Edges.namedRefunds == nil {
+		_m.Edges.namedRefunds = make(map[string][]*Refund)
+	}
+	if len(edges) == 0 {
+		_m.Edges.namedRefunds[name] = []*Refund{}
+	} else {
+		_m.Edges.namedRefunds[name] = append(_m.Edges.namedRefunds[name], edges...)
+	}
 }
 
 // Payments is a parsable slice of Payment.

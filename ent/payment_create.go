@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/ent/refund"
 )
 
 // PaymentCreate is the builder for creating a Payment entity.
@@ -153,6 +154,20 @@ func (_c *PaymentCreate) SetNillableProviderChargeID(v *string) *PaymentCreate {
 	return _c
 }
 
+// SetRefundedAmount sets the "refunded_amount" field.
+func (_c *PaymentCreate) SetRefundedAmount(v int) *PaymentCreate {
+	_c.mutation.SetRefundedAmount(v)
+	return _c
+}
+
+// SetNillableRefundedAmount sets the "refunded_amount" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableRefundedAmount(v *int) *PaymentCreate {
+	if v != nil {
+		_c.SetRefundedAmount(*v)
+	}
+	return _c
+}
+
 // SetOrderID sets the "order" edge to the Order entity by ID.
 func (_c *PaymentCreate) SetOrderID(id int) *PaymentCreate {
 	_c.mutation.SetOrderID(id)
@@ -162,6 +177,21 @@ func (_c *PaymentCreate) SetOrderID(id int) *PaymentCreate {
 // SetOrder sets the "order" edge to the Order entity.
 func (_c *PaymentCreate) SetOrder(v *Order) *PaymentCreate {
 	return _c.SetOrderID(v.ID)
+}
+
+// AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
+func (_c *PaymentCreate) AddRefundIDs(ids ...int) *PaymentCreate {
+	_c.mutation.AddRefundIDs(ids...)
+	return _c
+}
+
+// AddRefunds adds the "refunds" edges to the Refund entity.
+func (_c *PaymentCreate) AddRefunds(v ...*Refund) *PaymentCreate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddRefundIDs(ids...)
 }
 
 // Mutation returns the PaymentMutation object of the builder.
@@ -203,6 +233,10 @@ func (_c *PaymentCreate) defaults() {
 		v := payment.DefaultIdempotencyAttempt
 		_c.mutation.SetIdempotencyAttempt(v)
 	}
+	if _, ok := _c.mutation.RefundedAmount(); !ok {
+		v := payment.DefaultRefundedAmount
+		_c.mutation.SetRefundedAmount(v)
+	}
 }
 
 // check runs all checks and user-defined validators on the builder.
@@ -240,6 +274,14 @@ func (_c *PaymentCreate) check() error {
 	}
 	if _, ok := _c.mutation.Amount(); !ok {
 		return &ValidationError{Name: "amount", err: errors.New(`ent: missing required field "Payment.amount"`)}
+	}
+	if _, ok := _c.mutation.RefundedAmount(); !ok {
+		return &ValidationError{Name: "refunded_amount", err: errors.New(`ent: missing required field "Payment.refunded_amount"`)}
+	}
+	if v, ok := _c.mutation.RefundedAmount(); ok {
+		if err := payment.RefundedAmountValidator(v); err != nil {
+			return &ValidationError{Name: "refunded_amount", err: fmt.Errorf(`ent: validator failed for field "Payment.refunded_amount": %w`, err)}
+		}
 	}
 	if len(_c.mutation.OrderIDs()) == 0 {
 		return &ValidationError{Name: "order", err: errors.New(`ent: missing required edge "Payment.order"`)}
@@ -315,6 +357,10 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 		_spec.SetField(payment.FieldProviderChargeID, field.TypeString, value)
 		_node.ProviderChargeID = value
 	}
+	if value, ok := _c.mutation.RefundedAmount(); ok {
+		_spec.SetField(payment.FieldRefundedAmount, field.TypeInt, value)
+		_node.RefundedAmount = value
+	}
 	if nodes := _c.mutation.OrderIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -330,6 +376,22 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 			edge.Target.Nodes = append(edge.Target.Nodes, k)
 		}
 		_node.order_payments = &nodes[0]
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.RefundsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
 		_spec.Edges = append(_spec.Edges, edge)
 	}
 	return _node, _spec
@@ -507,6 +569,24 @@ func (u *PaymentUpsert) UpdateProviderChargeID() *PaymentUpsert {
 // ClearProviderChargeID clears the value of the "provider_charge_id" field.
 func (u *PaymentUpsert) ClearProviderChargeID() *PaymentUpsert {
 	u.SetNull(payment.FieldProviderChargeID)
+	return u
+}
+
+// SetRefundedAmount sets the "refunded_amount" field.
+func (u *PaymentUpsert) SetRefundedAmount(v int) *PaymentUpsert {
+	u.Set(payment.FieldRefundedAmount, v)
+	return u
+}
+
+// UpdateRefundedAmount sets the "refunded_amount" field to the value that was provided on create.
+func (u *PaymentUpsert) UpdateRefundedAmount() *PaymentUpsert {
+	u.SetExcluded(payment.FieldRefundedAmount)
+	return u
+}
+
+// AddRefundedAmount adds v to the "refunded_amount" field.
+func (u *PaymentUpsert) AddRefundedAmount(v int) *PaymentUpsert {
+	u.Add(payment.FieldRefundedAmount, v)
 	return u
 }
 
@@ -708,6 +788,27 @@ func (u *PaymentUpsertOne) UpdateProviderChargeID() *PaymentUpsertOne {
 func (u *PaymentUpsertOne) ClearProviderChargeID() *PaymentUpsertOne {
 	return u.Update(func(s *PaymentUpsert) {
 		s.ClearProviderChargeID()
+	})
+}
+
+// SetRefundedAmount sets the "refunded_amount" field.
+func (u *PaymentUpsertOne) SetRefundedAmount(v int) *PaymentUpsertOne {
+	return u.Update(func(s *PaymentUpsert) {
+		s.SetRefundedAmount(v)
+	})
+}
+
+// AddRefundedAmount adds v to the "refunded_amount" field.
+func (u *PaymentUpsertOne) AddRefundedAmount(v int) *PaymentUpsertOne {
+	return u.Update(func(s *PaymentUpsert) {
+		s.AddRefundedAmount(v)
+	})
+}
+
+// UpdateRefundedAmount sets the "refunded_amount" field to the value that was provided on create.
+func (u *PaymentUpsertOne) UpdateRefundedAmount() *PaymentUpsertOne {
+	return u.Update(func(s *PaymentUpsert) {
+		s.UpdateRefundedAmount()
 	})
 }
 
@@ -1075,6 +1176,27 @@ func (u *PaymentUpsertBulk) UpdateProviderChargeID() *PaymentUpsertBulk {
 func (u *PaymentUpsertBulk) ClearProviderChargeID() *PaymentUpsertBulk {
 	return u.Update(func(s *PaymentUpsert) {
 		s.ClearProviderChargeID()
+	})
+}
+
+// SetRefundedAmount sets the "refunded_amount" field.
+func (u *PaymentUpsertBulk) SetRefundedAmount(v int) *PaymentUpsertBulk {
+	return u.Update(func(s *PaymentUpsert) {
+		s.SetRefundedAmount(v)
+	})
+}
+
+// AddRefundedAmount adds v to the "refunded_amount" field.
+func (u *PaymentUpsertBulk) AddRefundedAmount(v int) *PaymentUpsertBulk {
+	return u.Update(func(s *PaymentUpsert) {
+		s.AddRefundedAmount(v)
+	})
+}
+
+// UpdateRefundedAmount sets the "refunded_amount" field to the value that was provided on create.
+func (u *PaymentUpsertBulk) UpdateRefundedAmount() *PaymentUpsertBulk {
+	return u.Update(func(s *PaymentUpsert) {
+		s.UpdateRefundedAmount()
 	})
 }
 

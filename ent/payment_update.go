@@ -14,6 +14,7 @@ import (
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/ent/predicate"
+	"github.com/goovo/idem/ent/refund"
 )
 
 // PaymentUpdate is the builder for updating Payment entities.
@@ -163,6 +164,27 @@ func (_u *PaymentUpdate) ClearProviderChargeID() *PaymentUpdate {
 	return _u
 }
 
+// SetRefundedAmount sets the "refunded_amount" field.
+func (_u *PaymentUpdate) SetRefundedAmount(v int) *PaymentUpdate {
+	_u.mutation.ResetRefundedAmount()
+	_u.mutation.SetRefundedAmount(v)
+	return _u
+}
+
+// SetNillableRefundedAmount sets the "refunded_amount" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableRefundedAmount(v *int) *PaymentUpdate {
+	if v != nil {
+		_u.SetRefundedAmount(*v)
+	}
+	return _u
+}
+
+// AddRefundedAmount adds value to the "refunded_amount" field.
+func (_u *PaymentUpdate) AddRefundedAmount(v int) *PaymentUpdate {
+	_u.mutation.AddRefundedAmount(v)
+	return _u
+}
+
 // SetOrderID sets the "order" edge to the Order entity by ID.
 func (_u *PaymentUpdate) SetOrderID(id int) *PaymentUpdate {
 	_u.mutation.SetOrderID(id)
@@ -174,6 +196,21 @@ func (_u *PaymentUpdate) SetOrder(v *Order) *PaymentUpdate {
 	return _u.SetOrderID(v.ID)
 }
 
+// AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
+func (_u *PaymentUpdate) AddRefundIDs(ids ...int) *PaymentUpdate {
+	_u.mutation.AddRefundIDs(ids...)
+	return _u
+}
+
+// AddRefunds adds the "refunds" edges to the Refund entity.
+func (_u *PaymentUpdate) AddRefunds(v ...*Refund) *PaymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRefundIDs(ids...)
+}
+
 // Mutation returns the PaymentMutation object of the builder.
 func (_u *PaymentUpdate) Mutation() *PaymentMutation {
 	return _u.mutation
@@ -183,6 +220,27 @@ func (_u *PaymentUpdate) Mutation() *PaymentMutation {
 func (_u *PaymentUpdate) ClearOrder() *PaymentUpdate {
 	_u.mutation.ClearOrder()
 	return _u
+}
+
+// ClearRefunds clears all "refunds" edges to the Refund entity.
+func (_u *PaymentUpdate) ClearRefunds() *PaymentUpdate {
+	_u.mutation.ClearRefunds()
+	return _u
+}
+
+// RemoveRefundIDs removes the "refunds" edge to Refund entities by IDs.
+func (_u *PaymentUpdate) RemoveRefundIDs(ids ...int) *PaymentUpdate {
+	_u.mutation.RemoveRefundIDs(ids...)
+	return _u
+}
+
+// RemoveRefunds removes "refunds" edges to Refund entities.
+func (_u *PaymentUpdate) RemoveRefunds(v ...*Refund) *PaymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRefundIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -222,6 +280,11 @@ func (_u *PaymentUpdate) check() error {
 	if v, ok := _u.mutation.IdempotencyAttempt(); ok {
 		if err := payment.IdempotencyAttemptValidator(v); err != nil {
 			return &ValidationError{Name: "idempotency_attempt", err: fmt.Errorf(`ent: validator failed for field "Payment.idempotency_attempt": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundedAmount(); ok {
+		if err := payment.RefundedAmountValidator(v); err != nil {
+			return &ValidationError{Name: "refunded_amount", err: fmt.Errorf(`ent: validator failed for field "Payment.refunded_amount": %w`, err)}
 		}
 	}
 	if _u.mutation.OrderCleared() && len(_u.mutation.OrderIDs()) > 0 {
@@ -293,6 +356,12 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.ProviderChargeIDCleared() {
 		_spec.ClearField(payment.FieldProviderChargeID, field.TypeString)
 	}
+	if value, ok := _u.mutation.RefundedAmount(); ok {
+		_spec.SetField(payment.FieldRefundedAmount, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedRefundedAmount(); ok {
+		_spec.AddField(payment.FieldRefundedAmount, field.TypeInt, value)
+	}
 	if _u.mutation.OrderCleared() {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -315,6 +384,51 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(order.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRefundsIDs(); len(nodes) > 0 && !_u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RefundsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {
@@ -476,6 +590,27 @@ func (_u *PaymentUpdateOne) ClearProviderChargeID() *PaymentUpdateOne {
 	return _u
 }
 
+// SetRefundedAmount sets the "refunded_amount" field.
+func (_u *PaymentUpdateOne) SetRefundedAmount(v int) *PaymentUpdateOne {
+	_u.mutation.ResetRefundedAmount()
+	_u.mutation.SetRefundedAmount(v)
+	return _u
+}
+
+// SetNillableRefundedAmount sets the "refunded_amount" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableRefundedAmount(v *int) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetRefundedAmount(*v)
+	}
+	return _u
+}
+
+// AddRefundedAmount adds value to the "refunded_amount" field.
+func (_u *PaymentUpdateOne) AddRefundedAmount(v int) *PaymentUpdateOne {
+	_u.mutation.AddRefundedAmount(v)
+	return _u
+}
+
 // SetOrderID sets the "order" edge to the Order entity by ID.
 func (_u *PaymentUpdateOne) SetOrderID(id int) *PaymentUpdateOne {
 	_u.mutation.SetOrderID(id)
@@ -487,6 +622,21 @@ func (_u *PaymentUpdateOne) SetOrder(v *Order) *PaymentUpdateOne {
 	return _u.SetOrderID(v.ID)
 }
 
+// AddRefundIDs adds the "refunds" edge to the Refund entity by IDs.
+func (_u *PaymentUpdateOne) AddRefundIDs(ids ...int) *PaymentUpdateOne {
+	_u.mutation.AddRefundIDs(ids...)
+	return _u
+}
+
+// AddRefunds adds the "refunds" edges to the Refund entity.
+func (_u *PaymentUpdateOne) AddRefunds(v ...*Refund) *PaymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRefundIDs(ids...)
+}
+
 // Mutation returns the PaymentMutation object of the builder.
 func (_u *PaymentUpdateOne) Mutation() *PaymentMutation {
 	return _u.mutation
@@ -496,6 +646,27 @@ func (_u *PaymentUpdateOne) Mutation() *PaymentMutation {
 func (_u *PaymentUpdateOne) ClearOrder() *PaymentUpdateOne {
 	_u.mutation.ClearOrder()
 	return _u
+}
+
+// ClearRefunds clears all "refunds" edges to the Refund entity.
+func (_u *PaymentUpdateOne) ClearRefunds() *PaymentUpdateOne {
+	_u.mutation.ClearRefunds()
+	return _u
+}
+
+// RemoveRefundIDs removes the "refunds" edge to Refund entities by IDs.
+func (_u *PaymentUpdateOne) RemoveRefundIDs(ids ...int) *PaymentUpdateOne {
+	_u.mutation.RemoveRefundIDs(ids...)
+	return _u
+}
+
+// RemoveRefunds removes "refunds" edges to Refund entities.
+func (_u *PaymentUpdateOne) RemoveRefunds(v ...*Refund) *PaymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRefundIDs(ids...)
 }
 
 // Where appends a list predicates to the PaymentUpdate builder.
@@ -548,6 +719,11 @@ func (_u *PaymentUpdateOne) check() error {
 	if v, ok := _u.mutation.IdempotencyAttempt(); ok {
 		if err := payment.IdempotencyAttemptValidator(v); err != nil {
 			return &ValidationError{Name: "idempotency_attempt", err: fmt.Errorf(`ent: validator failed for field "Payment.idempotency_attempt": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.RefundedAmount(); ok {
+		if err := payment.RefundedAmountValidator(v); err != nil {
+			return &ValidationError{Name: "refunded_amount", err: fmt.Errorf(`ent: validator failed for field "Payment.refunded_amount": %w`, err)}
 		}
 	}
 	if _u.mutation.OrderCleared() && len(_u.mutation.OrderIDs()) > 0 {
@@ -636,6 +812,12 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 	if _u.mutation.ProviderChargeIDCleared() {
 		_spec.ClearField(payment.FieldProviderChargeID, field.TypeString)
 	}
+	if value, ok := _u.mutation.RefundedAmount(); ok {
+		_spec.SetField(payment.FieldRefundedAmount, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedRefundedAmount(); ok {
+		_spec.AddField(payment.FieldRefundedAmount, field.TypeInt, value)
+	}
 	if _u.mutation.OrderCleared() {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.M2O,
@@ -658,6 +840,51 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(order.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRefundsIDs(); len(nodes) > 0 && !_u.mutation.RefundsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RefundsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   payment.RefundsTable,
+			Columns: []string{payment.RefundsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(refund.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {

@@ -16,8 +16,14 @@ type Tx struct {
 	config
 	// Order is the client for interacting with the Order builders.
 	Order *OrderClient
+	// PageView is the client for interacting with the PageView builders.
+	PageView *PageViewClient
+	// PageViewCount is the client for interacting with the PageViewCount builders.
+	PageViewCount *PageViewCountClient
 	// Payment is the client for interacting with the Payment builders.
 	Payment *PaymentClient
+	// Refund is the client for interacting with the Refund builders.
+	Refund *RefundClient
 
 	// lazily loaded.
 	client     *Client
@@ -150,7 +156,10 @@ func (tx *Tx) Client() *Client {
 
 func (tx *Tx) init() {
 	tx.Order = NewOrderClient(tx.config)
+	tx.PageView = NewPageViewClient(tx.config)
+	tx.PageViewCount = NewPageViewCountClient(tx.config)
 	tx.Payment = NewPaymentClient(tx.config)
+	tx.Refund = NewRefundClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.

@@ -12,7 +12,7 @@ import (
 )
 
 // CreateOrder is the resolver for the createOrder field.
-func (r *mutationResolver) CreateOrder(ctx context.Context, idempotencyKey string, input ent.CreateOrderInput) (*ent.Order, error) {
+func (r *mutationResolver) CreateOrder(ctx context.Context, idempotencyKey *string, input ent.CreateOrderInput) (*ent.Order, error) {
 	o, err := ent.ClaimedOrder(ctx)
 	if err != nil {
 		return nil, err
@@ -24,7 +24,7 @@ func (r *mutationResolver) CreateOrder(ctx context.Context, idempotencyKey strin
 }
 
 // CreatePayment is the resolver for the createPayment field.
-func (r *mutationResolver) CreatePayment(ctx context.Context, idempotencyKey string, input ent.CreatePaymentInput) (*ent.Payment, error) {
+func (r *mutationResolver) CreatePayment(ctx context.Context, idempotencyKey *string, input ent.CreatePaymentInput) (*ent.Payment, error) {
 	p, err := ent.ClaimedPayment(ctx)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -40,8 +41,10 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	Mutation struct {
-		CreateOrder   func(childComplexity int, idempotencyKey string, input ent.CreateOrderInput) int
-		CreatePayment func(childComplexity int, idempotencyKey string, input ent.CreatePaymentInput) int
+		CreateOrder    func(childComplexity int, idempotencyKey *string, input ent.CreateOrderInput) int
+		CreatePayment  func(childComplexity int, idempotencyKey *string, input ent.CreatePaymentInput) int
+		RecordPageView func(childComplexity int, idempotencyKey *string, page string) int
+		RefundPayment  func(childComplexity int, idempotencyKey *string, paymentID int, amount int) int
 	}
 
 	Order struct {
@@ -57,6 +60,8 @@ type ComplexityRoot struct {
 		ID               func(childComplexity int) int
 		Order            func(childComplexity int) int
 		ProviderChargeID func(childComplexity int) int
+		RefundedAmount   func(childComplexity int) int
+		Refunds          func(childComplexity int) int
 	}
 
 	ProviderCharge struct {
@@ -71,7 +76,15 @@ type ComplexityRoot struct {
 
 	Query struct {
 		Order           func(childComplexity int, id int) int
+		PageViews       func(childComplexity int, page string) int
 		ProviderCharges func(childComplexity int, orderID int) int
+	}
+
+	Refund struct {
+		Amount    func(childComplexity int) int
+		ID        func(childComplexity int) int
+		Payment   func(childComplexity int) int
+		PaymentID func(childComplexity int) int
 	}
 }
 
@@ -80,12 +93,15 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type MutationResolver interface {
-	CreateOrder(ctx context.Context, idempotencyKey string, input ent.CreateOrderInput) (*ent.Order, error)
-	CreatePayment(ctx context.Context, idempotencyKey string, input ent.CreatePaymentInput) (*ent.Payment, error)
+	CreateOrder(ctx context.Context, idempotencyKey *string, input ent.CreateOrderInput) (*ent.Order, error)
+	CreatePayment(ctx context.Context, idempotencyKey *string, input ent.CreatePaymentInput) (*ent.Payment, error)
+	RefundPayment(ctx context.Context, idempotencyKey *string, paymentID int, amount int) (*ent.Refund, error)
+	RecordPageView(ctx context.Context, idempotencyKey *string, page string) (bool, error)
 }
 type QueryResolver interface {
 	Order(ctx context.Context, id int) (*ent.Order, error)
 	ProviderCharges(ctx context.Context, orderID int) ([]*provider.Charge, error)
+	PageViews(ctx context.Context, page string) (int, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -116,7 +132,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreateOrder(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateOrderInput)), true
+		return e.ComplexityRoot.Mutation.CreateOrder(childComplexity, args["idempotencyKey"].(*string), args["input"].(ent.CreateOrderInput)), true
 	case "Mutation.createPayment":
 		if e.ComplexityRoot.Mutation.CreatePayment == nil {
 			break
@@ -127,7 +143,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Mutation.CreatePayment(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreatePaymentInput)), true
+		return e.ComplexityRoot.Mutation.CreatePayment(childComplexity, args["idempotencyKey"].(*string), args["input"].(ent.CreatePaymentInput)), true
+	case "Mutation.recordPageView":
+		if e.ComplexityRoot.Mutation.RecordPageView == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_recordPageView_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RecordPageView(childComplexity, args["idempotencyKey"].(*string), args["page"].(string)), true
+	case "Mutation.refundPayment":
+		if e.ComplexityRoot.Mutation.RefundPayment == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_refundPayment_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RefundPayment(childComplexity, args["idempotencyKey"].(*string), args["paymentID"].(int), args["amount"].(int)), true
 
 	case "Order.amount":
 		if e.ComplexityRoot.Order.Amount == nil {
@@ -184,6 +222,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Payment.ProviderChargeID(childComplexity), true
+	case "Payment.refundedAmount":
+		if e.ComplexityRoot.Payment.RefundedAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.RefundedAmount(childComplexity), true
+	case "Payment.refunds":
+		if e.ComplexityRoot.Payment.Refunds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Payment.Refunds(childComplexity), true
 
 	case "ProviderCharge.amount":
 		if e.ComplexityRoot.ProviderCharge.Amount == nil {
@@ -239,6 +289,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Order(childComplexity, args["id"].(int)), true
+	case "Query.pageViews":
+		if e.ComplexityRoot.Query.PageViews == nil {
+			break
+		}
+
+		args, err := ec.field_Query_pageViews_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PageViews(childComplexity, args["page"].(string)), true
 	case "Query.providerCharges":
 		if e.ComplexityRoot.Query.ProviderCharges == nil {
 			break
@@ -250,6 +311,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.ProviderCharges(childComplexity, args["orderID"].(int)), true
+
+	case "Refund.amount":
+		if e.ComplexityRoot.Refund.Amount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Amount(childComplexity), true
+	case "Refund.id":
+		if e.ComplexityRoot.Refund.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.ID(childComplexity), true
+	case "Refund.payment":
+		if e.ComplexityRoot.Refund.Payment == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.Payment(childComplexity), true
+	case "Refund.paymentID":
+		if e.ComplexityRoot.Refund.PaymentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Refund.PaymentID(childComplexity), true
 
 	}
 	return 0, false
@@ -382,8 +468,12 @@ func (ec *executionContext) childFields_Payment(ctx context.Context, field graph
 		return ec.fieldContext_Payment_amount(ctx, field)
 	case "providerChargeID":
 		return ec.fieldContext_Payment_providerChargeID(ctx, field)
+	case "refundedAmount":
+		return ec.fieldContext_Payment_refundedAmount(ctx, field)
 	case "order":
 		return ec.fieldContext_Payment_order(ctx, field)
+	case "refunds":
+		return ec.fieldContext_Payment_refunds(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Payment", field.Name)
 }
@@ -406,6 +496,20 @@ func (ec *executionContext) childFields_ProviderCharge(ctx context.Context, fiel
 		return ec.fieldContext_ProviderCharge_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ProviderCharge", field.Name)
+}
+
+func (ec *executionContext) childFields_Refund(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Refund_id(ctx, field)
+	case "amount":
+		return ec.fieldContext_Refund_amount(ctx, field)
+	case "paymentID":
+		return ec.fieldContext_Refund_paymentID(ctx, field)
+	case "payment":
+		return ec.fieldContext_Refund_payment(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Refund", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -528,8 +632,8 @@ func (ec *executionContext) field_Mutation_createOrder_args(ctx context.Context,
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
-		func(ctx context.Context, v any) (string, error) {
-			return ec.unmarshalNString2string(ctx, v)
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -550,8 +654,8 @@ func (ec *executionContext) field_Mutation_createPayment_args(ctx context.Contex
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
-		func(ctx context.Context, v any) (string, error) {
-			return ec.unmarshalNString2string(ctx, v)
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -565,6 +669,58 @@ func (ec *executionContext) field_Mutation_createPayment_args(ctx context.Contex
 		return nil, err
 	}
 	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_recordPageView_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "page",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["page"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_refundPayment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "paymentID",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["paymentID"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "amount",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["amount"] = arg2
 	return args, nil
 }
 
@@ -593,6 +749,20 @@ func (ec *executionContext) field_Query_order_args(ctx context.Context, rawArgs 
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_pageViews_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "page",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["page"] = arg0
 	return args, nil
 }
 
@@ -694,7 +864,7 @@ func (ec *executionContext) _Mutation_createOrder(ctx context.Context, field gra
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreateOrder(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreateOrderInput))
+			return ec.Resolvers.Mutation().CreateOrder(ctx, fc.Args["idempotencyKey"].(*string), fc.Args["input"].(ent.CreateOrderInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Order) graphql.Marshaler {
@@ -738,7 +908,7 @@ func (ec *executionContext) _Mutation_createPayment(ctx context.Context, field g
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Mutation().CreatePayment(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreatePaymentInput))
+			return ec.Resolvers.Mutation().CreatePayment(ctx, fc.Args["idempotencyKey"].(*string), fc.Args["input"].(ent.CreatePaymentInput))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Payment) graphql.Marshaler {
@@ -766,6 +936,94 @@ func (ec *executionContext) fieldContext_Mutation_createPayment(ctx context.Cont
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createPayment_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_refundPayment(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_refundPayment(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RefundPayment(ctx, fc.Args["idempotencyKey"].(*string), fc.Args["paymentID"].(int), fc.Args["amount"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Refund) graphql.Marshaler {
+			return ec.marshalNRefund2ᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐRefund(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_refundPayment(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Refund(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_refundPayment_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_recordPageView(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_recordPageView(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RecordPageView(ctx, fc.Args["idempotencyKey"].(*string), fc.Args["page"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_recordPageView(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_recordPageView_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -965,6 +1223,29 @@ func (ec *executionContext) fieldContext_Payment_providerChargeID(_ context.Cont
 	return graphql.NewScalarFieldContext("Payment", field, false, false, "String")
 }
 
+func (ec *executionContext) _Payment_refundedAmount(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_refundedAmount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RefundedAmount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_refundedAmount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Payment", field, false, false, "Int")
+}
+
 func (ec *executionContext) _Payment_order(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -992,6 +1273,38 @@ func (ec *executionContext) fieldContext_Payment_order(_ context.Context, field 
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_Order(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Payment_refunds(ctx context.Context, field graphql.CollectedField, obj *ent.Payment) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Payment_refunds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Refunds(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Refund) graphql.Marshaler {
+			return ec.marshalORefund2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐRefundᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Payment_refunds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Payment",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Refund(ctx, field)
 		},
 	}
 	return fc, nil
@@ -1246,6 +1559,50 @@ func (ec *executionContext) fieldContext_Query_providerCharges(ctx context.Conte
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_pageViews(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_pageViews(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PageViews(ctx, fc.Args["page"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_pageViews(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_pageViews_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1317,6 +1674,107 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields___Schema(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Refund_id(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Refund_amount(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_amount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Amount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_amount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Refund_paymentID(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_paymentID(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PaymentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_paymentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Refund", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Refund_payment(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Refund_payment(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Payment(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Payment) graphql.Marshaler {
+			return ec.marshalNPayment2ᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐPayment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Refund_payment(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Refund",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Payment(ctx, field)
 		},
 	}
 	return fc, nil
@@ -2534,6 +2992,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "refundPayment":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_refundPayment(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recordPageView":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_recordPageView(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -2631,11 +3103,22 @@ func (ec *executionContext) _Payment(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "refundedAmount":
+			out.Values[i] = ec._Payment_refundedAmount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "order":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Payment_order(ctx, field, obj)
+				})
+		case "refunds":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Payment_refunds(ctx, field, obj)
 				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -2748,6 +3231,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_providerCharges(ctx, field)
 				})
+		case "pageViews":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_pageViews(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -2762,6 +3251,55 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var refundImplementors = []string{"Refund"}
+
+func (ec *executionContext) _Refund(ctx context.Context, sel ast.SelectionSet, obj *ent.Refund) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, refundImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Refund")
+		case "id":
+			out.Values[i] = ec._Refund_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "amount":
+			out.Values[i] = ec._Refund_amount(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "paymentID":
+			out.Values[i] = ec._Refund_paymentID(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "payment":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Refund_payment(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -3247,6 +3785,14 @@ func (ec *executionContext) marshalNProviderCharge2ᚖgithubᚗcomᚋgoovoᚋide
 	return ec._ProviderCharge(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNRefund2ᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐRefund(ctx context.Context, sel ast.SelectionSet, v *ent.Refund) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Refund!")
+		return graphql.Null
+	}
+	return ec._Refund(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
 	res, err := graphql.UnmarshalString(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -3496,6 +4042,25 @@ func (ec *executionContext) marshalOPayment2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋ
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
 		return ec.marshalNPayment2ᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐPayment(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalORefund2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐRefundᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Refund) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNRefund2ᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐRefund(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {

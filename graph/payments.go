@@ -10,6 +10,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/internal/provider"
 )
 
@@ -89,4 +90,37 @@ func (r *Resolver) pay(ctx context.Context, p *ent.Payment) (*ent.Payment, error
 // finalError is a business-rule error: final, so stored and replayed.
 func finalError(code, message string) error {
 	return idem.Final(&gqlerror.Error{Message: message, Extensions: map[string]any{"code": code}})
+}
+
+// refund records a refund of a payment of the caller's tenant, if the
+// payment's refunds stay within what it paid.
+func (r *Resolver) refund(ctx context.Context, rf *ent.Refund) (*ent.Refund, error) {
+	tenant, err := TenantFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rf.Amount <= 0 {
+		return nil, finalError("BAD_USER_INPUT", "amount must be positive (minor units)")
+	}
+	tx := ent.FromContext(ctx)
+	p, err := tx.Payment.Query().Where(payment.ID(rf.PaymentID), payment.TenantID(tenant)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, finalError("NOT_FOUND", "payment not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Check and add in one statement, which locks the payment's row: of two
+	// concurrent refunds, the second sees the first's amount.
+	n, err := tx.Payment.Update().
+		Where(payment.ID(p.ID), payment.TenantID(tenant), payment.RefundedAmountLTE(p.Amount-rf.Amount)).
+		AddRefundedAmount(rf.Amount).
+		Save(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, finalError("REFUND_EXCEEDS_PAYMENT", "the refunds of a payment may not exceed what it paid")
+	}
+	return rf, nil
 }

@@ -10,8 +10,24 @@ import (
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/internal/counter"
 	"github.com/goovo/idem/internal/provider"
 )
+
+// RefundPayment is the resolver for the refundPayment field.
+func (r *mutationResolver) RefundPayment(ctx context.Context, idempotencyKey *string, paymentID int, amount int) (*ent.Refund, error) {
+	rf, err := ent.ClaimedRefund(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.refund(ctx, rf)
+}
+
+// RecordPageView is the resolver for the recordPageView field.
+func (r *mutationResolver) RecordPageView(ctx context.Context, idempotencyKey *string, page string) (bool, error) {
+	// The claim inserted the event; the materializer counts it.
+	return true, nil
+}
 
 // Order is the resolver for the order field.
 func (r *queryResolver) Order(ctx context.Context, id int) (*ent.Order, error) {
@@ -37,6 +53,15 @@ func (r *queryResolver) ProviderCharges(ctx context.Context, orderID int) ([]*pr
 		charges = []*provider.Charge{}
 	}
 	return charges, err
+}
+
+// PageViews is the resolver for the pageViews field.
+func (r *queryResolver) PageViews(ctx context.Context, page string) (int, error) {
+	tenant, err := TenantFromContext(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return counter.Count(ctx, r.client, tenant, page)
 }
 
 // Query returns QueryResolver implementation.

@@ -49,6 +49,7 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		WaitForInFlight: opts.WaitForInFlight,
 		Logger:          logger,
 		Clock:           opts.Clock,
+		KeyHeader:       true, // ent/entc.go generates optional key arguments
 	})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent/entc"
@@ -120,6 +121,12 @@ type Record struct {
 	// Mode and LeaseSeconds configure that mutation.
 	Mode         string
 	LeaseSeconds int
+	// ArgFields and ArgEdges are the entity's own fields and unique edges:
+	// a claim row takes their values from the mutation's arguments of the
+	// same GraphQL name (amount, paymentID), so that a hand-written mutation
+	// can use the entity as its record.
+	ArgFields []*gen.Field
+	ArgEdges  []*gen.Edge
 }
 
 // CreateInput is the name of the entity's GraphQL (and Go) create input.
@@ -152,6 +159,16 @@ func records(g *gen.Graph) ([]*Record, error) {
 				r.Scope = f
 			case idemschema.FieldStatus:
 				r.Status = f
+			}
+		}
+		for _, f := range t.Fields {
+			if f != r.Scope && !strings.HasPrefix(f.Name, "idempotency_") {
+				r.ArgFields = append(r.ArgFields, f)
+			}
+		}
+		for _, e := range t.Edges {
+			if e.Unique && e.Field() == nil && !e.Immutable {
+				r.ArgEdges = append(r.ArgEdges, e)
 			}
 		}
 		if r.Scope == nil {

@@ -19,13 +19,27 @@ func TestRecordsOfAGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 {
-		t.Fatalf("%d records, want 1", len(recs))
+	byName := map[string]*Record{}
+	for _, r := range recs {
+		byName[r.Type.Name] = r
 	}
-	r := recs[0]
-	if r.Type.Name != "Shipment" || r.Scope.Name != "org" || r.Status.Name != "idempotency_status" ||
+	if len(byName) != 2 || byName["Shipment"] == nil || byName["IdempotencyRecord"] == nil {
+		t.Fatalf("records %v, want Shipment and IdempotencyRecord", byName)
+	}
+	r := byName["Shipment"]
+	if r.Scope.Name != "org" || r.Status.Name != "idempotency_status" ||
 		!r.Create || r.LeaseSeconds != 10 || r.CreateInput() != "CreateShipmentInput" {
 		t.Fatalf("record %+v", r)
+	}
+	var args []string
+	for _, f := range r.ArgFields {
+		args = append(args, f.Name)
+	}
+	if strings.Join(args, ",") != "destination,weight_grams,label,created_at" {
+		t.Fatalf("fields filled from arguments: %v", args)
+	}
+	if g := byName["IdempotencyRecord"]; g.Create || g.Scope.Name != "tenant_id" || len(g.ArgFields) != 0 {
+		t.Fatalf("general record %+v", g)
 	}
 }
 

@@ -4,10 +4,10 @@
  * internal/store/store.go implement it. Read model/README.md first.
  *
  * The record is the row of K; a variable of this model is one column of it.
- * Every database statement of the protocol is one atomic step: the
- * database runs each statement atomically on the row, and the model needs no
- * more than that. Everything a client process does between statements is
- * local to it.
+ * Every database statement of the protocol is one atomic step (an atomic
+ * block: SPIN does not allow jumps into a d_step): the database runs each
+ * statement atomically on the row, and the model needs no more than that.
+ * Everything a client process does between statements is local to it.
  *
  * "Step N" in the comments refers to the numbered protocol in README.md:
  *   1 LOOKUP  2 CLAIM  3 REPLAY  4 IN_PROGRESS  5 TAKEOVER  6 RUN
@@ -19,9 +19,14 @@
  *                        and run  pan -a -f  (weak fairness)
  *   -DBROKEN_NO_FENCING  COMPLETE forgets "AND attempt = n": a worker whose
  *                        claim was taken over can still store its result.
- *                        The safety run must report an error.
+ *                        The safety run must report an error (it breaks
+ *                        FENCED; the status = 'pending' guard alone still
+ *                        keeps ONE_COMMIT, see README.md).
  *   -DBROKEN_NO_GUARD    COMPLETE has no WHERE at all (forgets the status
- *                        too). The safety run must report an error.
+ *                        too): a second result overwrites the first and its
+ *                        writes commit too. Not run by scripts/modelcheck.
+ *   -DSKIP_FENCED_INVARIANT  leaves the FENCED invariant out (to see what
+ *                        the other properties catch on their own).
  *
  * Bounds (assumptions), overridable with -D:
  *   MAX_CRASH      crashes of workers in total (step 8)
@@ -125,7 +130,10 @@ request:
 	ran = false;
 
 lookup:
-	/* Step 1, LOOKUP (Store.Lookup): one atomic read of the row. */
+	/* Step 1, LOOKUP (Store.Lookup): one atomic read of the row. (In lease
+	 * mode Extension.run tries the CLAIM first, without a lookup, on its
+	 * first round; a failed insert changes nothing, so that run is this
+	 * model's run with one LOOKUP more or less.) */
 	atomic { s = status; a = attempt; e = expired };
 
 	if
@@ -154,7 +162,9 @@ lookup:
 	:: s == PENDING && (!e || ran) ->
 		/* Step 4, IN_PROGRESS (Extension.inProgress). Also when the
 		 * lease ran out but this request already ran once: a request
-		 * never runs the resolver twice ("ran" in Extension.run). */
+		 * never runs the resolver twice ("ran" in Extension.run).
+		 * Waiting for the owner (Config.WaitForInFlight) is the same
+		 * as answering IN_PROGRESS and the client asking again. */
 		atomic { s = 0; a = 0; e = false };
 		goto not_a_result
 

@@ -25,6 +25,7 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/internal/counter"
 	"github.com/goovo/idem/internal/provider"
 )
 
@@ -44,6 +45,8 @@ func run() error {
 		failureRate = flag.Float64("provider-failure-rate", 0, "probability (0-1) that a provider charge fails before it executes")
 		lease       = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
 		wait        = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
+		foldEvery   = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts (0: never)")
+		foldBatch   = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		verbose     = flag.Bool("v", false, "log every refusal and takeover")
 	)
 	flag.Parse()
@@ -85,6 +88,9 @@ func run() error {
 	h, err := graph.NewHandler(client, prov, graph.Options{Lease: *lease, WaitForInFlight: *wait, Logger: logger})
 	if err != nil {
 		return err
+	}
+	if *foldEvery > 0 {
+		go counter.Run(ctx, client, *foldEvery, *foldBatch, logger)
 	}
 	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

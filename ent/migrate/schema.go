@@ -42,6 +42,64 @@ var (
 			},
 		},
 	}
+	// PageViewsColumns holds the columns for the "page_views" table.
+	PageViewsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "tenant_id", Type: field.TypeString, Size: 255},
+		{Name: "idempotency_key", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "idempotency_status", Type: field.TypeEnum, Nullable: true, Enums: []string{"pending", "succeeded", "failed"}},
+		{Name: "idempotency_fingerprint", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "idempotency_response", Type: field.TypeBytes, Nullable: true},
+		{Name: "idempotency_attempt", Type: field.TypeInt, Default: 0},
+		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "page", Type: field.TypeString, Size: 2048},
+		{Name: "folded", Type: field.TypeBool, Default: false},
+	}
+	// PageViewsTable holds the schema information for the "page_views" table.
+	PageViewsTable = &schema.Table{
+		Name:       "page_views",
+		Columns:    PageViewsColumns,
+		PrimaryKey: []*schema.Column{PageViewsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "pageview_tenant_id_idempotency_key",
+				Unique:  true,
+				Columns: []*schema.Column{PageViewsColumns[1], PageViewsColumns[2]},
+			},
+			{
+				Name:    "pageview_idempotency_completed_at",
+				Unique:  false,
+				Columns: []*schema.Column{PageViewsColumns[9]},
+			},
+			{
+				Name:    "pageview_folded",
+				Unique:  false,
+				Columns: []*schema.Column{PageViewsColumns[11]},
+			},
+		},
+	}
+	// PageViewCountsColumns holds the columns for the "page_view_counts" table.
+	PageViewCountsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "tenant_id", Type: field.TypeString},
+		{Name: "page", Type: field.TypeString},
+		{Name: "count", Type: field.TypeInt, Default: 0},
+	}
+	// PageViewCountsTable holds the schema information for the "page_view_counts" table.
+	PageViewCountsTable = &schema.Table{
+		Name:       "page_view_counts",
+		Columns:    PageViewCountsColumns,
+		PrimaryKey: []*schema.Column{PageViewCountsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "pageviewcount_tenant_id_page",
+				Unique:  true,
+				Columns: []*schema.Column{PageViewCountsColumns[1], PageViewCountsColumns[2]},
+			},
+		},
+	}
 	// PaymentsColumns holds the columns for the "payments" table.
 	PaymentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -56,6 +114,7 @@ var (
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "amount", Type: field.TypeInt},
 		{Name: "provider_charge_id", Type: field.TypeString, Nullable: true},
+		{Name: "refunded_amount", Type: field.TypeInt, Default: 0},
 		{Name: "order_payments", Type: field.TypeInt},
 	}
 	// PaymentsTable holds the schema information for the "payments" table.
@@ -66,7 +125,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "payments_orders_payments",
-				Columns:    []*schema.Column{PaymentsColumns[12]},
+				Columns:    []*schema.Column{PaymentsColumns[13]},
 				RefColumns: []*schema.Column{OrdersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -84,13 +143,58 @@ var (
 			},
 		},
 	}
+	// RefundsColumns holds the columns for the "refunds" table.
+	RefundsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "tenant_id", Type: field.TypeString, Size: 255},
+		{Name: "idempotency_key", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "idempotency_status", Type: field.TypeEnum, Nullable: true, Enums: []string{"pending", "succeeded", "failed"}},
+		{Name: "idempotency_fingerprint", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "idempotency_response", Type: field.TypeBytes, Nullable: true},
+		{Name: "idempotency_attempt", Type: field.TypeInt, Default: 0},
+		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "amount", Type: field.TypeInt},
+		{Name: "payment_id", Type: field.TypeInt},
+	}
+	// RefundsTable holds the schema information for the "refunds" table.
+	RefundsTable = &schema.Table{
+		Name:       "refunds",
+		Columns:    RefundsColumns,
+		PrimaryKey: []*schema.Column{RefundsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "refunds_payments_refunds",
+				Columns:    []*schema.Column{RefundsColumns[11]},
+				RefColumns: []*schema.Column{PaymentsColumns[0]},
+				OnDelete:   schema.NoAction,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "refund_tenant_id_idempotency_key",
+				Unique:  true,
+				Columns: []*schema.Column{RefundsColumns[1], RefundsColumns[2]},
+			},
+			{
+				Name:    "refund_idempotency_completed_at",
+				Unique:  false,
+				Columns: []*schema.Column{RefundsColumns[9]},
+			},
+		},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
 		OrdersTable,
+		PageViewsTable,
+		PageViewCountsTable,
 		PaymentsTable,
+		RefundsTable,
 	}
 )
 
 func init() {
 	PaymentsTable.ForeignKeys[0].RefTable = OrdersTable
+	RefundsTable.ForeignKeys[0].RefTable = PaymentsTable
 }

@@ -39,8 +39,12 @@ const (
 	FieldAmount = "amount"
 	// FieldProviderChargeID holds the string denoting the provider_charge_id field in the database.
 	FieldProviderChargeID = "provider_charge_id"
+	// FieldRefundedAmount holds the string denoting the refunded_amount field in the database.
+	FieldRefundedAmount = "refunded_amount"
 	// EdgeOrder holds the string denoting the order edge name in mutations.
 	EdgeOrder = "order"
+	// EdgeRefunds holds the string denoting the refunds edge name in mutations.
+	EdgeRefunds = "refunds"
 	// Table holds the table name of the payment in the database.
 	Table = "payments"
 	// OrderTable is the table that holds the order relation/edge.
@@ -50,6 +54,13 @@ const (
 	OrderInverseTable = "orders"
 	// OrderColumn is the table column denoting the order relation/edge.
 	OrderColumn = "order_payments"
+	// RefundsTable is the table that holds the refunds relation/edge.
+	RefundsTable = "refunds"
+	// RefundsInverseTable is the table name for the Refund entity.
+	// It exists in this package in order to avoid circular dependency with the "refund" package.
+	RefundsInverseTable = "refunds"
+	// RefundsColumn is the table column denoting the refunds relation/edge.
+	RefundsColumn = "payment_id"
 )
 
 // Columns holds all SQL columns for payment fields.
@@ -66,6 +77,7 @@ var Columns = []string{
 	FieldIdempotencyCompletedAt,
 	FieldAmount,
 	FieldProviderChargeID,
+	FieldRefundedAmount,
 }
 
 // ForeignKeys holds the SQL foreign-keys that are owned by the "payments"
@@ -106,6 +118,10 @@ var (
 	DefaultIdempotencyAttempt int
 	// IdempotencyAttemptValidator is a validator for the "idempotency_attempt" field. It is called by the builders before save.
 	IdempotencyAttemptValidator func(int) error
+	// DefaultRefundedAmount holds the default value on creation for the "refunded_amount" field.
+	DefaultRefundedAmount int
+	// RefundedAmountValidator is a validator for the "refunded_amount" field. It is called by the builders before save.
+	RefundedAmountValidator func(int) error
 )
 
 // IdempotencyStatus defines the type for the "idempotency_status" enum field.
@@ -190,10 +206,29 @@ func ByProviderChargeID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldProviderChargeID, opts...).ToFunc()
 }
 
+// ByRefundedAmount orders the results by the refunded_amount field.
+func ByRefundedAmount(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRefundedAmount, opts...).ToFunc()
+}
+
 // ByOrderField orders the results by order field.
 func ByOrderField(field string, opts ...sql.OrderTermOption) OrderOption {
 	return func(s *sql.Selector) {
 		sqlgraph.OrderByNeighborTerms(s, newOrderStep(), sql.OrderByField(field, opts...))
+	}
+}
+
+// ByRefundsCount orders the results by refunds count.
+func ByRefundsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newRefundsStep(), opts...)
+	}
+}
+
+// ByRefunds orders the results by refunds terms.
+func ByRefunds(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newRefundsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
 func newOrderStep() *sqlgraph.Step {
@@ -201,6 +236,13 @@ func newOrderStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(OrderInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.M2O, true, OrderTable, OrderColumn),
+	)
+}
+func newRefundsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(RefundsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, RefundsTable, RefundsColumn),
 	)
 }
 

@@ -9,5 +9,14 @@ import (
 // Order is the predicate function for order builders.
 type Order func(*sql.Selector)
 
+// PageView is the predicate function for pageview builders.
+type PageView func(*sql.Selector)
+
+// PageViewCount is the predicate function for pageviewcount builders.
+type PageViewCount func(*sql.Selector)
+
 // Payment is the predicate function for payment builders.
 type Payment func(*sql.Selector)
+
+// Refund is the predicate function for refund builders.
+type Refund func(*sql.Selector)

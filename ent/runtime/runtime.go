@@ -4,7 +4,10 @@ package runtime
 
 import (
 	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/ent/pageview"
+	"github.com/goovo/idem/ent/pageviewcount"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/ent/refund"
 	"github.com/goovo/idem/ent/schema"
 )
 
@@ -55,6 +58,83 @@ func init() {
 	orderDescPaid := orderFields[2].Descriptor()
 	// order.DefaultPaid holds the default value on creation for the paid field.
 	order.DefaultPaid = orderDescPaid.Default.(bool)
+	pageviewMixin := schema.PageView{}.Mixin()
+	pageviewMixinInters0 := pageviewMixin[0].Interceptors()
+	pageview.Interceptors[0] = pageviewMixinInters0[0]
+	pageviewMixinFields0 := pageviewMixin[0].Fields()
+	_ = pageviewMixinFields0
+	pageviewFields := schema.PageView{}.Fields()
+	_ = pageviewFields
+	// pageviewDescTenantID is the schema descriptor for tenant_id field.
+	pageviewDescTenantID := pageviewMixinFields0[0].Descriptor()
+	// pageview.TenantIDValidator is a validator for the "tenant_id" field. It is called by the builders before save.
+	pageview.TenantIDValidator = func() func(string) error {
+		validators := pageviewDescTenantID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(tenant_id string) error {
+			for _, fn := range fns {
+				if err := fn(tenant_id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// pageviewDescIdempotencyKey is the schema descriptor for idempotency_key field.
+	pageviewDescIdempotencyKey := pageviewMixinFields0[1].Descriptor()
+	// pageview.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
+	pageview.IdempotencyKeyValidator = pageviewDescIdempotencyKey.Validators[0].(func(string) error)
+	// pageviewDescIdempotencyFingerprint is the schema descriptor for idempotency_fingerprint field.
+	pageviewDescIdempotencyFingerprint := pageviewMixinFields0[3].Descriptor()
+	// pageview.IdempotencyFingerprintValidator is a validator for the "idempotency_fingerprint" field. It is called by the builders before save.
+	pageview.IdempotencyFingerprintValidator = pageviewDescIdempotencyFingerprint.Validators[0].(func(string) error)
+	// pageviewDescIdempotencyAttempt is the schema descriptor for idempotency_attempt field.
+	pageviewDescIdempotencyAttempt := pageviewMixinFields0[5].Descriptor()
+	// pageview.DefaultIdempotencyAttempt holds the default value on creation for the idempotency_attempt field.
+	pageview.DefaultIdempotencyAttempt = pageviewDescIdempotencyAttempt.Default.(int)
+	// pageview.IdempotencyAttemptValidator is a validator for the "idempotency_attempt" field. It is called by the builders before save.
+	pageview.IdempotencyAttemptValidator = pageviewDescIdempotencyAttempt.Validators[0].(func(int) error)
+	// pageviewDescPage is the schema descriptor for page field.
+	pageviewDescPage := pageviewFields[0].Descriptor()
+	// pageview.PageValidator is a validator for the "page" field. It is called by the builders before save.
+	pageview.PageValidator = func() func(string) error {
+		validators := pageviewDescPage.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(page string) error {
+			for _, fn := range fns {
+				if err := fn(page); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// pageviewDescFolded is the schema descriptor for folded field.
+	pageviewDescFolded := pageviewFields[1].Descriptor()
+	// pageview.DefaultFolded holds the default value on creation for the folded field.
+	pageview.DefaultFolded = pageviewDescFolded.Default.(bool)
+	pageviewcountFields := schema.PageViewCount{}.Fields()
+	_ = pageviewcountFields
+	// pageviewcountDescTenantID is the schema descriptor for tenant_id field.
+	pageviewcountDescTenantID := pageviewcountFields[0].Descriptor()
+	// pageviewcount.TenantIDValidator is a validator for the "tenant_id" field. It is called by the builders before save.
+	pageviewcount.TenantIDValidator = pageviewcountDescTenantID.Validators[0].(func(string) error)
+	// pageviewcountDescPage is the schema descriptor for page field.
+	pageviewcountDescPage := pageviewcountFields[1].Descriptor()
+	// pageviewcount.PageValidator is a validator for the "page" field. It is called by the builders before save.
+	pageviewcount.PageValidator = pageviewcountDescPage.Validators[0].(func(string) error)
+	// pageviewcountDescCount is the schema descriptor for count field.
+	pageviewcountDescCount := pageviewcountFields[2].Descriptor()
+	// pageviewcount.DefaultCount holds the default value on creation for the count field.
+	pageviewcount.DefaultCount = pageviewcountDescCount.Default.(int)
+	// pageviewcount.CountValidator is a validator for the "count" field. It is called by the builders before save.
+	pageviewcount.CountValidator = pageviewcountDescCount.Validators[0].(func(int) error)
 	paymentMixin := schema.Payment{}.Mixin()
 	paymentMixinInters0 := paymentMixin[0].Interceptors()
 	payment.Interceptors[0] = paymentMixinInters0[0]
@@ -94,6 +174,51 @@ func init() {
 	payment.DefaultIdempotencyAttempt = paymentDescIdempotencyAttempt.Default.(int)
 	// payment.IdempotencyAttemptValidator is a validator for the "idempotency_attempt" field. It is called by the builders before save.
 	payment.IdempotencyAttemptValidator = paymentDescIdempotencyAttempt.Validators[0].(func(int) error)
+	// paymentDescRefundedAmount is the schema descriptor for refunded_amount field.
+	paymentDescRefundedAmount := paymentFields[2].Descriptor()
+	// payment.DefaultRefundedAmount holds the default value on creation for the refunded_amount field.
+	payment.DefaultRefundedAmount = paymentDescRefundedAmount.Default.(int)
+	// payment.RefundedAmountValidator is a validator for the "refunded_amount" field. It is called by the builders before save.
+	payment.RefundedAmountValidator = paymentDescRefundedAmount.Validators[0].(func(int) error)
+	refundMixin := schema.Refund{}.Mixin()
+	refundMixinInters0 := refundMixin[0].Interceptors()
+	refund.Interceptors[0] = refundMixinInters0[0]
+	refundMixinFields0 := refundMixin[0].Fields()
+	_ = refundMixinFields0
+	refundFields := schema.Refund{}.Fields()
+	_ = refundFields
+	// refundDescTenantID is the schema descriptor for tenant_id field.
+	refundDescTenantID := refundMixinFields0[0].Descriptor()
+	// refund.TenantIDValidator is a validator for the "tenant_id" field. It is called by the builders before save.
+	refund.TenantIDValidator = func() func(string) error {
+		validators := refundDescTenantID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(tenant_id string) error {
+			for _, fn := range fns {
+				if err := fn(tenant_id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// refundDescIdempotencyKey is the schema descriptor for idempotency_key field.
+	refundDescIdempotencyKey := refundMixinFields0[1].Descriptor()
+	// refund.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
+	refund.IdempotencyKeyValidator = refundDescIdempotencyKey.Validators[0].(func(string) error)
+	// refundDescIdempotencyFingerprint is the schema descriptor for idempotency_fingerprint field.
+	refundDescIdempotencyFingerprint := refundMixinFields0[3].Descriptor()
+	// refund.IdempotencyFingerprintValidator is a validator for the "idempotency_fingerprint" field. It is called by the builders before save.
+	refund.IdempotencyFingerprintValidator = refundDescIdempotencyFingerprint.Validators[0].(func(string) error)
+	// refundDescIdempotencyAttempt is the schema descriptor for idempotency_attempt field.
+	refundDescIdempotencyAttempt := refundMixinFields0[5].Descriptor()
+	// refund.DefaultIdempotencyAttempt holds the default value on creation for the idempotency_attempt field.
+	refund.DefaultIdempotencyAttempt = refundDescIdempotencyAttempt.Default.(int)
+	// refund.IdempotencyAttemptValidator is a validator for the "idempotency_attempt" field. It is called by the builders before save.
+	refund.IdempotencyAttemptValidator = refundDescIdempotencyAttempt.Validators[0].(func(int) error)
 }
 
 const (

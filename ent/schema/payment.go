@@ -27,6 +27,9 @@ func (Payment) Fields() []ent.Field {
 		field.String("provider_charge_id").Optional().
 			Comment("The payment provider's id of the charge.").
 			Annotations(entgql.Skip(entgql.SkipMutationCreateInput, entgql.SkipMutationUpdateInput)),
+		field.Int("refunded_amount").Default(0).NonNegative().
+			Comment("Sum of the refunds of this payment, in minor units.").
+			Annotations(entgql.Skip(entgql.SkipMutationCreateInput, entgql.SkipMutationUpdateInput)),
 	}
 }
 
@@ -34,5 +37,7 @@ func (Payment) Fields() []ent.Field {
 func (Payment) Edges() []ent.Edge {
 	return []ent.Edge{
 		edge.From("order", Order.Type).Ref("payments").Unique().Required(),
+		edge.To("refunds", Refund.Type).
+			Annotations(entgql.Skip(entgql.SkipMutationCreateInput, entgql.SkipMutationUpdateInput)),
 	}
 }

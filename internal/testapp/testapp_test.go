@@ -83,10 +83,12 @@ func (r result) code() string {
 }
 
 func (be *bench) post(org, key string, grams int) result {
-	body, _ := json.Marshal(map[string]any{
-		"query":     `mutation($k: String!, $g: Int!) { createShipment(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: $g}) { id destination weightGrams label } }`,
-		"variables": map[string]any{"k": key, "g": grams},
-	})
+	return be.gql(org, `mutation($k: String!, $g: Int!) { createShipment(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: $g}) { id destination weightGrams label } }`,
+		map[string]any{"k": key, "g": grams})
+}
+
+func (be *bench) gql(org, query string, vars map[string]any) result {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 	req, _ := http.NewRequest(http.MethodPost, be.server.URL, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Org", org)
@@ -365,6 +367,57 @@ func TestDuplicateWaitsForTheResult(t *testing.T) {
 		orig := <-first
 		if len(dup.Errors) > 0 || !dup.Replayed || !bytes.Equal(dup.Data, orig.Data) {
 			t.Fatalf("duplicate did not wait and replay:\norig: %s\ndup:  %s", orig.Body, dup.Body)
+		}
+	})
+}
+
+// A hand-written mutation opts in with @idempotent alone: its records go to
+// the ready-made IdempotencyRecord entity, the resolver runs once per key,
+// and concurrent duplicates are told to wait.
+func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be := newBench(t, b, idem.Config{})
+		created := be.post("org-1", "ship", 100)
+		var d struct{ CreateShipment struct{ ID string } }
+		if err := json.Unmarshal(created.Data, &d); err != nil || d.CreateShipment.ID == "" {
+			t.Fatalf("create: %s", created.Body)
+		}
+		var calls atomic.Int32
+		be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+			calls.Add(1)
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		}
+		approve := func(key string) result {
+			return be.gql("org-1", `mutation($k: String!, $id: ID!) { approveShipment(idempotencyKey: $k, id: $id) { id label } }`,
+				map[string]any{"k": key, "id": d.CreateShipment.ID})
+		}
+		results := make([]result, 10)
+		var wg sync.WaitGroup
+		for i := range results {
+			wg.Go(func() { results[i] = approve("approve-1") })
+		}
+		wg.Wait()
+		final := approve("approve-1")
+		if len(final.Errors) > 0 || !final.Replayed || !strings.Contains(string(final.Data), `"label":"attempt-1+approved"`) {
+			t.Fatalf("approve: %s", final.Body)
+		}
+		for i, r := range results {
+			if !bytes.Equal(r.Data, final.Data) && r.code() != string(idem.CodeInProgress) {
+				t.Fatalf("concurrent approval %d: %s", i, r.Body)
+			}
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("resolver ran %d times", calls.Load())
+		}
+		n, err := be.client.IdempotencyRecord.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+		if err != nil || n != 1 {
+			t.Fatalf("%d records (%v), want 1", n, err)
+		}
+		// The argument is required by the schema (the test app does not
+		// enable the header form).
+		if r := be.gql("org-1", `mutation($id: ID!) { approveShipment(id: $id) { id } }`, map[string]any{"id": d.CreateShipment.ID}); len(r.Errors) == 0 {
+			t.Fatalf("approval without a key: %s", r.Body)
 		}
 	})
 }

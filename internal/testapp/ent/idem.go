@@ -6,10 +6,12 @@ import (
 	"context"
 	stdsql "database/sql"
 	"errors"
+	"time"
 
 	"entgo.io/ent/dialect/sql"
 	"github.com/goovo/idem"
 
+	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testapp/ent/predicate"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
 )
@@ -44,6 +46,13 @@ func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem
 // Records implements idem.Backend.
 func (b *idempotencyBackend) Records(entity string) (*idem.Records, bool) {
 	switch entity {
+	case "IdempotencyRecord":
+		return &idem.Records{
+			Entity:      "IdempotencyRecord",
+			Table:       idempotencyrecord.Table,
+			ScopeColumn: idempotencyrecord.FieldTenantID,
+			Insert:      b.insertIdempotencyRecord,
+		}, true
 	case "Shipment":
 		return &idem.Records{
 			Entity:      "Shipment",
@@ -84,7 +93,68 @@ func claimResult(entity string, err error) (bool, error) {
 	return false, err
 }
 
-// insertShipment claims a key by inserting a pending Shipment built from the mutation's input.
+// insertIdempotencyRecord claims a key by inserting a pending IdempotencyRecord, built
+// from the mutation's arguments: the arguments named like its fields.
+func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+	client, err := b.clientFor(tx)
+	if err != nil {
+		return false, err
+	}
+	create := client.IdempotencyRecord.Create()
+	create.
+		SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(idempotencyrecord.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt).
+		OnConflictColumns(idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey).
+		DoNothing()
+	// Save keeps the conflict clause the upsert builder set on create, and
+	// returns the row when it was inserted.
+	row, err := create.Save(ctx)
+	if err == nil {
+		c.SetRow(row)
+	}
+	return claimResult("IdempotencyRecord", err)
+}
+
+// ClaimedIdempotencyRecord returns the IdempotencyRecord that holds the claim of the
+// idempotent mutation running in ctx, read through the mutation's
+// transaction. A resolver of a mutation whose records are IdempotencyRecord rows
+// starts from it:
+//
+//	p, err := ent.ClaimedIdempotencyRecord(ctx)
+func ClaimedIdempotencyRecord(ctx context.Context) (*IdempotencyRecord, error) {
+	c := idem.ClaimFromContext(ctx)
+	if c == nil {
+		return nil, errors.New("ent: ClaimedIdempotencyRecord called outside an idempotent mutation")
+	}
+	client := FromContext(ctx)
+	if client == nil {
+		return nil, errors.New("ent: ClaimedIdempotencyRecord: no transaction in the context")
+	}
+	if row, ok := c.Row().(*IdempotencyRecord); ok {
+		// The row this attempt inserted, bound to the transaction so that
+		// its edges and updates go through it.
+		bound := *row
+		bound.config = client.config
+		return &bound, nil
+	}
+	return client.IdempotencyRecord.Query().
+		Where(idempotencyrecord.TenantID(c.Tenant), idempotencyrecord.IdempotencyKey(c.Key)).
+		Only(ctx)
+}
+
+// WhereIdempotency adds a storage-level predicate to the query; the
+// idemschema mixin's interceptor uses it to hide unfinished claims.
+func (_q *IdempotencyRecordQuery) WhereIdempotency(p func(*sql.Selector)) {
+	_q.Where(predicate.IdempotencyRecord(p))
+}
+
+// insertShipment claims a key by inserting a pending Shipment, built
+// from the mutation's arguments: its input, and the arguments named like its fields.
 func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
@@ -98,6 +168,26 @@ func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idem.Tx, c *
 		if input != nil {
 			create.SetInput(*input)
 		}
+	}
+	if v, ok, err := idem.Arg[string](args, "destination"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetDestination(v)
+	}
+	if v, ok, err := idem.Arg[int](args, "weightGrams"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetWeightGrams(v)
+	}
+	if v, ok, err := idem.Arg[string](args, "label"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetLabel(v)
+	}
+	if v, ok, err := idem.Arg[time.Time](args, "createdAt"); err != nil {
+		return false, err
+	} else if ok {
+		create.SetCreatedAt(v)
 	}
 	create.
 		SetOrg(c.Tenant).

@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
+	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testapp/ent/predicate"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
 )
@@ -25,8 +26,939 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeShipment = "Shipment"
+	TypeIdempotencyRecord = "IdempotencyRecord"
+	TypeShipment          = "Shipment"
 )
+
+// IdempotencyRecordMutation represents an operation that mutates the IdempotencyRecord nodes in the graph.
+type IdempotencyRecordMutation struct {
+	config
+	op                           Op
+	typ                          string
+	id                           *int
+	tenant_id                    *string
+	idempotency_key              *string
+	idempotency_status           *idempotencyrecord.IdempotencyStatus
+	idempotency_fingerprint      *string
+	idempotency_response         *[]byte
+	idempotency_attempt          *int
+	addidempotency_attempt       *int
+	idempotency_lease_expires_at *time.Time
+	idempotency_claimed_at       *time.Time
+	idempotency_completed_at     *time.Time
+	clearedFields                map[string]struct{}
+	done                         bool
+	oldValue                     func(context.Context) (*IdempotencyRecord, error)
+	predicates                   []predicate.IdempotencyRecord
+}
+
+var _ ent.Mutation = (*IdempotencyRecordMutation)(nil)
+
+// idempotencyrecordOption allows management of the mutation configuration using functional options.
+type idempotencyrecordOption func(*IdempotencyRecordMutation)
+
+// newIdempotencyRecordMutation creates new mutation for the IdempotencyRecord entity.
+func newIdempotencyRecordMutation(c config, op Op, opts ...idempotencyrecordOption) *IdempotencyRecordMutation {
+	m := &IdempotencyRecordMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeIdempotencyRecord,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withIdempotencyRecordID sets the ID field of the mutation.
+func withIdempotencyRecordID(id int) idempotencyrecordOption {
+	return func(m *IdempotencyRecordMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *IdempotencyRecord
+		)
+		m.oldValue = func(ctx context.Context) (*IdempotencyRecord, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().IdempotencyRecord.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withIdempotencyRecord sets the old IdempotencyRecord of the mutation.
+func withIdempotencyRecord(node *IdempotencyRecord) idempotencyrecordOption {
+	return func(m *IdempotencyRecordMutation) {
+		m.oldValue = func(context.Context) (*IdempotencyRecord, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m IdempotencyRecordMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m IdempotencyRecordMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *IdempotencyRecordMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *IdempotencyRecordMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().IdempotencyRecord.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *IdempotencyRecordMutation) SetTenantID(s string) {
+	m.tenant_id = &s
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *IdempotencyRecordMutation) TenantID() (r string, exists bool) {
+	v := m.tenant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldTenantID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *IdempotencyRecordMutation) ResetTenantID() {
+	m.tenant_id = nil
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyKey(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ClearIdempotencyKey clears the value of the "idempotency_key" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyKey() {
+	m.idempotency_key = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyKey] = struct{}{}
+}
+
+// IdempotencyKeyCleared returns if the "idempotency_key" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyKeyCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyKey]
+	return ok
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyKey)
+}
+
+// SetIdempotencyStatus sets the "idempotency_status" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyStatus(is idempotencyrecord.IdempotencyStatus) {
+	m.idempotency_status = &is
+}
+
+// IdempotencyStatus returns the value of the "idempotency_status" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyStatus() (r idempotencyrecord.IdempotencyStatus, exists bool) {
+	v := m.idempotency_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyStatus returns the old "idempotency_status" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyStatus(ctx context.Context) (v *idempotencyrecord.IdempotencyStatus, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyStatus: %w", err)
+	}
+	return oldValue.IdempotencyStatus, nil
+}
+
+// ClearIdempotencyStatus clears the value of the "idempotency_status" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyStatus() {
+	m.idempotency_status = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyStatus] = struct{}{}
+}
+
+// IdempotencyStatusCleared returns if the "idempotency_status" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyStatusCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyStatus]
+	return ok
+}
+
+// ResetIdempotencyStatus resets all changes to the "idempotency_status" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyStatus() {
+	m.idempotency_status = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyStatus)
+}
+
+// SetIdempotencyFingerprint sets the "idempotency_fingerprint" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyFingerprint(s string) {
+	m.idempotency_fingerprint = &s
+}
+
+// IdempotencyFingerprint returns the value of the "idempotency_fingerprint" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyFingerprint() (r string, exists bool) {
+	v := m.idempotency_fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyFingerprint returns the old "idempotency_fingerprint" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyFingerprint(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyFingerprint: %w", err)
+	}
+	return oldValue.IdempotencyFingerprint, nil
+}
+
+// ClearIdempotencyFingerprint clears the value of the "idempotency_fingerprint" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyFingerprint] = struct{}{}
+}
+
+// IdempotencyFingerprintCleared returns if the "idempotency_fingerprint" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyFingerprintCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyFingerprint]
+	return ok
+}
+
+// ResetIdempotencyFingerprint resets all changes to the "idempotency_fingerprint" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyFingerprint)
+}
+
+// SetIdempotencyResponse sets the "idempotency_response" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyResponse(b []byte) {
+	m.idempotency_response = &b
+}
+
+// IdempotencyResponse returns the value of the "idempotency_response" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyResponse() (r []byte, exists bool) {
+	v := m.idempotency_response
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyResponse returns the old "idempotency_response" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyResponse(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyResponse is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyResponse requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyResponse: %w", err)
+	}
+	return oldValue.IdempotencyResponse, nil
+}
+
+// ClearIdempotencyResponse clears the value of the "idempotency_response" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyResponse() {
+	m.idempotency_response = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyResponse] = struct{}{}
+}
+
+// IdempotencyResponseCleared returns if the "idempotency_response" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyResponseCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyResponse]
+	return ok
+}
+
+// ResetIdempotencyResponse resets all changes to the "idempotency_response" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyResponse() {
+	m.idempotency_response = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyResponse)
+}
+
+// SetIdempotencyAttempt sets the "idempotency_attempt" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyAttempt(i int) {
+	m.idempotency_attempt = &i
+	m.addidempotency_attempt = nil
+}
+
+// IdempotencyAttempt returns the value of the "idempotency_attempt" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyAttempt() (r int, exists bool) {
+	v := m.idempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyAttempt returns the old "idempotency_attempt" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyAttempt(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyAttempt: %w", err)
+	}
+	return oldValue.IdempotencyAttempt, nil
+}
+
+// AddIdempotencyAttempt adds i to the "idempotency_attempt" field.
+func (m *IdempotencyRecordMutation) AddIdempotencyAttempt(i int) {
+	if m.addidempotency_attempt != nil {
+		*m.addidempotency_attempt += i
+	} else {
+		m.addidempotency_attempt = &i
+	}
+}
+
+// AddedIdempotencyAttempt returns the value that was added to the "idempotency_attempt" field in this mutation.
+func (m *IdempotencyRecordMutation) AddedIdempotencyAttempt() (r int, exists bool) {
+	v := m.addidempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetIdempotencyAttempt resets all changes to the "idempotency_attempt" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyAttempt() {
+	m.idempotency_attempt = nil
+	m.addidempotency_attempt = nil
+}
+
+// SetIdempotencyLeaseExpiresAt sets the "idempotency_lease_expires_at" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyLeaseExpiresAt(t time.Time) {
+	m.idempotency_lease_expires_at = &t
+}
+
+// IdempotencyLeaseExpiresAt returns the value of the "idempotency_lease_expires_at" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyLeaseExpiresAt() (r time.Time, exists bool) {
+	v := m.idempotency_lease_expires_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyLeaseExpiresAt returns the old "idempotency_lease_expires_at" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyLeaseExpiresAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyLeaseExpiresAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyLeaseExpiresAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyLeaseExpiresAt: %w", err)
+	}
+	return oldValue.IdempotencyLeaseExpiresAt, nil
+}
+
+// ClearIdempotencyLeaseExpiresAt clears the value of the "idempotency_lease_expires_at" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyLeaseExpiresAt() {
+	m.idempotency_lease_expires_at = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyLeaseExpiresAt] = struct{}{}
+}
+
+// IdempotencyLeaseExpiresAtCleared returns if the "idempotency_lease_expires_at" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyLeaseExpiresAtCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyLeaseExpiresAt]
+	return ok
+}
+
+// ResetIdempotencyLeaseExpiresAt resets all changes to the "idempotency_lease_expires_at" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyLeaseExpiresAt() {
+	m.idempotency_lease_expires_at = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyLeaseExpiresAt)
+}
+
+// SetIdempotencyClaimedAt sets the "idempotency_claimed_at" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyClaimedAt(t time.Time) {
+	m.idempotency_claimed_at = &t
+}
+
+// IdempotencyClaimedAt returns the value of the "idempotency_claimed_at" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyClaimedAt() (r time.Time, exists bool) {
+	v := m.idempotency_claimed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyClaimedAt returns the old "idempotency_claimed_at" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyClaimedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyClaimedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyClaimedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyClaimedAt: %w", err)
+	}
+	return oldValue.IdempotencyClaimedAt, nil
+}
+
+// ClearIdempotencyClaimedAt clears the value of the "idempotency_claimed_at" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyClaimedAt] = struct{}{}
+}
+
+// IdempotencyClaimedAtCleared returns if the "idempotency_claimed_at" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyClaimedAtCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyClaimedAt]
+	return ok
+}
+
+// ResetIdempotencyClaimedAt resets all changes to the "idempotency_claimed_at" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyClaimedAt)
+}
+
+// SetIdempotencyCompletedAt sets the "idempotency_completed_at" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyCompletedAt(t time.Time) {
+	m.idempotency_completed_at = &t
+}
+
+// IdempotencyCompletedAt returns the value of the "idempotency_completed_at" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyCompletedAt() (r time.Time, exists bool) {
+	v := m.idempotency_completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyCompletedAt returns the old "idempotency_completed_at" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyCompletedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyCompletedAt: %w", err)
+	}
+	return oldValue.IdempotencyCompletedAt, nil
+}
+
+// ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyCompletedAt] = struct{}{}
+}
+
+// IdempotencyCompletedAtCleared returns if the "idempotency_completed_at" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyCompletedAtCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyCompletedAt]
+	return ok
+}
+
+// ResetIdempotencyCompletedAt resets all changes to the "idempotency_completed_at" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyCompletedAt)
+}
+
+// Where appends a list predicates to the IdempotencyRecordMutation builder.
+func (m *IdempotencyRecordMutation) Where(ps ...predicate.IdempotencyRecord) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the IdempotencyRecordMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *IdempotencyRecordMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.IdempotencyRecord, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *IdempotencyRecordMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *IdempotencyRecordMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (IdempotencyRecord).
+func (m *IdempotencyRecordMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *IdempotencyRecordMutation) Fields() []string {
+	fields := make([]string, 0, 9)
+	if m.tenant_id != nil {
+		fields = append(fields, idempotencyrecord.FieldTenantID)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyKey)
+	}
+	if m.idempotency_status != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyStatus)
+	}
+	if m.idempotency_fingerprint != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyFingerprint)
+	}
+	if m.idempotency_response != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyResponse)
+	}
+	if m.idempotency_attempt != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyAttempt)
+	}
+	if m.idempotency_lease_expires_at != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyLeaseExpiresAt)
+	}
+	if m.idempotency_claimed_at != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyClaimedAt)
+	}
+	if m.idempotency_completed_at != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyCompletedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *IdempotencyRecordMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case idempotencyrecord.FieldTenantID:
+		return m.TenantID()
+	case idempotencyrecord.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case idempotencyrecord.FieldIdempotencyStatus:
+		return m.IdempotencyStatus()
+	case idempotencyrecord.FieldIdempotencyFingerprint:
+		return m.IdempotencyFingerprint()
+	case idempotencyrecord.FieldIdempotencyResponse:
+		return m.IdempotencyResponse()
+	case idempotencyrecord.FieldIdempotencyAttempt:
+		return m.IdempotencyAttempt()
+	case idempotencyrecord.FieldIdempotencyLeaseExpiresAt:
+		return m.IdempotencyLeaseExpiresAt()
+	case idempotencyrecord.FieldIdempotencyClaimedAt:
+		return m.IdempotencyClaimedAt()
+	case idempotencyrecord.FieldIdempotencyCompletedAt:
+		return m.IdempotencyCompletedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *IdempotencyRecordMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case idempotencyrecord.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case idempotencyrecord.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case idempotencyrecord.FieldIdempotencyStatus:
+		return m.OldIdempotencyStatus(ctx)
+	case idempotencyrecord.FieldIdempotencyFingerprint:
+		return m.OldIdempotencyFingerprint(ctx)
+	case idempotencyrecord.FieldIdempotencyResponse:
+		return m.OldIdempotencyResponse(ctx)
+	case idempotencyrecord.FieldIdempotencyAttempt:
+		return m.OldIdempotencyAttempt(ctx)
+	case idempotencyrecord.FieldIdempotencyLeaseExpiresAt:
+		return m.OldIdempotencyLeaseExpiresAt(ctx)
+	case idempotencyrecord.FieldIdempotencyClaimedAt:
+		return m.OldIdempotencyClaimedAt(ctx)
+	case idempotencyrecord.FieldIdempotencyCompletedAt:
+		return m.OldIdempotencyCompletedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown IdempotencyRecord field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdempotencyRecordMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case idempotencyrecord.FieldTenantID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyStatus:
+		v, ok := value.(idempotencyrecord.IdempotencyStatus)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyStatus(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyFingerprint:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyFingerprint(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyResponse:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyResponse(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyAttempt(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyLeaseExpiresAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyLeaseExpiresAt(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyClaimedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyClaimedAt(v)
+		return nil
+	case idempotencyrecord.FieldIdempotencyCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyCompletedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *IdempotencyRecordMutation) AddedFields() []string {
+	var fields []string
+	if m.addidempotency_attempt != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *IdempotencyRecordMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case idempotencyrecord.FieldIdempotencyAttempt:
+		return m.AddedIdempotencyAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdempotencyRecordMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case idempotencyrecord.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddIdempotencyAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyRecord numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *IdempotencyRecordMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyKey) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyKey)
+	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyStatus) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyStatus)
+	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyFingerprint) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyFingerprint)
+	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyResponse) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyResponse)
+	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyLeaseExpiresAt) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyLeaseExpiresAt)
+	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyClaimedAt) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyClaimedAt)
+	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyCompletedAt) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyCompletedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *IdempotencyRecordMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *IdempotencyRecordMutation) ClearField(name string) error {
+	switch name {
+	case idempotencyrecord.FieldIdempotencyKey:
+		m.ClearIdempotencyKey()
+		return nil
+	case idempotencyrecord.FieldIdempotencyStatus:
+		m.ClearIdempotencyStatus()
+		return nil
+	case idempotencyrecord.FieldIdempotencyFingerprint:
+		m.ClearIdempotencyFingerprint()
+		return nil
+	case idempotencyrecord.FieldIdempotencyResponse:
+		m.ClearIdempotencyResponse()
+		return nil
+	case idempotencyrecord.FieldIdempotencyLeaseExpiresAt:
+		m.ClearIdempotencyLeaseExpiresAt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyClaimedAt:
+		m.ClearIdempotencyClaimedAt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyCompletedAt:
+		m.ClearIdempotencyCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyRecord nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *IdempotencyRecordMutation) ResetField(name string) error {
+	switch name {
+	case idempotencyrecord.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case idempotencyrecord.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case idempotencyrecord.FieldIdempotencyStatus:
+		m.ResetIdempotencyStatus()
+		return nil
+	case idempotencyrecord.FieldIdempotencyFingerprint:
+		m.ResetIdempotencyFingerprint()
+		return nil
+	case idempotencyrecord.FieldIdempotencyResponse:
+		m.ResetIdempotencyResponse()
+		return nil
+	case idempotencyrecord.FieldIdempotencyAttempt:
+		m.ResetIdempotencyAttempt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyLeaseExpiresAt:
+		m.ResetIdempotencyLeaseExpiresAt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyClaimedAt:
+		m.ResetIdempotencyClaimedAt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyCompletedAt:
+		m.ResetIdempotencyCompletedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *IdempotencyRecordMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *IdempotencyRecordMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *IdempotencyRecordMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *IdempotencyRecordMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *IdempotencyRecordMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *IdempotencyRecordMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *IdempotencyRecordMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown IdempotencyRecord unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *IdempotencyRecordMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown IdempotencyRecord edge %s", name)
+}
 
 // ShipmentMutation represents an operation that mutates the Shipment nodes in the graph.
 type ShipmentMutation struct {

@@ -7,8 +7,12 @@ package graph
 
 import (
 	"context"
+	"errors"
 
+	"github.com/google/uuid"
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testapp/ent/shipment"
 )
 
 // CreateShipmentPlain is the resolver for the createShipmentPlain field.
@@ -28,4 +32,26 @@ func (r *mutationResolver) CreateShipmentLease(ctx context.Context, idempotencyK
 // CreateShipmentAtomic is the resolver for the createShipmentAtomic field.
 func (r *mutationResolver) CreateShipmentAtomic(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error) {
 	return ent.ClaimedShipment(ctx)
+}
+
+// ApproveShipment is the resolver for the approveShipment field.
+func (r *mutationResolver) ApproveShipment(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error) {
+	org, err := OrgFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.Hook != nil {
+		if err := r.Hook(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	tx := ent.FromContext(ctx)
+	s, err := tx.Shipment.Query().Where(shipment.ID(id), shipment.Org(org)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, idem.Final(errors.New("shipment not found"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Update().SetLabel(s.Label + "+approved").Save(ctx)
 }

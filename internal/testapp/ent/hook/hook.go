@@ -9,6 +9,18 @@ import (
 	"github.com/goovo/idem/internal/testapp/ent"
 )
 
+// The IdempotencyRecordFunc type is an adapter to allow the use of ordinary
+// function as IdempotencyRecord mutator.
+type IdempotencyRecordFunc func(context.Context, *ent.IdempotencyRecordMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f IdempotencyRecordFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.IdempotencyRecordMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.IdempotencyRecordMutation", m)
+}
+
 // The ShipmentFunc type is an adapter to allow the use of ordinary
 // function as Shipment mutator.
 type ShipmentFunc func(context.Context, *ent.ShipmentMutation) (ent.Value, error)

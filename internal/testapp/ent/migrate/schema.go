@@ -8,6 +8,37 @@ import (
 )
 
 var (
+	// IdempotencyRecordsColumns holds the columns for the "idempotency_records" table.
+	IdempotencyRecordsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "tenant_id", Type: field.TypeString, Size: 255},
+		{Name: "idempotency_key", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "idempotency_status", Type: field.TypeEnum, Nullable: true, Enums: []string{"pending", "succeeded", "failed"}},
+		{Name: "idempotency_fingerprint", Type: field.TypeString, Nullable: true, Size: 255},
+		{Name: "idempotency_response", Type: field.TypeBytes, Nullable: true},
+		{Name: "idempotency_attempt", Type: field.TypeInt, Default: 0},
+		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+	}
+	// IdempotencyRecordsTable holds the schema information for the "idempotency_records" table.
+	IdempotencyRecordsTable = &schema.Table{
+		Name:       "idempotency_records",
+		Columns:    IdempotencyRecordsColumns,
+		PrimaryKey: []*schema.Column{IdempotencyRecordsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "idempotencyrecord_tenant_id_idempotency_key",
+				Unique:  true,
+				Columns: []*schema.Column{IdempotencyRecordsColumns[1], IdempotencyRecordsColumns[2]},
+			},
+			{
+				Name:    "idempotencyrecord_idempotency_completed_at",
+				Unique:  false,
+				Columns: []*schema.Column{IdempotencyRecordsColumns[9]},
+			},
+		},
+	}
 	// ShipmentsColumns holds the columns for the "shipments" table.
 	ShipmentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeUUID},
@@ -45,6 +76,7 @@ var (
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		IdempotencyRecordsTable,
 		ShipmentsTable,
 	}
 )

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testapp/ent/schema"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
 )
@@ -14,6 +15,45 @@ import (
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	idempotencyrecordMixin := schema.IdempotencyRecord{}.Mixin()
+	idempotencyrecordMixinInters0 := idempotencyrecordMixin[0].Interceptors()
+	idempotencyrecord.Interceptors[0] = idempotencyrecordMixinInters0[0]
+	idempotencyrecordMixinFields0 := idempotencyrecordMixin[0].Fields()
+	_ = idempotencyrecordMixinFields0
+	idempotencyrecordFields := schema.IdempotencyRecord{}.Fields()
+	_ = idempotencyrecordFields
+	// idempotencyrecordDescTenantID is the schema descriptor for tenant_id field.
+	idempotencyrecordDescTenantID := idempotencyrecordMixinFields0[0].Descriptor()
+	// idempotencyrecord.TenantIDValidator is a validator for the "tenant_id" field. It is called by the builders before save.
+	idempotencyrecord.TenantIDValidator = func() func(string) error {
+		validators := idempotencyrecordDescTenantID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(tenant_id string) error {
+			for _, fn := range fns {
+				if err := fn(tenant_id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// idempotencyrecordDescIdempotencyKey is the schema descriptor for idempotency_key field.
+	idempotencyrecordDescIdempotencyKey := idempotencyrecordMixinFields0[1].Descriptor()
+	// idempotencyrecord.IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
+	idempotencyrecord.IdempotencyKeyValidator = idempotencyrecordDescIdempotencyKey.Validators[0].(func(string) error)
+	// idempotencyrecordDescIdempotencyFingerprint is the schema descriptor for idempotency_fingerprint field.
+	idempotencyrecordDescIdempotencyFingerprint := idempotencyrecordMixinFields0[3].Descriptor()
+	// idempotencyrecord.IdempotencyFingerprintValidator is a validator for the "idempotency_fingerprint" field. It is called by the builders before save.
+	idempotencyrecord.IdempotencyFingerprintValidator = idempotencyrecordDescIdempotencyFingerprint.Validators[0].(func(string) error)
+	// idempotencyrecordDescIdempotencyAttempt is the schema descriptor for idempotency_attempt field.
+	idempotencyrecordDescIdempotencyAttempt := idempotencyrecordMixinFields0[5].Descriptor()
+	// idempotencyrecord.DefaultIdempotencyAttempt holds the default value on creation for the idempotency_attempt field.
+	idempotencyrecord.DefaultIdempotencyAttempt = idempotencyrecordDescIdempotencyAttempt.Default.(int)
+	// idempotencyrecord.IdempotencyAttemptValidator is a validator for the "idempotency_attempt" field. It is called by the builders before save.
+	idempotencyrecord.IdempotencyAttemptValidator = idempotencyrecordDescIdempotencyAttempt.Validators[0].(func(int) error)
 	shipmentMixin := schema.Shipment{}.Mixin()
 	shipmentMixinInters0 := shipmentMixin[0].Interceptors()
 	shipment.Interceptors[0] = shipmentMixinInters0[0]

@@ -1,0 +1,106 @@
+// Package counter is the article's counter pattern in the example
+// application: "turn update t set count = count + 1 into insert into events
+// ... on conflict do nothing, and let a background job materialize the
+// count". recordPageView inserts one PageView per idempotency key (its claim);
+// Fold moves unfolded views into PageViewCount.
+//
+// Fold is exactly once because counting a batch and marking it folded happen
+// in one transaction: a crash between the two is a crash before the commit,
+// which undoes both. Several materializers may run at once: on PostgreSQL
+// each locks its batch with FOR UPDATE SKIP LOCKED, on SQLite the database
+// serialises them.
+package counter
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+
+	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/ent/pageview"
+	"github.com/goovo/idem/ent/pageviewcount"
+)
+
+// Fold counts up to batch unfolded page views into PageViewCount and marks
+// them folded, in one transaction. It returns how many it folded.
+func Fold(ctx context.Context, client *ent.Client, batch int) (int, error) {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+
+	q := tx.PageView.Query().Where(pageview.Folded(false)).Order(pageview.ByID()).Limit(batch)
+	if client.IdempotencyBackend().Dialect() == dialect.Postgres {
+		q = q.ForUpdate(sql.WithLockAction(sql.SkipLocked))
+	}
+	views, err := q.All(ctx)
+	if err != nil || len(views) == 0 {
+		return 0, err
+	}
+	type page struct{ tenant, page string }
+	counts := map[page]int{}
+	ids := make([]int, 0, len(views))
+	for _, v := range views {
+		counts[page{v.TenantID, v.Page}]++
+		ids = append(ids, v.ID)
+	}
+	for p, n := range counts {
+		err := tx.PageViewCount.Create().
+			SetTenantID(p.tenant).SetPage(p.page).SetCount(n).
+			OnConflictColumns(pageviewcount.FieldTenantID, pageviewcount.FieldPage).
+			AddCount(n).
+			Exec(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("count %s: %w", p.page, err)
+		}
+	}
+	if err := tx.PageView.Update().Where(pageview.IDIn(ids...)).SetFolded(true).Exec(ctx); err != nil {
+		return 0, err
+	}
+	return len(views), tx.Commit()
+}
+
+// Count returns the folded count of a tenant's page.
+func Count(ctx context.Context, client *ent.Client, tenant, page string) (int, error) {
+	c, err := client.PageViewCount.Query().
+		Where(pageviewcount.TenantID(tenant), pageviewcount.Page(page)).
+		Only(ctx)
+	if ent.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return c.Count, nil
+}
+
+// Run folds page views every interval until ctx ends, as long as batches
+// come back full.
+func Run(ctx context.Context, client *ent.Client, interval time.Duration, batch int, logger *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for {
+			n, err := Fold(ctx, client, batch)
+			if err != nil {
+				if ctx.Err() == nil {
+					logger.Warn("page-view materializer", slog.Any("error", err))
+				}
+				break
+			}
+			if n < batch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
