@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"database/sql"
+	"time"
 )
 
 // Backend connects the hook to the ent client whose tables hold the records.
@@ -23,6 +24,11 @@ type Backend interface {
 	BeginTx(ctx context.Context) (context.Context, Tx, error)
 	// Records returns the record table of the named ent type.
 	Records(entity string) (*Records, bool)
+	// RecordTables lists every record table of the ent package.
+	RecordTables() []*Records
+	// ArchiveTable is the table of the package's idemschema.Archive entity,
+	// where the sweeper moves expired responses; "" when there is none.
+	ArchiveTable() string
 }
 
 // Executor runs SQL: the shape shared by *sql.DB, *sql.Tx and the ent
@@ -47,6 +53,14 @@ type Records struct {
 	Table string
 	// ScopeColumn is the column that holds the tenant.
 	ScopeColumn string
+	// IDColumn is the table's primary key column.
+	IDColumn string
+	// Retention overrides Config.Retention for these records; 0 keeps it.
+	Retention time.Duration
+	// RecordOnly reports that the entity holds nothing but records
+	// (idemschema.Record): the sweeper deletes its purged tombstones,
+	// where a business row only forgets its key.
+	RecordOnly bool
 	// Insert claims c.Key by inserting a new row, built from the mutation's
 	// arguments, with INSERT … ON CONFLICT DO NOTHING; it reports false when
 	// the key is already taken. tx is the mutation's transaction in atomic

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -10,7 +11,9 @@ import (
 
 // Default values of Config.
 const (
-	DefaultLease = 30 * time.Second
+	DefaultLease            = 30 * time.Second
+	DefaultRetention        = 24 * time.Hour
+	DefaultTombstoneHorizon = 30 * 24 * time.Hour
 )
 
 // Config configures the hook. Backend and Tenant are required; every other
@@ -38,6 +41,19 @@ type Config struct {
 	// Extension.Middleware). Default false.
 	KeyHeader bool
 
+	// Retention is how long a finished record's response stays
+	// replayable; an entity's idemschema.Retention overrides it. Past it the
+	// key answers IDEMPOTENCY_KEY_EXPIRED, and never runs again while its
+	// tombstone lasts; the sweeper (Admin.Sweep) moves the response to the
+	// archive table. Default 24 hours, the article's.
+	Retention time.Duration
+
+	// TombstoneHorizon is how long after its completion a key is
+	// remembered at all. Past it the sweeper purges the tombstone and a
+	// request with the key runs as a new intent: clients must not retry an
+	// intent that old. It must exceed every retention. Default 30 days.
+	TombstoneHorizon time.Duration
+
 	// WaitForInFlight is how long a duplicate that finds a live pending claim
 	// waits for its result (and replays it) before answering
 	// IDEMPOTENCY_IN_PROGRESS. Default 0: answer at once.
@@ -55,11 +71,31 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
+	if c.Tenant == nil {
+		return c, errors.New("idem: Config.Tenant is required")
+	}
+	return c.storeDefaults()
+}
+
+// storeDefaults checks and completes what the record store needs: all of
+// Config but Tenant, which only the GraphQL hook needs.
+func (c Config) storeDefaults() (Config, error) {
 	if c.Backend == nil {
 		return c, errors.New("idem: Config.Backend is required (client.IdempotencyBackend())")
 	}
-	if c.Tenant == nil {
-		return c, errors.New("idem: Config.Tenant is required")
+	if c.Retention < 0 || c.TombstoneHorizon < 0 {
+		return c, errors.New("idem: Config.Retention and Config.TombstoneHorizon must not be negative")
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.TombstoneHorizon == 0 {
+		c.TombstoneHorizon = DefaultTombstoneHorizon
+	}
+	for _, r := range c.Backend.RecordTables() {
+		if ret := c.retention(r); ret >= c.TombstoneHorizon {
+			return c, fmt.Errorf("idem: Config.TombstoneHorizon (%v) must exceed the retention of %s (%v)", c.TombstoneHorizon, r.Entity, ret)
+		}
 	}
 	if c.Lease < 0 {
 		return c, errors.New("idem: Config.Lease must not be negative")
@@ -74,6 +110,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	return c, nil
+}
+
+// retention is the retention window of a record table.
+func (c Config) retention(r *Records) time.Duration {
+	if r.Retention > 0 {
+		return r.Retention
+	}
+	return c.Retention
 }
 
 // Clock shifts the database clock as the hook sees it. The zero value adds

@@ -167,6 +167,11 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 		// it takes an expired one over below.
 		attempt, insert, claimedAt, leaseUntil := 1, true, now, now.Add(r.spec.lease)
 		if rec != nil {
+			if expired(rec, r.spec.retention, now) {
+				return nil, "", errorf(CodeKeyExpired, r.key,
+					"idempotency key expired: its result was kept for %v and is archived; the key will not run again, use a new key for a new intent",
+					r.spec.retention)
+			}
 			if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
 				return nil, "", errorf(CodeKeyReused, r.key,
 					"idempotency key was first used for a different request: its %s differ; use a new key for a new intent",
@@ -187,7 +192,11 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 					}
 					return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
 				}
-				ok, err := e.store.TakeOver(ctx, db, r.spec.table, r.tenant, r.key, rec.Attempt, now, leaseUntil)
+				// Detached from the request: a statement that commits while the
+				// client goes away must still be seen as made.
+				dctx, cancel := detached(ctx)
+				ok, err := e.store.TakeOver(dctx, db, r.spec.table, r.tenant, r.key, rec.Attempt, now, leaseUntil)
+				cancel()
 				if err != nil {
 					return nil, "", e.unavailable(r, err)
 				}
@@ -212,6 +221,15 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 		round++
 	}
 	return nil, "", e.inProgress(r, time.Second)
+}
+
+// expired reports whether a finished record is past its retention window:
+// archived by the sweeper, or due to be.
+func expired(rec *store.Record, retention time.Duration, now time.Time) bool {
+	if rec.Status != store.StatusSucceeded && rec.Status != store.StatusFailed {
+		return false
+	}
+	return !rec.ArchivedAt.IsZero() || !now.Before(rec.CompletedAt.Add(retention))
 }
 
 func pollInterval(round int) time.Duration {
@@ -284,9 +302,10 @@ func (e *Extension) execute(ctx context.Context, r *request, cs *claimState, clo
 		case c.inputErr != nil:
 			return outcome{err: c.inputErr}
 		}
-		// gqlgen refused the field before its resolver (argument coercion).
+		// gqlgen refused the field before its resolver (argument coercion):
+		// the same request would be refused again.
 		addErrors(ctx, errs)
-		return outcome{res: res, report: OutcomeReleased}
+		return outcome{res: res, report: OutcomeRefused}
 	}
 
 	if c.retryable || len(errs) > c.finals || ctx.Err() != nil {
@@ -326,11 +345,18 @@ func (e *Extension) execute(ctx context.Context, r *request, cs *claimState, clo
 	return outcome{res: stored.marshaler(), report: OutcomeExecuted}
 }
 
+// detached returns a context for a statement that must run to its end even
+// when the client has gone away: one that commits by itself, whose outcome
+// the protocol must know.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
+}
+
 // release ends the lease of a claim whose attempt will not complete, so that
 // a retry takes it over at once. It runs even when the client has gone away;
 // if it fails, the lease runs out by itself.
 func (e *Extension) release(ctx context.Context, r *request, attempt int) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
+	ctx, cancel := detached(ctx)
 	defer cancel()
 	clock, err := e.store.Now(ctx, e.cfg.Backend.DB())
 	if err == nil {
@@ -369,7 +395,11 @@ func (e *Extension) inProgress(r *request, remaining time.Duration) error {
 // unavailable logs a store failure in full and returns the error clients
 // see, which carries no database text.
 func (e *Extension) unavailable(r *request, err error) error {
-	e.log(context.Background(), slog.LevelError, "idempotency store unavailable", r, slog.Any("error", err))
+	level := slog.LevelError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		level = slog.LevelInfo // the client went away: not the store's fault
+	}
+	e.log(context.Background(), level, "idempotency store unavailable", r, slog.Any("error", err))
 	return errorf(CodeUnavailable, r.key, "the idempotency store is unavailable; the mutation was not applied, retry with the same key")
 }
 
@@ -463,7 +493,13 @@ func (c *call) begin(ctx context.Context, args map[string]any) (context.Context,
 	e := c.ext
 	if c.claim.Mode == ModeLease {
 		if c.insert {
-			if !c.insertClaim(ctx, nil, args) {
+			// The claim commits by itself: detached from the request, so
+			// that a client going away cannot leave it committed but
+			// unknown to us (and so unreleased).
+			dctx, cancel := detached(ctx)
+			claimed := c.insertClaim(dctx, nil, args)
+			cancel()
+			if !claimed {
 				return ctx, errNotRun
 			}
 			c.claimed = true
@@ -536,6 +572,9 @@ func (c *call) complete(ctx context.Context, status string, response []byte) (bo
 		if c.claim.Mode == ModeLease {
 			c.rollback(ctx)
 			exec = e.cfg.Backend.DB()
+			var cancel context.CancelFunc
+			ctx, cancel = detached(ctx)
+			defer cancel()
 		} else if err := e.store.RollbackToSavepoint(ctx, c.tx); err != nil {
 			c.rollback(ctx)
 			return false, err

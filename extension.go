@@ -37,11 +37,12 @@ type Extension struct {
 
 // fieldSpec is what the hook knows of one idempotent mutation field.
 type fieldSpec struct {
-	name    string
-	records *Records
-	table   store.Table
-	mode    Mode
-	lease   time.Duration
+	name      string
+	records   *Records
+	table     store.Table
+	mode      Mode
+	lease     time.Duration
+	retention time.Duration
 }
 
 var (
@@ -120,7 +121,8 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)
 	}
 	spec.records = recs
-	spec.table = store.Table{Name: recs.Table, Scope: recs.ScopeColumn}
+	spec.table = store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn}
+	spec.retention = e.cfg.retention(recs)
 	return spec, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/goovo/idem/ent/idempotencyarchive"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/pageview"
 	"github.com/goovo/idem/ent/pageviewcount"
@@ -77,11 +78,12 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			order.Table:         order.ValidColumn,
-			pageview.Table:      pageview.ValidColumn,
-			pageviewcount.Table: pageviewcount.ValidColumn,
-			payment.Table:       payment.ValidColumn,
-			refund.Table:        refund.ValidColumn,
+			idempotencyarchive.Table: idempotencyarchive.ValidColumn,
+			order.Table:              order.ValidColumn,
+			pageview.Table:           pageview.ValidColumn,
+			pageviewcount.Table:      pageviewcount.ValidColumn,
+			payment.Table:            payment.ValidColumn,
+			refund.Table:             refund.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -6,10 +6,12 @@ import (
 	"context"
 	stdsql "database/sql"
 	"errors"
+	"time"
 
 	"entgo.io/ent/dialect/sql"
 	"github.com/goovo/idem"
 
+	"github.com/goovo/idem/ent/idempotencyarchive"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/pageview"
 	"github.com/goovo/idem/ent/payment"
@@ -46,37 +48,59 @@ func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem
 
 // Records implements idem.Backend.
 func (b *idempotencyBackend) Records(entity string) (*idem.Records, bool) {
-	switch entity {
-	case "Order":
-		return &idem.Records{
+	for _, r := range b.RecordTables() {
+		if r.Entity == entity {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// RecordTables implements idem.Backend.
+func (b *idempotencyBackend) RecordTables() []*idem.Records {
+	return []*idem.Records{
+		{
 			Entity:      "Order",
 			Table:       order.Table,
 			ScopeColumn: order.FieldTenantID,
+			IDColumn:    order.FieldID,
+			Retention:   0 * time.Second,
+			RecordOnly:  false,
 			Insert:      b.insertOrder,
-		}, true
-	case "PageView":
-		return &idem.Records{
+		},
+		{
 			Entity:      "PageView",
 			Table:       pageview.Table,
 			ScopeColumn: pageview.FieldTenantID,
+			IDColumn:    pageview.FieldID,
+			Retention:   0 * time.Second,
+			RecordOnly:  false,
 			Insert:      b.insertPageView,
-		}, true
-	case "Payment":
-		return &idem.Records{
+		},
+		{
 			Entity:      "Payment",
 			Table:       payment.Table,
 			ScopeColumn: payment.FieldTenantID,
+			IDColumn:    payment.FieldID,
+			Retention:   0 * time.Second,
+			RecordOnly:  false,
 			Insert:      b.insertPayment,
-		}, true
-	case "Refund":
-		return &idem.Records{
+		},
+		{
 			Entity:      "Refund",
 			Table:       refund.Table,
 			ScopeColumn: refund.FieldTenantID,
+			IDColumn:    refund.FieldID,
+			Retention:   0 * time.Second,
+			RecordOnly:  false,
 			Insert:      b.insertRefund,
-		}, true
+		},
 	}
-	return nil, false
+}
+
+// ArchiveTable implements idem.Backend.
+func (b *idempotencyBackend) ArchiveTable() string {
+	return idempotencyarchive.Table
 }
 
 // clientFor returns the client of tx, or the non-transactional client.

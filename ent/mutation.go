@@ -11,6 +11,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
+	"github.com/goovo/idem/ent/idempotencyarchive"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/pageview"
 	"github.com/goovo/idem/ent/pageviewcount"
@@ -28,12 +29,902 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeOrder         = "Order"
-	TypePageView      = "PageView"
-	TypePageViewCount = "PageViewCount"
-	TypePayment       = "Payment"
-	TypeRefund        = "Refund"
+	TypeIdempotencyArchive = "IdempotencyArchive"
+	TypeOrder              = "Order"
+	TypePageView           = "PageView"
+	TypePageViewCount      = "PageViewCount"
+	TypePayment            = "Payment"
+	TypeRefund             = "Refund"
 )
+
+// IdempotencyArchiveMutation represents an operation that mutates the IdempotencyArchive nodes in the graph.
+type IdempotencyArchiveMutation struct {
+	config
+	op                       Op
+	typ                      string
+	id                       *int
+	record_table             *string
+	tenant_id                *string
+	idempotency_key          *string
+	idempotency_status       *string
+	idempotency_fingerprint  *string
+	idempotency_response     *[]byte
+	idempotency_attempt      *int
+	addidempotency_attempt   *int
+	idempotency_claimed_at   *time.Time
+	idempotency_completed_at *time.Time
+	idempotency_archived_at  *time.Time
+	clearedFields            map[string]struct{}
+	done                     bool
+	oldValue                 func(context.Context) (*IdempotencyArchive, error)
+	predicates               []predicate.IdempotencyArchive
+}
+
+var _ ent.Mutation = (*IdempotencyArchiveMutation)(nil)
+
+// idempotencyarchiveOption allows management of the mutation configuration using functional options.
+type idempotencyarchiveOption func(*IdempotencyArchiveMutation)
+
+// newIdempotencyArchiveMutation creates new mutation for the IdempotencyArchive entity.
+func newIdempotencyArchiveMutation(c config, op Op, opts ...idempotencyarchiveOption) *IdempotencyArchiveMutation {
+	m := &IdempotencyArchiveMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeIdempotencyArchive,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withIdempotencyArchiveID sets the ID field of the mutation.
+func withIdempotencyArchiveID(id int) idempotencyarchiveOption {
+	return func(m *IdempotencyArchiveMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *IdempotencyArchive
+		)
+		m.oldValue = func(ctx context.Context) (*IdempotencyArchive, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().IdempotencyArchive.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withIdempotencyArchive sets the old IdempotencyArchive of the mutation.
+func withIdempotencyArchive(node *IdempotencyArchive) idempotencyarchiveOption {
+	return func(m *IdempotencyArchiveMutation) {
+		m.oldValue = func(context.Context) (*IdempotencyArchive, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m IdempotencyArchiveMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m IdempotencyArchiveMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *IdempotencyArchiveMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *IdempotencyArchiveMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().IdempotencyArchive.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetRecordTable sets the "record_table" field.
+func (m *IdempotencyArchiveMutation) SetRecordTable(s string) {
+	m.record_table = &s
+}
+
+// RecordTable returns the value of the "record_table" field in the mutation.
+func (m *IdempotencyArchiveMutation) RecordTable() (r string, exists bool) {
+	v := m.record_table
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecordTable returns the old "record_table" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldRecordTable(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecordTable is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecordTable requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecordTable: %w", err)
+	}
+	return oldValue.RecordTable, nil
+}
+
+// ResetRecordTable resets all changes to the "record_table" field.
+func (m *IdempotencyArchiveMutation) ResetRecordTable() {
+	m.record_table = nil
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *IdempotencyArchiveMutation) SetTenantID(s string) {
+	m.tenant_id = &s
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *IdempotencyArchiveMutation) TenantID() (r string, exists bool) {
+	v := m.tenant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldTenantID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *IdempotencyArchiveMutation) ResetTenantID() {
+	m.tenant_id = nil
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyKey(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+}
+
+// SetIdempotencyStatus sets the "idempotency_status" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyStatus(s string) {
+	m.idempotency_status = &s
+}
+
+// IdempotencyStatus returns the value of the "idempotency_status" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyStatus() (r string, exists bool) {
+	v := m.idempotency_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyStatus returns the old "idempotency_status" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyStatus(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyStatus: %w", err)
+	}
+	return oldValue.IdempotencyStatus, nil
+}
+
+// ResetIdempotencyStatus resets all changes to the "idempotency_status" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyStatus() {
+	m.idempotency_status = nil
+}
+
+// SetIdempotencyFingerprint sets the "idempotency_fingerprint" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyFingerprint(s string) {
+	m.idempotency_fingerprint = &s
+}
+
+// IdempotencyFingerprint returns the value of the "idempotency_fingerprint" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyFingerprint() (r string, exists bool) {
+	v := m.idempotency_fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyFingerprint returns the old "idempotency_fingerprint" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyFingerprint(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyFingerprint: %w", err)
+	}
+	return oldValue.IdempotencyFingerprint, nil
+}
+
+// ResetIdempotencyFingerprint resets all changes to the "idempotency_fingerprint" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+}
+
+// SetIdempotencyResponse sets the "idempotency_response" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyResponse(b []byte) {
+	m.idempotency_response = &b
+}
+
+// IdempotencyResponse returns the value of the "idempotency_response" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyResponse() (r []byte, exists bool) {
+	v := m.idempotency_response
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyResponse returns the old "idempotency_response" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyResponse(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyResponse is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyResponse requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyResponse: %w", err)
+	}
+	return oldValue.IdempotencyResponse, nil
+}
+
+// ClearIdempotencyResponse clears the value of the "idempotency_response" field.
+func (m *IdempotencyArchiveMutation) ClearIdempotencyResponse() {
+	m.idempotency_response = nil
+	m.clearedFields[idempotencyarchive.FieldIdempotencyResponse] = struct{}{}
+}
+
+// IdempotencyResponseCleared returns if the "idempotency_response" field was cleared in this mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyResponseCleared() bool {
+	_, ok := m.clearedFields[idempotencyarchive.FieldIdempotencyResponse]
+	return ok
+}
+
+// ResetIdempotencyResponse resets all changes to the "idempotency_response" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyResponse() {
+	m.idempotency_response = nil
+	delete(m.clearedFields, idempotencyarchive.FieldIdempotencyResponse)
+}
+
+// SetIdempotencyAttempt sets the "idempotency_attempt" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyAttempt(i int) {
+	m.idempotency_attempt = &i
+	m.addidempotency_attempt = nil
+}
+
+// IdempotencyAttempt returns the value of the "idempotency_attempt" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyAttempt() (r int, exists bool) {
+	v := m.idempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyAttempt returns the old "idempotency_attempt" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyAttempt(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyAttempt: %w", err)
+	}
+	return oldValue.IdempotencyAttempt, nil
+}
+
+// AddIdempotencyAttempt adds i to the "idempotency_attempt" field.
+func (m *IdempotencyArchiveMutation) AddIdempotencyAttempt(i int) {
+	if m.addidempotency_attempt != nil {
+		*m.addidempotency_attempt += i
+	} else {
+		m.addidempotency_attempt = &i
+	}
+}
+
+// AddedIdempotencyAttempt returns the value that was added to the "idempotency_attempt" field in this mutation.
+func (m *IdempotencyArchiveMutation) AddedIdempotencyAttempt() (r int, exists bool) {
+	v := m.addidempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetIdempotencyAttempt resets all changes to the "idempotency_attempt" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyAttempt() {
+	m.idempotency_attempt = nil
+	m.addidempotency_attempt = nil
+}
+
+// SetIdempotencyClaimedAt sets the "idempotency_claimed_at" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyClaimedAt(t time.Time) {
+	m.idempotency_claimed_at = &t
+}
+
+// IdempotencyClaimedAt returns the value of the "idempotency_claimed_at" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyClaimedAt() (r time.Time, exists bool) {
+	v := m.idempotency_claimed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyClaimedAt returns the old "idempotency_claimed_at" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyClaimedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyClaimedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyClaimedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyClaimedAt: %w", err)
+	}
+	return oldValue.IdempotencyClaimedAt, nil
+}
+
+// ClearIdempotencyClaimedAt clears the value of the "idempotency_claimed_at" field.
+func (m *IdempotencyArchiveMutation) ClearIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	m.clearedFields[idempotencyarchive.FieldIdempotencyClaimedAt] = struct{}{}
+}
+
+// IdempotencyClaimedAtCleared returns if the "idempotency_claimed_at" field was cleared in this mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyClaimedAtCleared() bool {
+	_, ok := m.clearedFields[idempotencyarchive.FieldIdempotencyClaimedAt]
+	return ok
+}
+
+// ResetIdempotencyClaimedAt resets all changes to the "idempotency_claimed_at" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	delete(m.clearedFields, idempotencyarchive.FieldIdempotencyClaimedAt)
+}
+
+// SetIdempotencyCompletedAt sets the "idempotency_completed_at" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyCompletedAt(t time.Time) {
+	m.idempotency_completed_at = &t
+}
+
+// IdempotencyCompletedAt returns the value of the "idempotency_completed_at" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyCompletedAt() (r time.Time, exists bool) {
+	v := m.idempotency_completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyCompletedAt returns the old "idempotency_completed_at" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyCompletedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyCompletedAt: %w", err)
+	}
+	return oldValue.IdempotencyCompletedAt, nil
+}
+
+// ResetIdempotencyCompletedAt resets all changes to the "idempotency_completed_at" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyArchivedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+}
+
+// Where appends a list predicates to the IdempotencyArchiveMutation builder.
+func (m *IdempotencyArchiveMutation) Where(ps ...predicate.IdempotencyArchive) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the IdempotencyArchiveMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *IdempotencyArchiveMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.IdempotencyArchive, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *IdempotencyArchiveMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *IdempotencyArchiveMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (IdempotencyArchive).
+func (m *IdempotencyArchiveMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *IdempotencyArchiveMutation) Fields() []string {
+	fields := make([]string, 0, 10)
+	if m.record_table != nil {
+		fields = append(fields, idempotencyarchive.FieldRecordTable)
+	}
+	if m.tenant_id != nil {
+		fields = append(fields, idempotencyarchive.FieldTenantID)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyKey)
+	}
+	if m.idempotency_status != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyStatus)
+	}
+	if m.idempotency_fingerprint != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyFingerprint)
+	}
+	if m.idempotency_response != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyResponse)
+	}
+	if m.idempotency_attempt != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyAttempt)
+	}
+	if m.idempotency_claimed_at != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyClaimedAt)
+	}
+	if m.idempotency_completed_at != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyCompletedAt)
+	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyArchivedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *IdempotencyArchiveMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		return m.RecordTable()
+	case idempotencyarchive.FieldTenantID:
+		return m.TenantID()
+	case idempotencyarchive.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case idempotencyarchive.FieldIdempotencyStatus:
+		return m.IdempotencyStatus()
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		return m.IdempotencyFingerprint()
+	case idempotencyarchive.FieldIdempotencyResponse:
+		return m.IdempotencyResponse()
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		return m.IdempotencyAttempt()
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		return m.IdempotencyClaimedAt()
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		return m.IdempotencyCompletedAt()
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *IdempotencyArchiveMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		return m.OldRecordTable(ctx)
+	case idempotencyarchive.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case idempotencyarchive.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case idempotencyarchive.FieldIdempotencyStatus:
+		return m.OldIdempotencyStatus(ctx)
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		return m.OldIdempotencyFingerprint(ctx)
+	case idempotencyarchive.FieldIdempotencyResponse:
+		return m.OldIdempotencyResponse(ctx)
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		return m.OldIdempotencyAttempt(ctx)
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		return m.OldIdempotencyClaimedAt(ctx)
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		return m.OldIdempotencyCompletedAt(ctx)
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown IdempotencyArchive field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdempotencyArchiveMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecordTable(v)
+		return nil
+	case idempotencyarchive.FieldTenantID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyStatus:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyStatus(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyFingerprint(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyResponse:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyResponse(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyAttempt(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyClaimedAt(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *IdempotencyArchiveMutation) AddedFields() []string {
+	var fields []string
+	if m.addidempotency_attempt != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *IdempotencyArchiveMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		return m.AddedIdempotencyAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdempotencyArchiveMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddIdempotencyAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *IdempotencyArchiveMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(idempotencyarchive.FieldIdempotencyResponse) {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyResponse)
+	}
+	if m.FieldCleared(idempotencyarchive.FieldIdempotencyClaimedAt) {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyClaimedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *IdempotencyArchiveMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ClearField(name string) error {
+	switch name {
+	case idempotencyarchive.FieldIdempotencyResponse:
+		m.ClearIdempotencyResponse()
+		return nil
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		m.ClearIdempotencyClaimedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ResetField(name string) error {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		m.ResetRecordTable()
+		return nil
+	case idempotencyarchive.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case idempotencyarchive.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case idempotencyarchive.FieldIdempotencyStatus:
+		m.ResetIdempotencyStatus()
+		return nil
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		m.ResetIdempotencyFingerprint()
+		return nil
+	case idempotencyarchive.FieldIdempotencyResponse:
+		m.ResetIdempotencyResponse()
+		return nil
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		m.ResetIdempotencyAttempt()
+		return nil
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		m.ResetIdempotencyClaimedAt()
+		return nil
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		m.ResetIdempotencyCompletedAt()
+		return nil
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *IdempotencyArchiveMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *IdempotencyArchiveMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *IdempotencyArchiveMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *IdempotencyArchiveMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *IdempotencyArchiveMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *IdempotencyArchiveMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown IdempotencyArchive unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown IdempotencyArchive edge %s", name)
+}
 
 // OrderMutation represents an operation that mutates the Order nodes in the graph.
 type OrderMutation struct {
@@ -51,6 +942,7 @@ type OrderMutation struct {
 	idempotency_lease_expires_at *time.Time
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
+	idempotency_archived_at      *time.Time
 	amount                       *int
 	addamount                    *int
 	currency                     *string
@@ -597,6 +1489,55 @@ func (m *OrderMutation) ResetIdempotencyCompletedAt() {
 	delete(m.clearedFields, order.FieldIdempotencyCompletedAt)
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *OrderMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *OrderMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldIdempotencyArchivedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (m *OrderMutation) ClearIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	m.clearedFields[order.FieldIdempotencyArchivedAt] = struct{}{}
+}
+
+// IdempotencyArchivedAtCleared returns if the "idempotency_archived_at" field was cleared in this mutation.
+func (m *OrderMutation) IdempotencyArchivedAtCleared() bool {
+	_, ok := m.clearedFields[order.FieldIdempotencyArchivedAt]
+	return ok
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *OrderMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	delete(m.clearedFields, order.FieldIdempotencyArchivedAt)
+}
+
 // SetAmount sets the "amount" field.
 func (m *OrderMutation) SetAmount(i int) {
 	m.amount = &i
@@ -813,7 +1754,7 @@ func (m *OrderMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *OrderMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.tenant_id != nil {
 		fields = append(fields, order.FieldTenantID)
 	}
@@ -840,6 +1781,9 @@ func (m *OrderMutation) Fields() []string {
 	}
 	if m.idempotency_completed_at != nil {
 		fields = append(fields, order.FieldIdempotencyCompletedAt)
+	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, order.FieldIdempotencyArchivedAt)
 	}
 	if m.amount != nil {
 		fields = append(fields, order.FieldAmount)
@@ -876,6 +1820,8 @@ func (m *OrderMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyClaimedAt()
 	case order.FieldIdempotencyCompletedAt:
 		return m.IdempotencyCompletedAt()
+	case order.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
 	case order.FieldAmount:
 		return m.Amount()
 	case order.FieldCurrency:
@@ -909,6 +1855,8 @@ func (m *OrderMutation) OldField(ctx context.Context, name string) (ent.Value, e
 		return m.OldIdempotencyClaimedAt(ctx)
 	case order.FieldIdempotencyCompletedAt:
 		return m.OldIdempotencyCompletedAt(ctx)
+	case order.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
 	case order.FieldAmount:
 		return m.OldAmount(ctx)
 	case order.FieldCurrency:
@@ -986,6 +1934,13 @@ func (m *OrderMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case order.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
 		return nil
 	case order.FieldAmount:
 		v, ok := value.(int)
@@ -1086,6 +2041,9 @@ func (m *OrderMutation) ClearedFields() []string {
 	if m.FieldCleared(order.FieldIdempotencyCompletedAt) {
 		fields = append(fields, order.FieldIdempotencyCompletedAt)
 	}
+	if m.FieldCleared(order.FieldIdempotencyArchivedAt) {
+		fields = append(fields, order.FieldIdempotencyArchivedAt)
+	}
 	return fields
 }
 
@@ -1121,6 +2079,9 @@ func (m *OrderMutation) ClearField(name string) error {
 	case order.FieldIdempotencyCompletedAt:
 		m.ClearIdempotencyCompletedAt()
 		return nil
+	case order.FieldIdempotencyArchivedAt:
+		m.ClearIdempotencyArchivedAt()
+		return nil
 	}
 	return fmt.Errorf("unknown Order nullable field %s", name)
 }
@@ -1155,6 +2116,9 @@ func (m *OrderMutation) ResetField(name string) error {
 		return nil
 	case order.FieldIdempotencyCompletedAt:
 		m.ResetIdempotencyCompletedAt()
+		return nil
+	case order.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
 		return nil
 	case order.FieldAmount:
 		m.ResetAmount()
@@ -1269,6 +2233,7 @@ type PageViewMutation struct {
 	idempotency_lease_expires_at *time.Time
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
+	idempotency_archived_at      *time.Time
 	page                         *string
 	folded                       *bool
 	clearedFields                map[string]struct{}
@@ -1810,6 +2775,55 @@ func (m *PageViewMutation) ResetIdempotencyCompletedAt() {
 	delete(m.clearedFields, pageview.FieldIdempotencyCompletedAt)
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *PageViewMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *PageViewMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyArchivedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (m *PageViewMutation) ClearIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	m.clearedFields[pageview.FieldIdempotencyArchivedAt] = struct{}{}
+}
+
+// IdempotencyArchivedAtCleared returns if the "idempotency_archived_at" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyArchivedAtCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyArchivedAt]
+	return ok
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *PageViewMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyArchivedAt)
+}
+
 // SetPage sets the "page" field.
 func (m *PageViewMutation) SetPage(s string) {
 	m.page = &s
@@ -1916,7 +2930,7 @@ func (m *PageViewMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PageViewMutation) Fields() []string {
-	fields := make([]string, 0, 11)
+	fields := make([]string, 0, 12)
 	if m.tenant_id != nil {
 		fields = append(fields, pageview.FieldTenantID)
 	}
@@ -1943,6 +2957,9 @@ func (m *PageViewMutation) Fields() []string {
 	}
 	if m.idempotency_completed_at != nil {
 		fields = append(fields, pageview.FieldIdempotencyCompletedAt)
+	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, pageview.FieldIdempotencyArchivedAt)
 	}
 	if m.page != nil {
 		fields = append(fields, pageview.FieldPage)
@@ -1976,6 +2993,8 @@ func (m *PageViewMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyClaimedAt()
 	case pageview.FieldIdempotencyCompletedAt:
 		return m.IdempotencyCompletedAt()
+	case pageview.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
 	case pageview.FieldPage:
 		return m.Page()
 	case pageview.FieldFolded:
@@ -2007,6 +3026,8 @@ func (m *PageViewMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldIdempotencyClaimedAt(ctx)
 	case pageview.FieldIdempotencyCompletedAt:
 		return m.OldIdempotencyCompletedAt(ctx)
+	case pageview.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
 	case pageview.FieldPage:
 		return m.OldPage(ctx)
 	case pageview.FieldFolded:
@@ -2082,6 +3103,13 @@ func (m *PageViewMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case pageview.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
 		return nil
 	case pageview.FieldPage:
 		v, ok := value.(string)
@@ -2163,6 +3191,9 @@ func (m *PageViewMutation) ClearedFields() []string {
 	if m.FieldCleared(pageview.FieldIdempotencyCompletedAt) {
 		fields = append(fields, pageview.FieldIdempotencyCompletedAt)
 	}
+	if m.FieldCleared(pageview.FieldIdempotencyArchivedAt) {
+		fields = append(fields, pageview.FieldIdempotencyArchivedAt)
+	}
 	return fields
 }
 
@@ -2198,6 +3229,9 @@ func (m *PageViewMutation) ClearField(name string) error {
 	case pageview.FieldIdempotencyCompletedAt:
 		m.ClearIdempotencyCompletedAt()
 		return nil
+	case pageview.FieldIdempotencyArchivedAt:
+		m.ClearIdempotencyArchivedAt()
+		return nil
 	}
 	return fmt.Errorf("unknown PageView nullable field %s", name)
 }
@@ -2232,6 +3266,9 @@ func (m *PageViewMutation) ResetField(name string) error {
 		return nil
 	case pageview.FieldIdempotencyCompletedAt:
 		m.ResetIdempotencyCompletedAt()
+		return nil
+	case pageview.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
 		return nil
 	case pageview.FieldPage:
 		m.ResetPage()
@@ -2777,6 +3814,7 @@ type PaymentMutation struct {
 	idempotency_lease_expires_at *time.Time
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
+	idempotency_archived_at      *time.Time
 	amount                       *int
 	addamount                    *int
 	provider_charge_id           *string
@@ -3326,6 +4364,55 @@ func (m *PaymentMutation) ResetIdempotencyCompletedAt() {
 	delete(m.clearedFields, payment.FieldIdempotencyCompletedAt)
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *PaymentMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *PaymentMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldIdempotencyArchivedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (m *PaymentMutation) ClearIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	m.clearedFields[payment.FieldIdempotencyArchivedAt] = struct{}{}
+}
+
+// IdempotencyArchivedAtCleared returns if the "idempotency_archived_at" field was cleared in this mutation.
+func (m *PaymentMutation) IdempotencyArchivedAtCleared() bool {
+	_, ok := m.clearedFields[payment.FieldIdempotencyArchivedAt]
+	return ok
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *PaymentMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	delete(m.clearedFields, payment.FieldIdempotencyArchivedAt)
+}
+
 // SetAmount sets the "amount" field.
 func (m *PaymentMutation) SetAmount(i int) {
 	m.amount = &i
@@ -3614,7 +4701,7 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.tenant_id != nil {
 		fields = append(fields, payment.FieldTenantID)
 	}
@@ -3641,6 +4728,9 @@ func (m *PaymentMutation) Fields() []string {
 	}
 	if m.idempotency_completed_at != nil {
 		fields = append(fields, payment.FieldIdempotencyCompletedAt)
+	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, payment.FieldIdempotencyArchivedAt)
 	}
 	if m.amount != nil {
 		fields = append(fields, payment.FieldAmount)
@@ -3677,6 +4767,8 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyClaimedAt()
 	case payment.FieldIdempotencyCompletedAt:
 		return m.IdempotencyCompletedAt()
+	case payment.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
 	case payment.FieldAmount:
 		return m.Amount()
 	case payment.FieldProviderChargeID:
@@ -3710,6 +4802,8 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldIdempotencyClaimedAt(ctx)
 	case payment.FieldIdempotencyCompletedAt:
 		return m.OldIdempotencyCompletedAt(ctx)
+	case payment.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
 	case payment.FieldAmount:
 		return m.OldAmount(ctx)
 	case payment.FieldProviderChargeID:
@@ -3787,6 +4881,13 @@ func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case payment.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
 		return nil
 	case payment.FieldAmount:
 		v, ok := value.(int)
@@ -3899,6 +5000,9 @@ func (m *PaymentMutation) ClearedFields() []string {
 	if m.FieldCleared(payment.FieldIdempotencyCompletedAt) {
 		fields = append(fields, payment.FieldIdempotencyCompletedAt)
 	}
+	if m.FieldCleared(payment.FieldIdempotencyArchivedAt) {
+		fields = append(fields, payment.FieldIdempotencyArchivedAt)
+	}
 	if m.FieldCleared(payment.FieldProviderChargeID) {
 		fields = append(fields, payment.FieldProviderChargeID)
 	}
@@ -3937,6 +5041,9 @@ func (m *PaymentMutation) ClearField(name string) error {
 	case payment.FieldIdempotencyCompletedAt:
 		m.ClearIdempotencyCompletedAt()
 		return nil
+	case payment.FieldIdempotencyArchivedAt:
+		m.ClearIdempotencyArchivedAt()
+		return nil
 	case payment.FieldProviderChargeID:
 		m.ClearProviderChargeID()
 		return nil
@@ -3974,6 +5081,9 @@ func (m *PaymentMutation) ResetField(name string) error {
 		return nil
 	case payment.FieldIdempotencyCompletedAt:
 		m.ResetIdempotencyCompletedAt()
+		return nil
+	case payment.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
 		return nil
 	case payment.FieldAmount:
 		m.ResetAmount()
@@ -4106,6 +5216,7 @@ type RefundMutation struct {
 	idempotency_lease_expires_at *time.Time
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
+	idempotency_archived_at      *time.Time
 	amount                       *int
 	addamount                    *int
 	clearedFields                map[string]struct{}
@@ -4649,6 +5760,55 @@ func (m *RefundMutation) ResetIdempotencyCompletedAt() {
 	delete(m.clearedFields, refund.FieldIdempotencyCompletedAt)
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *RefundMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *RefundMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyArchivedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (m *RefundMutation) ClearIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	m.clearedFields[refund.FieldIdempotencyArchivedAt] = struct{}{}
+}
+
+// IdempotencyArchivedAtCleared returns if the "idempotency_archived_at" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyArchivedAtCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyArchivedAt]
+	return ok
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *RefundMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	delete(m.clearedFields, refund.FieldIdempotencyArchivedAt)
+}
+
 // SetAmount sets the "amount" field.
 func (m *RefundMutation) SetAmount(i int) {
 	m.amount = &i
@@ -4802,7 +5962,7 @@ func (m *RefundMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RefundMutation) Fields() []string {
-	fields := make([]string, 0, 11)
+	fields := make([]string, 0, 12)
 	if m.tenant_id != nil {
 		fields = append(fields, refund.FieldTenantID)
 	}
@@ -4829,6 +5989,9 @@ func (m *RefundMutation) Fields() []string {
 	}
 	if m.idempotency_completed_at != nil {
 		fields = append(fields, refund.FieldIdempotencyCompletedAt)
+	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, refund.FieldIdempotencyArchivedAt)
 	}
 	if m.amount != nil {
 		fields = append(fields, refund.FieldAmount)
@@ -4862,6 +6025,8 @@ func (m *RefundMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyClaimedAt()
 	case refund.FieldIdempotencyCompletedAt:
 		return m.IdempotencyCompletedAt()
+	case refund.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
 	case refund.FieldAmount:
 		return m.Amount()
 	case refund.FieldPaymentID:
@@ -4893,6 +6058,8 @@ func (m *RefundMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldIdempotencyClaimedAt(ctx)
 	case refund.FieldIdempotencyCompletedAt:
 		return m.OldIdempotencyCompletedAt(ctx)
+	case refund.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
 	case refund.FieldAmount:
 		return m.OldAmount(ctx)
 	case refund.FieldPaymentID:
@@ -4968,6 +6135,13 @@ func (m *RefundMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case refund.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
 		return nil
 	case refund.FieldAmount:
 		v, ok := value.(int)
@@ -5061,6 +6235,9 @@ func (m *RefundMutation) ClearedFields() []string {
 	if m.FieldCleared(refund.FieldIdempotencyCompletedAt) {
 		fields = append(fields, refund.FieldIdempotencyCompletedAt)
 	}
+	if m.FieldCleared(refund.FieldIdempotencyArchivedAt) {
+		fields = append(fields, refund.FieldIdempotencyArchivedAt)
+	}
 	return fields
 }
 
@@ -5096,6 +6273,9 @@ func (m *RefundMutation) ClearField(name string) error {
 	case refund.FieldIdempotencyCompletedAt:
 		m.ClearIdempotencyCompletedAt()
 		return nil
+	case refund.FieldIdempotencyArchivedAt:
+		m.ClearIdempotencyArchivedAt()
+		return nil
 	}
 	return fmt.Errorf("unknown Refund nullable field %s", name)
 }
@@ -5130,6 +6310,9 @@ func (m *RefundMutation) ResetField(name string) error {
 		return nil
 	case refund.FieldIdempotencyCompletedAt:
 		m.ResetIdempotencyCompletedAt()
+		return nil
+	case refund.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
 		return nil
 	case refund.FieldAmount:
 		m.ResetAmount()

@@ -35,6 +35,8 @@ type Order struct {
 	IdempotencyClaimedAt *time.Time `json:"idempotency_claimed_at,omitempty"`
 	// Database time at which the result was stored.
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
+	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
+	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
 	// Amount in minor units (cents).
 	Amount int `json:"amount,omitempty"`
 	// ISO 4217 code, e.g. EUR.
@@ -82,7 +84,7 @@ func (*Order) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case order.FieldTenantID, order.FieldIdempotencyKey, order.FieldIdempotencyStatus, order.FieldIdempotencyFingerprint, order.FieldCurrency:
 			values[i] = new(sql.NullString)
-		case order.FieldIdempotencyLeaseExpiresAt, order.FieldIdempotencyClaimedAt, order.FieldIdempotencyCompletedAt:
+		case order.FieldIdempotencyLeaseExpiresAt, order.FieldIdempotencyClaimedAt, order.FieldIdempotencyCompletedAt, order.FieldIdempotencyArchivedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -163,6 +165,13 @@ func (_m *Order) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyCompletedAt = new(time.Time)
 				*_m.IdempotencyCompletedAt = value.Time
+			}
+		case order.FieldIdempotencyArchivedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_archived_at", values[i])
+			} else if value.Valid {
+				_m.IdempotencyArchivedAt = new(time.Time)
+				*_m.IdempotencyArchivedAt = value.Time
 			}
 		case order.FieldAmount:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -259,6 +268,11 @@ func (_m *Order) String() string {
 	builder.WriteString(", ")
 	if v := _m.IdempotencyCompletedAt; v != nil {
 		builder.WriteString("idempotency_completed_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyArchivedAt; v != nil {
+		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteString(", ")

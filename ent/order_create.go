@@ -133,6 +133,20 @@ func (_c *OrderCreate) SetNillableIdempotencyCompletedAt(v *time.Time) *OrderCre
 	return _c
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_c *OrderCreate) SetIdempotencyArchivedAt(v time.Time) *OrderCreate {
+	_c.mutation.SetIdempotencyArchivedAt(v)
+	return _c
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_c *OrderCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *OrderCreate {
+	if v != nil {
+		_c.SetIdempotencyArchivedAt(*v)
+	}
+	return _c
+}
+
 // SetAmount sets the "amount" field.
 func (_c *OrderCreate) SetAmount(v int) *OrderCreate {
 	_c.mutation.SetAmount(v)
@@ -324,6 +338,10 @@ func (_c *OrderCreate) createSpec() (*Order, *sqlgraph.CreateSpec) {
 		_spec.SetField(order.FieldIdempotencyCompletedAt, field.TypeTime, value)
 		_node.IdempotencyCompletedAt = &value
 	}
+	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(order.FieldIdempotencyArchivedAt, field.TypeTime, value)
+		_node.IdempotencyArchivedAt = &value
+	}
 	if value, ok := _c.mutation.Amount(); ok {
 		_spec.SetField(order.FieldAmount, field.TypeInt, value)
 		_node.Amount = value
@@ -491,6 +509,24 @@ func (u *OrderUpsert) UpdateIdempotencyCompletedAt() *OrderUpsert {
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (u *OrderUpsert) ClearIdempotencyCompletedAt() *OrderUpsert {
 	u.SetNull(order.FieldIdempotencyCompletedAt)
+	return u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *OrderUpsert) SetIdempotencyArchivedAt(v time.Time) *OrderUpsert {
+	u.Set(order.FieldIdempotencyArchivedAt, v)
+	return u
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *OrderUpsert) UpdateIdempotencyArchivedAt() *OrderUpsert {
+	u.SetExcluded(order.FieldIdempotencyArchivedAt)
+	return u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *OrderUpsert) ClearIdempotencyArchivedAt() *OrderUpsert {
+	u.SetNull(order.FieldIdempotencyArchivedAt)
 	return u
 }
 
@@ -692,6 +728,27 @@ func (u *OrderUpsertOne) UpdateIdempotencyCompletedAt() *OrderUpsertOne {
 func (u *OrderUpsertOne) ClearIdempotencyCompletedAt() *OrderUpsertOne {
 	return u.Update(func(s *OrderUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *OrderUpsertOne) SetIdempotencyArchivedAt(v time.Time) *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *OrderUpsertOne) UpdateIdempotencyArchivedAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *OrderUpsertOne) ClearIdempotencyArchivedAt() *OrderUpsertOne {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 
@@ -1066,6 +1123,27 @@ func (u *OrderUpsertBulk) UpdateIdempotencyCompletedAt() *OrderUpsertBulk {
 func (u *OrderUpsertBulk) ClearIdempotencyCompletedAt() *OrderUpsertBulk {
 	return u.Update(func(s *OrderUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *OrderUpsertBulk) SetIdempotencyArchivedAt(v time.Time) *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *OrderUpsertBulk) UpdateIdempotencyArchivedAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *OrderUpsertBulk) ClearIdempotencyArchivedAt() *OrderUpsertBulk {
+	return u.Update(func(s *OrderUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 

@@ -122,6 +122,26 @@ func (_u *OrderUpdate) ClearIdempotencyCompletedAt() *OrderUpdate {
 	return _u
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *OrderUpdate) SetIdempotencyArchivedAt(v time.Time) *OrderUpdate {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *OrderUpdate) SetNillableIdempotencyArchivedAt(v *time.Time) *OrderUpdate {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *OrderUpdate) ClearIdempotencyArchivedAt() *OrderUpdate {
+	_u.mutation.ClearIdempotencyArchivedAt()
+	return _u
+}
+
 // SetAmount sets the "amount" field.
 func (_u *OrderUpdate) SetAmount(v int) *OrderUpdate {
 	_u.mutation.ResetAmount()
@@ -305,6 +325,12 @@ func (_u *OrderUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(order.FieldIdempotencyCompletedAt, field.TypeTime)
 	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(order.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(order.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(order.FieldAmount, field.TypeInt, value)
 	}
@@ -472,6 +498,26 @@ func (_u *OrderUpdateOne) SetNillableIdempotencyCompletedAt(v *time.Time) *Order
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (_u *OrderUpdateOne) ClearIdempotencyCompletedAt() *OrderUpdateOne {
 	_u.mutation.ClearIdempotencyCompletedAt()
+	return _u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *OrderUpdateOne) SetIdempotencyArchivedAt(v time.Time) *OrderUpdateOne {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *OrderUpdateOne) SetNillableIdempotencyArchivedAt(v *time.Time) *OrderUpdateOne {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *OrderUpdateOne) ClearIdempotencyArchivedAt() *OrderUpdateOne {
+	_u.mutation.ClearIdempotencyArchivedAt()
 	return _u
 }
 
@@ -687,6 +733,12 @@ func (_u *OrderUpdateOne) sqlSave(ctx context.Context) (_node *Order, err error)
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(order.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(order.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(order.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(order.FieldAmount, field.TypeInt, value)

@@ -35,6 +35,8 @@ type PageView struct {
 	IdempotencyClaimedAt *time.Time `json:"idempotency_claimed_at,omitempty"`
 	// Database time at which the result was stored.
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
+	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
+	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
 	// Page holds the value of the "page" field.
 	Page string `json:"page,omitempty"`
 	// Counted into PageViewCount, in the same transaction that set it.
@@ -55,7 +57,7 @@ func (*PageView) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case pageview.FieldTenantID, pageview.FieldIdempotencyKey, pageview.FieldIdempotencyStatus, pageview.FieldIdempotencyFingerprint, pageview.FieldPage:
 			values[i] = new(sql.NullString)
-		case pageview.FieldIdempotencyLeaseExpiresAt, pageview.FieldIdempotencyClaimedAt, pageview.FieldIdempotencyCompletedAt:
+		case pageview.FieldIdempotencyLeaseExpiresAt, pageview.FieldIdempotencyClaimedAt, pageview.FieldIdempotencyCompletedAt, pageview.FieldIdempotencyArchivedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -136,6 +138,13 @@ func (_m *PageView) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyCompletedAt = new(time.Time)
 				*_m.IdempotencyCompletedAt = value.Time
+			}
+		case pageview.FieldIdempotencyArchivedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_archived_at", values[i])
+			} else if value.Valid {
+				_m.IdempotencyArchivedAt = new(time.Time)
+				*_m.IdempotencyArchivedAt = value.Time
 			}
 		case pageview.FieldPage:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -221,6 +230,11 @@ func (_m *PageView) String() string {
 	builder.WriteString(", ")
 	if v := _m.IdempotencyCompletedAt; v != nil {
 		builder.WriteString("idempotency_completed_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyArchivedAt; v != nil {
+		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteString(", ")

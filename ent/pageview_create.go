@@ -132,6 +132,20 @@ func (_c *PageViewCreate) SetNillableIdempotencyCompletedAt(v *time.Time) *PageV
 	return _c
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_c *PageViewCreate) SetIdempotencyArchivedAt(v time.Time) *PageViewCreate {
+	_c.mutation.SetIdempotencyArchivedAt(v)
+	return _c
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_c *PageViewCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *PageViewCreate {
+	if v != nil {
+		_c.SetIdempotencyArchivedAt(*v)
+	}
+	return _c
+}
+
 // SetPage sets the "page" field.
 func (_c *PageViewCreate) SetPage(v string) *PageViewCreate {
 	_c.mutation.SetPage(v)
@@ -304,6 +318,10 @@ func (_c *PageViewCreate) createSpec() (*PageView, *sqlgraph.CreateSpec) {
 		_spec.SetField(pageview.FieldIdempotencyCompletedAt, field.TypeTime, value)
 		_node.IdempotencyCompletedAt = &value
 	}
+	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(pageview.FieldIdempotencyArchivedAt, field.TypeTime, value)
+		_node.IdempotencyArchivedAt = &value
+	}
 	if value, ok := _c.mutation.Page(); ok {
 		_spec.SetField(pageview.FieldPage, field.TypeString, value)
 		_node.Page = value
@@ -451,6 +469,24 @@ func (u *PageViewUpsert) UpdateIdempotencyCompletedAt() *PageViewUpsert {
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (u *PageViewUpsert) ClearIdempotencyCompletedAt() *PageViewUpsert {
 	u.SetNull(pageview.FieldIdempotencyCompletedAt)
+	return u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *PageViewUpsert) SetIdempotencyArchivedAt(v time.Time) *PageViewUpsert {
+	u.Set(pageview.FieldIdempotencyArchivedAt, v)
+	return u
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *PageViewUpsert) UpdateIdempotencyArchivedAt() *PageViewUpsert {
+	u.SetExcluded(pageview.FieldIdempotencyArchivedAt)
+	return u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *PageViewUpsert) ClearIdempotencyArchivedAt() *PageViewUpsert {
+	u.SetNull(pageview.FieldIdempotencyArchivedAt)
 	return u
 }
 
@@ -625,6 +661,27 @@ func (u *PageViewUpsertOne) UpdateIdempotencyCompletedAt() *PageViewUpsertOne {
 func (u *PageViewUpsertOne) ClearIdempotencyCompletedAt() *PageViewUpsertOne {
 	return u.Update(func(s *PageViewUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *PageViewUpsertOne) SetIdempotencyArchivedAt(v time.Time) *PageViewUpsertOne {
+	return u.Update(func(s *PageViewUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *PageViewUpsertOne) UpdateIdempotencyArchivedAt() *PageViewUpsertOne {
+	return u.Update(func(s *PageViewUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *PageViewUpsertOne) ClearIdempotencyArchivedAt() *PageViewUpsertOne {
+	return u.Update(func(s *PageViewUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 
@@ -967,6 +1024,27 @@ func (u *PageViewUpsertBulk) UpdateIdempotencyCompletedAt() *PageViewUpsertBulk 
 func (u *PageViewUpsertBulk) ClearIdempotencyCompletedAt() *PageViewUpsertBulk {
 	return u.Update(func(s *PageViewUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *PageViewUpsertBulk) SetIdempotencyArchivedAt(v time.Time) *PageViewUpsertBulk {
+	return u.Update(func(s *PageViewUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *PageViewUpsertBulk) UpdateIdempotencyArchivedAt() *PageViewUpsertBulk {
+	return u.Update(func(s *PageViewUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *PageViewUpsertBulk) ClearIdempotencyArchivedAt() *PageViewUpsertBulk {
+	return u.Update(func(s *PageViewUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 

@@ -121,6 +121,26 @@ func (_u *PageViewUpdate) ClearIdempotencyCompletedAt() *PageViewUpdate {
 	return _u
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *PageViewUpdate) SetIdempotencyArchivedAt(v time.Time) *PageViewUpdate {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *PageViewUpdate) SetNillableIdempotencyArchivedAt(v *time.Time) *PageViewUpdate {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *PageViewUpdate) ClearIdempotencyArchivedAt() *PageViewUpdate {
+	_u.mutation.ClearIdempotencyArchivedAt()
+	return _u
+}
+
 // SetFolded sets the "folded" field.
 func (_u *PageViewUpdate) SetFolded(v bool) *PageViewUpdate {
 	_u.mutation.SetFolded(v)
@@ -232,6 +252,12 @@ func (_u *PageViewUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(pageview.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(pageview.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(pageview.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Folded(); ok {
 		_spec.SetField(pageview.FieldFolded, field.TypeBool, value)
@@ -346,6 +372,26 @@ func (_u *PageViewUpdateOne) SetNillableIdempotencyCompletedAt(v *time.Time) *Pa
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (_u *PageViewUpdateOne) ClearIdempotencyCompletedAt() *PageViewUpdateOne {
 	_u.mutation.ClearIdempotencyCompletedAt()
+	return _u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *PageViewUpdateOne) SetIdempotencyArchivedAt(v time.Time) *PageViewUpdateOne {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *PageViewUpdateOne) SetNillableIdempotencyArchivedAt(v *time.Time) *PageViewUpdateOne {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *PageViewUpdateOne) ClearIdempotencyArchivedAt() *PageViewUpdateOne {
+	_u.mutation.ClearIdempotencyArchivedAt()
 	return _u
 }
 
@@ -490,6 +536,12 @@ func (_u *PageViewUpdateOne) sqlSave(ctx context.Context) (_node *PageView, err 
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(pageview.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(pageview.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(pageview.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Folded(); ok {
 		_spec.SetField(pageview.FieldFolded, field.TypeBool, value)

@@ -36,6 +36,8 @@ type Payment struct {
 	IdempotencyClaimedAt *time.Time `json:"idempotency_claimed_at,omitempty"`
 	// Database time at which the result was stored.
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
+	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
+	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
 	// Amount charged, in minor units.
 	Amount int `json:"amount,omitempty"`
 	// The payment provider's id of the charge.
@@ -95,7 +97,7 @@ func (*Payment) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case payment.FieldTenantID, payment.FieldIdempotencyKey, payment.FieldIdempotencyStatus, payment.FieldIdempotencyFingerprint, payment.FieldProviderChargeID:
 			values[i] = new(sql.NullString)
-		case payment.FieldIdempotencyLeaseExpiresAt, payment.FieldIdempotencyClaimedAt, payment.FieldIdempotencyCompletedAt:
+		case payment.FieldIdempotencyLeaseExpiresAt, payment.FieldIdempotencyClaimedAt, payment.FieldIdempotencyCompletedAt, payment.FieldIdempotencyArchivedAt:
 			values[i] = new(sql.NullTime)
 		case payment.ForeignKeys[0]: // order_payments
 			values[i] = new(sql.NullInt64)
@@ -178,6 +180,13 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyCompletedAt = new(time.Time)
 				*_m.IdempotencyCompletedAt = value.Time
+			}
+		case payment.FieldIdempotencyArchivedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_archived_at", values[i])
+			} else if value.Valid {
+				_m.IdempotencyArchivedAt = new(time.Time)
+				*_m.IdempotencyArchivedAt = value.Time
 			}
 		case payment.FieldAmount:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -286,6 +295,11 @@ func (_m *Payment) String() string {
 	builder.WriteString(", ")
 	if v := _m.IdempotencyCompletedAt; v != nil {
 		builder.WriteString("idempotency_completed_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyArchivedAt; v != nil {
+		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteString(", ")

@@ -134,6 +134,20 @@ func (_c *PaymentCreate) SetNillableIdempotencyCompletedAt(v *time.Time) *Paymen
 	return _c
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_c *PaymentCreate) SetIdempotencyArchivedAt(v time.Time) *PaymentCreate {
+	_c.mutation.SetIdempotencyArchivedAt(v)
+	return _c
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_c *PaymentCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *PaymentCreate {
+	if v != nil {
+		_c.SetIdempotencyArchivedAt(*v)
+	}
+	return _c
+}
+
 // SetAmount sets the "amount" field.
 func (_c *PaymentCreate) SetAmount(v int) *PaymentCreate {
 	_c.mutation.SetAmount(v)
@@ -349,6 +363,10 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 		_spec.SetField(payment.FieldIdempotencyCompletedAt, field.TypeTime, value)
 		_node.IdempotencyCompletedAt = &value
 	}
+	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(payment.FieldIdempotencyArchivedAt, field.TypeTime, value)
+		_node.IdempotencyArchivedAt = &value
+	}
 	if value, ok := _c.mutation.Amount(); ok {
 		_spec.SetField(payment.FieldAmount, field.TypeInt, value)
 		_node.Amount = value
@@ -533,6 +551,24 @@ func (u *PaymentUpsert) UpdateIdempotencyCompletedAt() *PaymentUpsert {
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (u *PaymentUpsert) ClearIdempotencyCompletedAt() *PaymentUpsert {
 	u.SetNull(payment.FieldIdempotencyCompletedAt)
+	return u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *PaymentUpsert) SetIdempotencyArchivedAt(v time.Time) *PaymentUpsert {
+	u.Set(payment.FieldIdempotencyArchivedAt, v)
+	return u
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *PaymentUpsert) UpdateIdempotencyArchivedAt() *PaymentUpsert {
+	u.SetExcluded(payment.FieldIdempotencyArchivedAt)
+	return u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *PaymentUpsert) ClearIdempotencyArchivedAt() *PaymentUpsert {
+	u.SetNull(payment.FieldIdempotencyArchivedAt)
 	return u
 }
 
@@ -746,6 +782,27 @@ func (u *PaymentUpsertOne) UpdateIdempotencyCompletedAt() *PaymentUpsertOne {
 func (u *PaymentUpsertOne) ClearIdempotencyCompletedAt() *PaymentUpsertOne {
 	return u.Update(func(s *PaymentUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *PaymentUpsertOne) SetIdempotencyArchivedAt(v time.Time) *PaymentUpsertOne {
+	return u.Update(func(s *PaymentUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *PaymentUpsertOne) UpdateIdempotencyArchivedAt() *PaymentUpsertOne {
+	return u.Update(func(s *PaymentUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *PaymentUpsertOne) ClearIdempotencyArchivedAt() *PaymentUpsertOne {
+	return u.Update(func(s *PaymentUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 
@@ -1134,6 +1191,27 @@ func (u *PaymentUpsertBulk) UpdateIdempotencyCompletedAt() *PaymentUpsertBulk {
 func (u *PaymentUpsertBulk) ClearIdempotencyCompletedAt() *PaymentUpsertBulk {
 	return u.Update(func(s *PaymentUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *PaymentUpsertBulk) SetIdempotencyArchivedAt(v time.Time) *PaymentUpsertBulk {
+	return u.Update(func(s *PaymentUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *PaymentUpsertBulk) UpdateIdempotencyArchivedAt() *PaymentUpsertBulk {
+	return u.Update(func(s *PaymentUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *PaymentUpsertBulk) ClearIdempotencyArchivedAt() *PaymentUpsertBulk {
+	return u.Update(func(s *PaymentUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 

@@ -123,6 +123,26 @@ func (_u *PaymentUpdate) ClearIdempotencyCompletedAt() *PaymentUpdate {
 	return _u
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *PaymentUpdate) SetIdempotencyArchivedAt(v time.Time) *PaymentUpdate {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *PaymentUpdate) SetNillableIdempotencyArchivedAt(v *time.Time) *PaymentUpdate {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *PaymentUpdate) ClearIdempotencyArchivedAt() *PaymentUpdate {
+	_u.mutation.ClearIdempotencyArchivedAt()
+	return _u
+}
+
 // SetAmount sets the "amount" field.
 func (_u *PaymentUpdate) SetAmount(v int) *PaymentUpdate {
 	_u.mutation.ResetAmount()
@@ -344,6 +364,12 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(payment.FieldIdempotencyCompletedAt, field.TypeTime)
 	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(payment.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(payment.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(payment.FieldAmount, field.TypeInt, value)
 	}
@@ -546,6 +572,26 @@ func (_u *PaymentUpdateOne) SetNillableIdempotencyCompletedAt(v *time.Time) *Pay
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (_u *PaymentUpdateOne) ClearIdempotencyCompletedAt() *PaymentUpdateOne {
 	_u.mutation.ClearIdempotencyCompletedAt()
+	return _u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *PaymentUpdateOne) SetIdempotencyArchivedAt(v time.Time) *PaymentUpdateOne {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *PaymentUpdateOne) SetNillableIdempotencyArchivedAt(v *time.Time) *PaymentUpdateOne {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *PaymentUpdateOne) ClearIdempotencyArchivedAt() *PaymentUpdateOne {
+	_u.mutation.ClearIdempotencyArchivedAt()
 	return _u
 }
 
@@ -799,6 +845,12 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(payment.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(payment.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(payment.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(payment.FieldAmount, field.TypeInt, value)

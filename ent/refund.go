@@ -36,6 +36,8 @@ type Refund struct {
 	IdempotencyClaimedAt *time.Time `json:"idempotency_claimed_at,omitempty"`
 	// Database time at which the result was stored.
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
+	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
+	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
 	// Amount refunded, in minor units.
 	Amount int `json:"amount,omitempty"`
 	// PaymentID holds the value of the "payment_id" field.
@@ -79,7 +81,7 @@ func (*Refund) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case refund.FieldTenantID, refund.FieldIdempotencyKey, refund.FieldIdempotencyStatus, refund.FieldIdempotencyFingerprint:
 			values[i] = new(sql.NullString)
-		case refund.FieldIdempotencyLeaseExpiresAt, refund.FieldIdempotencyClaimedAt, refund.FieldIdempotencyCompletedAt:
+		case refund.FieldIdempotencyLeaseExpiresAt, refund.FieldIdempotencyClaimedAt, refund.FieldIdempotencyCompletedAt, refund.FieldIdempotencyArchivedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -160,6 +162,13 @@ func (_m *Refund) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyCompletedAt = new(time.Time)
 				*_m.IdempotencyCompletedAt = value.Time
+			}
+		case refund.FieldIdempotencyArchivedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_archived_at", values[i])
+			} else if value.Valid {
+				_m.IdempotencyArchivedAt = new(time.Time)
+				*_m.IdempotencyArchivedAt = value.Time
 			}
 		case refund.FieldAmount:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -250,6 +259,11 @@ func (_m *Refund) String() string {
 	builder.WriteString(", ")
 	if v := _m.IdempotencyCompletedAt; v != nil {
 		builder.WriteString("idempotency_completed_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyArchivedAt; v != nil {
+		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteString(", ")

@@ -133,6 +133,20 @@ func (_c *RefundCreate) SetNillableIdempotencyCompletedAt(v *time.Time) *RefundC
 	return _c
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_c *RefundCreate) SetIdempotencyArchivedAt(v time.Time) *RefundCreate {
+	_c.mutation.SetIdempotencyArchivedAt(v)
+	return _c
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_c *RefundCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *RefundCreate {
+	if v != nil {
+		_c.SetIdempotencyArchivedAt(*v)
+	}
+	return _c
+}
+
 // SetAmount sets the "amount" field.
 func (_c *RefundCreate) SetAmount(v int) *RefundCreate {
 	_c.mutation.SetAmount(v)
@@ -296,6 +310,10 @@ func (_c *RefundCreate) createSpec() (*Refund, *sqlgraph.CreateSpec) {
 		_spec.SetField(refund.FieldIdempotencyCompletedAt, field.TypeTime, value)
 		_node.IdempotencyCompletedAt = &value
 	}
+	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(refund.FieldIdempotencyArchivedAt, field.TypeTime, value)
+		_node.IdempotencyArchivedAt = &value
+	}
 	if value, ok := _c.mutation.Amount(); ok {
 		_spec.SetField(refund.FieldAmount, field.TypeInt, value)
 		_node.Amount = value
@@ -456,6 +474,24 @@ func (u *RefundUpsert) UpdateIdempotencyCompletedAt() *RefundUpsert {
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (u *RefundUpsert) ClearIdempotencyCompletedAt() *RefundUpsert {
 	u.SetNull(refund.FieldIdempotencyCompletedAt)
+	return u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *RefundUpsert) SetIdempotencyArchivedAt(v time.Time) *RefundUpsert {
+	u.Set(refund.FieldIdempotencyArchivedAt, v)
+	return u
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *RefundUpsert) UpdateIdempotencyArchivedAt() *RefundUpsert {
+	u.SetExcluded(refund.FieldIdempotencyArchivedAt)
+	return u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *RefundUpsert) ClearIdempotencyArchivedAt() *RefundUpsert {
+	u.SetNull(refund.FieldIdempotencyArchivedAt)
 	return u
 }
 
@@ -636,6 +672,27 @@ func (u *RefundUpsertOne) UpdateIdempotencyCompletedAt() *RefundUpsertOne {
 func (u *RefundUpsertOne) ClearIdempotencyCompletedAt() *RefundUpsertOne {
 	return u.Update(func(s *RefundUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *RefundUpsertOne) SetIdempotencyArchivedAt(v time.Time) *RefundUpsertOne {
+	return u.Update(func(s *RefundUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *RefundUpsertOne) UpdateIdempotencyArchivedAt() *RefundUpsertOne {
+	return u.Update(func(s *RefundUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *RefundUpsertOne) ClearIdempotencyArchivedAt() *RefundUpsertOne {
+	return u.Update(func(s *RefundUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 
@@ -985,6 +1042,27 @@ func (u *RefundUpsertBulk) UpdateIdempotencyCompletedAt() *RefundUpsertBulk {
 func (u *RefundUpsertBulk) ClearIdempotencyCompletedAt() *RefundUpsertBulk {
 	return u.Update(func(s *RefundUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *RefundUpsertBulk) SetIdempotencyArchivedAt(v time.Time) *RefundUpsertBulk {
+	return u.Update(func(s *RefundUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *RefundUpsertBulk) UpdateIdempotencyArchivedAt() *RefundUpsertBulk {
+	return u.Update(func(s *RefundUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *RefundUpsertBulk) ClearIdempotencyArchivedAt() *RefundUpsertBulk {
+	return u.Update(func(s *RefundUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 

@@ -121,6 +121,26 @@ func (_u *RefundUpdate) ClearIdempotencyCompletedAt() *RefundUpdate {
 	return _u
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *RefundUpdate) SetIdempotencyArchivedAt(v time.Time) *RefundUpdate {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *RefundUpdate) SetNillableIdempotencyArchivedAt(v *time.Time) *RefundUpdate {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *RefundUpdate) ClearIdempotencyArchivedAt() *RefundUpdate {
+	_u.mutation.ClearIdempotencyArchivedAt()
+	return _u
+}
+
 // SetAmount sets the "amount" field.
 func (_u *RefundUpdate) SetAmount(v int) *RefundUpdate {
 	_u.mutation.ResetAmount()
@@ -243,6 +263,12 @@ func (_u *RefundUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(refund.FieldIdempotencyCompletedAt, field.TypeTime)
 	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(refund.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(refund.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(refund.FieldAmount, field.TypeInt, value)
 	}
@@ -359,6 +385,26 @@ func (_u *RefundUpdateOne) SetNillableIdempotencyCompletedAt(v *time.Time) *Refu
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (_u *RefundUpdateOne) ClearIdempotencyCompletedAt() *RefundUpdateOne {
 	_u.mutation.ClearIdempotencyCompletedAt()
+	return _u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *RefundUpdateOne) SetIdempotencyArchivedAt(v time.Time) *RefundUpdateOne {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *RefundUpdateOne) SetNillableIdempotencyArchivedAt(v *time.Time) *RefundUpdateOne {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *RefundUpdateOne) ClearIdempotencyArchivedAt() *RefundUpdateOne {
+	_u.mutation.ClearIdempotencyArchivedAt()
 	return _u
 }
 
@@ -513,6 +559,12 @@ func (_u *RefundUpdateOne) sqlSave(ctx context.Context) (_node *Refund, err erro
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(refund.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(refund.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(refund.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(refund.FieldAmount, field.TypeInt, value)

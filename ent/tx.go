@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// IdempotencyArchive is the client for interacting with the IdempotencyArchive builders.
+	IdempotencyArchive *IdempotencyArchiveClient
 	// Order is the client for interacting with the Order builders.
 	Order *OrderClient
 	// PageView is the client for interacting with the PageView builders.
@@ -155,6 +157,7 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.IdempotencyArchive = NewIdempotencyArchiveClient(tx.config)
 	tx.Order = NewOrderClient(tx.config)
 	tx.PageView = NewPageViewClient(tx.config)
 	tx.PageViewCount = NewPageViewCountClient(tx.config)
@@ -169,7 +172,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Order.QueryXXX(), the query will be executed
+// applies a query, for example: IdempotencyArchive.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

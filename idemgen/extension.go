@@ -94,6 +94,11 @@ func (e *Extension) Hooks() []gen.Hook {
 				g.Annotations = gen.Annotations{}
 			}
 			g.Annotations[annotationKey] = recs
+			archive, err := archiveType(g)
+			if err != nil {
+				return err
+			}
+			g.Annotations[archiveKey] = archive
 			return next.Generate(g)
 		})
 	}}
@@ -105,7 +110,25 @@ func (e *Extension) EntGQLOption() entgql.ExtensionOption {
 	return entgql.WithSchemaHook(e.schemaHook)
 }
 
-const annotationKey = "IdemGen"
+const (
+	annotationKey = "IdemGen"
+	archiveKey    = "IdemGenArchive"
+)
+
+// archiveType returns the package's idemschema.Archive entity, if any.
+func archiveType(g *gen.Graph) (*gen.Type, error) {
+	var found *gen.Type
+	for _, t := range g.Nodes {
+		if _, ok := t.Annotations[idemschema.ArchiveAnnotation{}.Name()]; !ok {
+			continue
+		}
+		if found != nil {
+			return nil, fmt.Errorf("idemgen: two archive entities, %s and %s; one serves every record table", found.Name, t.Name)
+		}
+		found = t
+	}
+	return found, nil
+}
 
 // Record is what the template knows of one record entity.
 type Record struct {
@@ -127,7 +150,12 @@ type Record struct {
 	// can use the entity as its record.
 	ArgFields []*gen.Field
 	ArgEdges  []*gen.Edge
+	// RetentionSeconds overrides the hook's retention window.
+	RetentionSeconds int
 }
+
+// RecordOnly reports that the entity has nothing but the mixin's fields.
+func (r *Record) RecordOnly() bool { return len(r.ArgFields) == 0 && len(r.Type.Edges) == 0 }
 
 // CreateInput is the name of the entity's GraphQL (and Go) create input.
 func (r *Record) CreateInput() string { return "Create" + r.GQLType + "Input" }
@@ -144,14 +172,14 @@ func records(g *gen.Graph) ([]*Record, error) {
 		if err := ant.Decode(raw); err != nil {
 			return nil, fmt.Errorf("idemgen: %s: %w", t.Name, err)
 		}
-		r := &Record{Type: t, GQLType: t.Name, Create: !ant.NoCreate, Mode: ant.Mode, LeaseSeconds: ant.LeaseSeconds}
+		r := &Record{Type: t, GQLType: t.Name, Create: !ant.NoCreate, Mode: ant.Mode, LeaseSeconds: ant.LeaseSeconds, RetentionSeconds: ant.RetentionSeconds}
 		switch idem.Mode(ant.Mode) {
 		case "", idem.ModeLease, idem.ModeAtomic:
 		default:
 			return nil, fmt.Errorf("idemgen: %s: unknown mode %q (want %q or %q)", t.Name, ant.Mode, idem.ModeLease, idem.ModeAtomic)
 		}
-		if ant.LeaseSeconds < 0 {
-			return nil, fmt.Errorf("idemgen: %s: lease must be positive", t.Name)
+		if ant.LeaseSeconds < 0 || ant.RetentionSeconds < 0 {
+			return nil, fmt.Errorf("idemgen: %s: lease and retention must be positive", t.Name)
 		}
 		for _, f := range t.Fields {
 			switch f.Name {

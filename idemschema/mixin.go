@@ -7,6 +7,7 @@ import (
 
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/field"
@@ -28,6 +29,7 @@ const (
 	FieldLeaseExpiresAt   = "idempotency_lease_expires_at"
 	FieldClaimedAt        = "idempotency_claimed_at"
 	FieldCompletedAt      = "idempotency_completed_at"
+	FieldArchivedAt       = "idempotency_archived_at"
 	maxKeyLength          = idem.MaxKeyLength
 	annotationName        = "Idempotent"
 	statusPending         = string(idem.StatusPending)
@@ -119,14 +121,28 @@ func (m Mixin) Fields() []ent.Field {
 			Optional().Nillable().
 			Comment("Database time at which the result was stored.").
 			Annotations(hidden),
+		field.Time(FieldArchivedAt).
+			Optional().Nillable().
+			Comment("Database time at which the sweeper moved the response to the archive; the row is a tombstone.").
+			Annotations(hidden),
 	)
 }
 
 // Indexes of the mixin.
+//
+// Besides the unique index that decides who owns a key, three partial
+// indexes keep the sweeper's and the operator's work proportional to the rows
+// they look for, not to the table: finished records still holding their
+// response (to archive), tombstones (to purge), pending claims (stuck work).
 func (m Mixin) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields(m.ScopeField(), FieldKey).Unique(),
-		index.Fields(FieldCompletedAt),
+		index.Fields(FieldCompletedAt).
+			Annotations(entsql.IndexWhere(FieldCompletedAt + " IS NOT NULL AND " + FieldArchivedAt + " IS NULL")),
+		index.Fields(FieldArchivedAt).
+			Annotations(entsql.IndexWhere(FieldArchivedAt + " IS NOT NULL")),
+		index.Fields(FieldLeaseExpiresAt).
+			Annotations(entsql.IndexWhere(FieldStatus + " = '" + statusPending + "'")),
 	}
 }
 
@@ -206,6 +222,9 @@ type Annotation struct {
 	// NoCreate: generate no create mutation; the entity only holds the
 	// records of @idempotent mutations that name it.
 	NoCreate bool `json:"no_create,omitempty"`
+	// RetentionSeconds overrides the hook's retention window for the
+	// entity's records.
+	RetentionSeconds int `json:"retention_seconds,omitempty"`
 }
 
 // Atomic makes the generated create mutation run in atomic mode: claim,
@@ -218,6 +237,13 @@ func Atomic() Annotation { return Annotation{Mode: string(idem.ModeAtomic)} }
 // belongs to its attempt (whole seconds, at least one).
 func Lease(d time.Duration) Annotation {
 	return Annotation{LeaseSeconds: max(1, int(d.Round(time.Second)/time.Second))}
+}
+
+// Retention sets how long the entity's finished records keep their response
+// for replay (whole seconds, at least one) before the sweeper archives it;
+// the default is the hook's (24 hours).
+func Retention(d time.Duration) Annotation {
+	return Annotation{RetentionSeconds: max(1, int(d.Round(time.Second)/time.Second))}
 }
 
 // NoCreateMutation keeps the generator from adding a create mutation for the
@@ -249,6 +275,9 @@ func (a Annotation) Merge(other schema.Annotation) schema.Annotation {
 	}
 	if o.LeaseSeconds != 0 {
 		a.LeaseSeconds = o.LeaseSeconds
+	}
+	if o.RetentionSeconds != 0 {
+		a.RetentionSeconds = o.RetentionSeconds
 	}
 	a.NoCreate = a.NoCreate || o.NoCreate
 	return a

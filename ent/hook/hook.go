@@ -9,6 +9,18 @@ import (
 	"github.com/goovo/idem/ent"
 )
 
+// The IdempotencyArchiveFunc type is an adapter to allow the use of ordinary
+// function as IdempotencyArchive mutator.
+type IdempotencyArchiveFunc func(context.Context, *ent.IdempotencyArchiveMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f IdempotencyArchiveFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.IdempotencyArchiveMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.IdempotencyArchiveMutation", m)
+}
+
 // The OrderFunc type is an adapter to allow the use of ordinary
 // function as Order mutator.
 type OrderFunc func(context.Context, *ent.OrderMutation) (ent.Value, error)

@@ -3,11 +3,39 @@
 package migrate
 
 import (
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/dialect/sql/schema"
 	"entgo.io/ent/schema/field"
 )
 
 var (
+	// IdempotencyArchivesColumns holds the columns for the "idempotency_archives" table.
+	IdempotencyArchivesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "record_table", Type: field.TypeString},
+		{Name: "tenant_id", Type: field.TypeString},
+		{Name: "idempotency_key", Type: field.TypeString},
+		{Name: "idempotency_status", Type: field.TypeString},
+		{Name: "idempotency_fingerprint", Type: field.TypeString},
+		{Name: "idempotency_response", Type: field.TypeBytes, Nullable: true},
+		{Name: "idempotency_attempt", Type: field.TypeInt},
+		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_completed_at", Type: field.TypeTime},
+		{Name: "idempotency_archived_at", Type: field.TypeTime},
+	}
+	// IdempotencyArchivesTable holds the schema information for the "idempotency_archives" table.
+	IdempotencyArchivesTable = &schema.Table{
+		Name:       "idempotency_archives",
+		Columns:    IdempotencyArchivesColumns,
+		PrimaryKey: []*schema.Column{IdempotencyArchivesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "idempotencyarchive_record_table_tenant_id_idempotency_key_idempotency_claimed_at",
+				Unique:  true,
+				Columns: []*schema.Column{IdempotencyArchivesColumns[1], IdempotencyArchivesColumns[2], IdempotencyArchivesColumns[3], IdempotencyArchivesColumns[8]},
+			},
+		},
+	}
 	// OrdersColumns holds the columns for the "orders" table.
 	OrdersColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -20,6 +48,7 @@ var (
 		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
 		{Name: "amount", Type: field.TypeInt},
 		{Name: "currency", Type: field.TypeString},
 		{Name: "paid", Type: field.TypeBool, Default: false},
@@ -39,6 +68,25 @@ var (
 				Name:    "order_idempotency_completed_at",
 				Unique:  false,
 				Columns: []*schema.Column{OrdersColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+				},
+			},
+			{
+				Name:    "order_idempotency_archived_at",
+				Unique:  false,
+				Columns: []*schema.Column{OrdersColumns[10]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_archived_at IS NOT NULL",
+				},
+			},
+			{
+				Name:    "order_idempotency_lease_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{OrdersColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_status = 'pending'",
+				},
 			},
 		},
 	}
@@ -54,6 +102,7 @@ var (
 		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
 		{Name: "page", Type: field.TypeString, Size: 2048},
 		{Name: "folded", Type: field.TypeBool, Default: false},
 	}
@@ -72,11 +121,30 @@ var (
 				Name:    "pageview_idempotency_completed_at",
 				Unique:  false,
 				Columns: []*schema.Column{PageViewsColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+				},
+			},
+			{
+				Name:    "pageview_idempotency_archived_at",
+				Unique:  false,
+				Columns: []*schema.Column{PageViewsColumns[10]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_archived_at IS NOT NULL",
+				},
+			},
+			{
+				Name:    "pageview_idempotency_lease_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{PageViewsColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_status = 'pending'",
+				},
 			},
 			{
 				Name:    "pageview_folded",
 				Unique:  false,
-				Columns: []*schema.Column{PageViewsColumns[11]},
+				Columns: []*schema.Column{PageViewsColumns[12]},
 			},
 		},
 	}
@@ -112,6 +180,7 @@ var (
 		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
 		{Name: "amount", Type: field.TypeInt},
 		{Name: "provider_charge_id", Type: field.TypeString, Nullable: true},
 		{Name: "refunded_amount", Type: field.TypeInt, Default: 0},
@@ -125,7 +194,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "payments_orders_payments",
-				Columns:    []*schema.Column{PaymentsColumns[13]},
+				Columns:    []*schema.Column{PaymentsColumns[14]},
 				RefColumns: []*schema.Column{OrdersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -140,6 +209,25 @@ var (
 				Name:    "payment_idempotency_completed_at",
 				Unique:  false,
 				Columns: []*schema.Column{PaymentsColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+				},
+			},
+			{
+				Name:    "payment_idempotency_archived_at",
+				Unique:  false,
+				Columns: []*schema.Column{PaymentsColumns[10]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_archived_at IS NOT NULL",
+				},
+			},
+			{
+				Name:    "payment_idempotency_lease_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{PaymentsColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_status = 'pending'",
+				},
 			},
 		},
 	}
@@ -155,6 +243,7 @@ var (
 		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
 		{Name: "amount", Type: field.TypeInt},
 		{Name: "payment_id", Type: field.TypeInt},
 	}
@@ -166,7 +255,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "refunds_payments_refunds",
-				Columns:    []*schema.Column{RefundsColumns[11]},
+				Columns:    []*schema.Column{RefundsColumns[12]},
 				RefColumns: []*schema.Column{PaymentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -181,11 +270,31 @@ var (
 				Name:    "refund_idempotency_completed_at",
 				Unique:  false,
 				Columns: []*schema.Column{RefundsColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+				},
+			},
+			{
+				Name:    "refund_idempotency_archived_at",
+				Unique:  false,
+				Columns: []*schema.Column{RefundsColumns[10]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_archived_at IS NOT NULL",
+				},
+			},
+			{
+				Name:    "refund_idempotency_lease_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{RefundsColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_status = 'pending'",
+				},
 			},
 		},
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		IdempotencyArchivesTable,
 		OrdersTable,
 		PageViewsTable,
 		PageViewCountsTable,

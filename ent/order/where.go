@@ -95,6 +95,11 @@ func IdempotencyCompletedAt(v time.Time) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldIdempotencyCompletedAt, v))
 }
 
+// IdempotencyArchivedAt applies equality check predicate on the "idempotency_archived_at" field. It's identical to IdempotencyArchivedAtEQ.
+func IdempotencyArchivedAt(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
 // Amount applies equality check predicate on the "amount" field. It's identical to AmountEQ.
 func Amount(v int) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldAmount, v))
@@ -593,6 +598,56 @@ func IdempotencyCompletedAtIsNil() predicate.Order {
 // IdempotencyCompletedAtNotNil applies the NotNil predicate on the "idempotency_completed_at" field.
 func IdempotencyCompletedAtNotNil() predicate.Order {
 	return predicate.Order(sql.FieldNotNull(FieldIdempotencyCompletedAt))
+}
+
+// IdempotencyArchivedAtEQ applies the EQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtEQ(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtNEQ applies the NEQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNEQ(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIn applies the In predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIn(vs ...time.Time) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtNotIn applies the NotIn predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotIn(vs ...time.Time) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtGT applies the GT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGT(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtGTE applies the GTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGTE(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLT applies the LT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLT(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLTE applies the LTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLTE(v time.Time) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIsNil applies the IsNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIsNil() predicate.Order {
+	return predicate.Order(sql.FieldIsNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotNil() predicate.Order {
+	return predicate.Order(sql.FieldNotNull(FieldIdempotencyArchivedAt))
 }
 
 // AmountEQ applies the EQ predicate on the "amount" field.

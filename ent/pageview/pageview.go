@@ -34,6 +34,8 @@ const (
 	FieldIdempotencyClaimedAt = "idempotency_claimed_at"
 	// FieldIdempotencyCompletedAt holds the string denoting the idempotency_completed_at field in the database.
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
+	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
+	FieldIdempotencyArchivedAt = "idempotency_archived_at"
 	// FieldPage holds the string denoting the page field in the database.
 	FieldPage = "page"
 	// FieldFolded holds the string denoting the folded field in the database.
@@ -54,6 +56,7 @@ var Columns = []string{
 	FieldIdempotencyLeaseExpiresAt,
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
+	FieldIdempotencyArchivedAt,
 	FieldPage,
 	FieldFolded,
 }
@@ -161,6 +164,11 @@ func ByIdempotencyClaimedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByIdempotencyCompletedAt orders the results by the idempotency_completed_at field.
 func ByIdempotencyCompletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldIdempotencyCompletedAt, opts...).ToFunc()
+}
+
+// ByIdempotencyArchivedAt orders the results by the idempotency_archived_at field.
+func ByIdempotencyArchivedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldIdempotencyArchivedAt, opts...).ToFunc()
 }
 
 // ByPage orders the results by the page field.

@@ -94,6 +94,11 @@ func IdempotencyCompletedAt(v time.Time) predicate.PageView {
 	return predicate.PageView(sql.FieldEQ(FieldIdempotencyCompletedAt, v))
 }
 
+// IdempotencyArchivedAt applies equality check predicate on the "idempotency_archived_at" field. It's identical to IdempotencyArchivedAtEQ.
+func IdempotencyArchivedAt(v time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
 // Page applies equality check predicate on the "page" field. It's identical to PageEQ.
 func Page(v string) predicate.PageView {
 	return predicate.PageView(sql.FieldEQ(FieldPage, v))
@@ -587,6 +592,56 @@ func IdempotencyCompletedAtIsNil() predicate.PageView {
 // IdempotencyCompletedAtNotNil applies the NotNil predicate on the "idempotency_completed_at" field.
 func IdempotencyCompletedAtNotNil() predicate.PageView {
 	return predicate.PageView(sql.FieldNotNull(FieldIdempotencyCompletedAt))
+}
+
+// IdempotencyArchivedAtEQ applies the EQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtEQ(v time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtNEQ applies the NEQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNEQ(v time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldNEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIn applies the In predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIn(vs ...time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtNotIn applies the NotIn predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotIn(vs ...time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldNotIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtGT applies the GT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGT(v time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldGT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtGTE applies the GTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGTE(v time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldGTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLT applies the LT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLT(v time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldLT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLTE applies the LTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLTE(v time.Time) predicate.PageView {
+	return predicate.PageView(sql.FieldLTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIsNil applies the IsNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIsNil() predicate.PageView {
+	return predicate.PageView(sql.FieldIsNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotNil() predicate.PageView {
+	return predicate.PageView(sql.FieldNotNull(FieldIdempotencyArchivedAt))
 }
 
 // PageEQ applies the EQ predicate on the "page" field.

@@ -35,6 +35,8 @@ const (
 	FieldIdempotencyClaimedAt = "idempotency_claimed_at"
 	// FieldIdempotencyCompletedAt holds the string denoting the idempotency_completed_at field in the database.
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
+	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
+	FieldIdempotencyArchivedAt = "idempotency_archived_at"
 	// FieldAmount holds the string denoting the amount field in the database.
 	FieldAmount = "amount"
 	// FieldProviderChargeID holds the string denoting the provider_charge_id field in the database.
@@ -75,6 +77,7 @@ var Columns = []string{
 	FieldIdempotencyLeaseExpiresAt,
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
+	FieldIdempotencyArchivedAt,
 	FieldAmount,
 	FieldProviderChargeID,
 	FieldRefundedAmount,
@@ -194,6 +197,11 @@ func ByIdempotencyClaimedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByIdempotencyCompletedAt orders the results by the idempotency_completed_at field.
 func ByIdempotencyCompletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldIdempotencyCompletedAt, opts...).ToFunc()
+}
+
+// ByIdempotencyArchivedAt orders the results by the idempotency_archived_at field.
+func ByIdempotencyArchivedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldIdempotencyArchivedAt, opts...).ToFunc()
 }
 
 // ByAmount orders the results by the amount field.

@@ -95,6 +95,11 @@ func IdempotencyCompletedAt(v time.Time) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldIdempotencyCompletedAt, v))
 }
 
+// IdempotencyArchivedAt applies equality check predicate on the "idempotency_archived_at" field. It's identical to IdempotencyArchivedAtEQ.
+func IdempotencyArchivedAt(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
 // Amount applies equality check predicate on the "amount" field. It's identical to AmountEQ.
 func Amount(v int) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldAmount, v))
@@ -593,6 +598,56 @@ func IdempotencyCompletedAtIsNil() predicate.Payment {
 // IdempotencyCompletedAtNotNil applies the NotNil predicate on the "idempotency_completed_at" field.
 func IdempotencyCompletedAtNotNil() predicate.Payment {
 	return predicate.Payment(sql.FieldNotNull(FieldIdempotencyCompletedAt))
+}
+
+// IdempotencyArchivedAtEQ applies the EQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtEQ(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtNEQ applies the NEQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNEQ(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIn applies the In predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIn(vs ...time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtNotIn applies the NotIn predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotIn(vs ...time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtGT applies the GT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGT(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtGTE applies the GTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGTE(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLT applies the LT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLT(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLTE applies the LTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLTE(v time.Time) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIsNil applies the IsNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldIdempotencyArchivedAt))
 }
 
 // AmountEQ applies the EQ predicate on the "amount" field.

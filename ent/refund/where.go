@@ -95,6 +95,11 @@ func IdempotencyCompletedAt(v time.Time) predicate.Refund {
 	return predicate.Refund(sql.FieldEQ(FieldIdempotencyCompletedAt, v))
 }
 
+// IdempotencyArchivedAt applies equality check predicate on the "idempotency_archived_at" field. It's identical to IdempotencyArchivedAtEQ.
+func IdempotencyArchivedAt(v time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
 // Amount applies equality check predicate on the "amount" field. It's identical to AmountEQ.
 func Amount(v int) predicate.Refund {
 	return predicate.Refund(sql.FieldEQ(FieldAmount, v))
@@ -588,6 +593,56 @@ func IdempotencyCompletedAtIsNil() predicate.Refund {
 // IdempotencyCompletedAtNotNil applies the NotNil predicate on the "idempotency_completed_at" field.
 func IdempotencyCompletedAtNotNil() predicate.Refund {
 	return predicate.Refund(sql.FieldNotNull(FieldIdempotencyCompletedAt))
+}
+
+// IdempotencyArchivedAtEQ applies the EQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtEQ(v time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtNEQ applies the NEQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNEQ(v time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldNEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIn applies the In predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIn(vs ...time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtNotIn applies the NotIn predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotIn(vs ...time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldNotIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtGT applies the GT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGT(v time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldGT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtGTE applies the GTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGTE(v time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldGTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLT applies the LT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLT(v time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldLT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLTE applies the LTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLTE(v time.Time) predicate.Refund {
+	return predicate.Refund(sql.FieldLTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIsNil applies the IsNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIsNil() predicate.Refund {
+	return predicate.Refund(sql.FieldIsNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotNil() predicate.Refund {
+	return predicate.Refund(sql.FieldNotNull(FieldIdempotencyArchivedAt))
 }
 
 // AmountEQ applies the EQ predicate on the "amount" field.

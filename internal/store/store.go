@@ -34,10 +34,11 @@ type Executor interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// Table names a record table and its scope column.
+// Table names a record table, its scope column and its primary key.
 type Table struct {
 	Name  string
 	Scope string
+	ID    string
 }
 
 // Record is the idempotency state of one (scope, key).
@@ -49,6 +50,9 @@ type Record struct {
 	LeaseExpiresAt time.Time
 	ClaimedAt      time.Time
 	CompletedAt    time.Time
+	// ArchivedAt is set once the sweeper moved the response to the archive:
+	// the record is a tombstone.
+	ArchivedAt time.Time
 }
 
 // Error is a failure of the record store itself: the database could not be
@@ -109,7 +113,7 @@ type statements struct {
 }
 
 const recordColumns = "idempotency_status, idempotency_fingerprint, idempotency_response, idempotency_attempt, " +
-	"idempotency_lease_expires_at, idempotency_claimed_at, idempotency_completed_at"
+	"idempotency_lease_expires_at, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at"
 
 func (s *Store) statements(t Table) *statements {
 	s.mu.Lock()
@@ -172,9 +176,10 @@ func (s *Store) Lookup(ctx context.Context, ex Executor, t Table, tenant, key st
 		response                  []byte
 		attempt                   sql.NullInt64
 		lease, claimed, completed sql.NullTime
+		archived                  sql.NullTime
 		found                     bool
 	)
-	dest := []any{&status, &fingerprint, &response, &attempt, &lease, &claimed, &completed}
+	dest := []any{&status, &fingerprint, &response, &attempt, &lease, &claimed, &completed, &archived}
 	if s.dialect == Postgres {
 		dest = append([]any{&dbNow}, dest...)
 	}
@@ -207,6 +212,7 @@ func (s *Store) Lookup(ctx context.Context, ex Executor, t Table, tenant, key st
 		LeaseExpiresAt: lease.Time.UTC(),
 		ClaimedAt:      claimed.Time.UTC(),
 		CompletedAt:    completed.Time.UTC(),
+		ArchivedAt:     archived.Time.UTC(),
 	}, clock, nil
 }
 

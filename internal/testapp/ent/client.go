@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
+	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
 	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
 
@@ -26,6 +27,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// IdempotencyArchive is the client for interacting with the IdempotencyArchive builders.
+	IdempotencyArchive *IdempotencyArchiveClient
 	// IdempotencyRecord is the client for interacting with the IdempotencyRecord builders.
 	IdempotencyRecord *IdempotencyRecordClient
 	// Shipment is the client for interacting with the Shipment builders.
@@ -41,6 +44,7 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.IdempotencyArchive = NewIdempotencyArchiveClient(c.config)
 	c.IdempotencyRecord = NewIdempotencyRecordClient(c.config)
 	c.Shipment = NewShipmentClient(c.config)
 }
@@ -133,10 +137,11 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	cfg := c.config
 	cfg.driver = tx
 	return &Tx{
-		ctx:               ctx,
-		config:            cfg,
-		IdempotencyRecord: NewIdempotencyRecordClient(cfg),
-		Shipment:          NewShipmentClient(cfg),
+		ctx:                ctx,
+		config:             cfg,
+		IdempotencyArchive: NewIdempotencyArchiveClient(cfg),
+		IdempotencyRecord:  NewIdempotencyRecordClient(cfg),
+		Shipment:           NewShipmentClient(cfg),
 	}, nil
 }
 
@@ -154,17 +159,18 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	cfg := c.config
 	cfg.driver = &txDriver{tx: tx, drv: c.driver}
 	return &Tx{
-		ctx:               ctx,
-		config:            cfg,
-		IdempotencyRecord: NewIdempotencyRecordClient(cfg),
-		Shipment:          NewShipmentClient(cfg),
+		ctx:                ctx,
+		config:             cfg,
+		IdempotencyArchive: NewIdempotencyArchiveClient(cfg),
+		IdempotencyRecord:  NewIdempotencyRecordClient(cfg),
+		Shipment:           NewShipmentClient(cfg),
 	}, nil
 }
 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		IdempotencyRecord.
+//		IdempotencyArchive.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -186,6 +192,7 @@ func (c *Client) Close() error {
 // Use adds the mutation hooks to all the entity clients.
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
+	c.IdempotencyArchive.Use(hooks...)
 	c.IdempotencyRecord.Use(hooks...)
 	c.Shipment.Use(hooks...)
 }
@@ -193,6 +200,7 @@ func (c *Client) Use(hooks ...Hook) {
 // Intercept adds the query interceptors to all the entity clients.
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
+	c.IdempotencyArchive.Intercept(interceptors...)
 	c.IdempotencyRecord.Intercept(interceptors...)
 	c.Shipment.Intercept(interceptors...)
 }
@@ -200,12 +208,147 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *IdempotencyArchiveMutation:
+		return c.IdempotencyArchive.mutate(ctx, m)
 	case *IdempotencyRecordMutation:
 		return c.IdempotencyRecord.mutate(ctx, m)
 	case *ShipmentMutation:
 		return c.Shipment.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// IdempotencyArchiveClient is a client for the IdempotencyArchive schema.
+type IdempotencyArchiveClient struct {
+	config
+}
+
+// NewIdempotencyArchiveClient returns a client for the IdempotencyArchive from the given config.
+func NewIdempotencyArchiveClient(c config) *IdempotencyArchiveClient {
+	return &IdempotencyArchiveClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `idempotencyarchive.Hooks(f(g(h())))`.
+func (c *IdempotencyArchiveClient) Use(hooks ...Hook) {
+	c.hooks.IdempotencyArchive = append(c.hooks.IdempotencyArchive, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `idempotencyarchive.Intercept(f(g(h())))`.
+func (c *IdempotencyArchiveClient) Intercept(interceptors ...Interceptor) {
+	c.inters.IdempotencyArchive = append(c.inters.IdempotencyArchive, interceptors...)
+}
+
+// Create returns a builder for creating a IdempotencyArchive entity.
+func (c *IdempotencyArchiveClient) Create() *IdempotencyArchiveCreate {
+	mutation := newIdempotencyArchiveMutation(c.config, OpCreate)
+	return &IdempotencyArchiveCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of IdempotencyArchive entities.
+func (c *IdempotencyArchiveClient) CreateBulk(builders ...*IdempotencyArchiveCreate) *IdempotencyArchiveCreateBulk {
+	return &IdempotencyArchiveCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *IdempotencyArchiveClient) MapCreateBulk(slice any, setFunc func(*IdempotencyArchiveCreate, int)) *IdempotencyArchiveCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &IdempotencyArchiveCreateBulk{err: fmt.Errorf("calling to IdempotencyArchiveClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*IdempotencyArchiveCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &IdempotencyArchiveCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for IdempotencyArchive.
+func (c *IdempotencyArchiveClient) Update() *IdempotencyArchiveUpdate {
+	mutation := newIdempotencyArchiveMutation(c.config, OpUpdate)
+	return &IdempotencyArchiveUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *IdempotencyArchiveClient) UpdateOne(_m *IdempotencyArchive) *IdempotencyArchiveUpdateOne {
+	mutation := newIdempotencyArchiveMutation(c.config, OpUpdateOne, withIdempotencyArchive(_m))
+	return &IdempotencyArchiveUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *IdempotencyArchiveClient) UpdateOneID(id int) *IdempotencyArchiveUpdateOne {
+	mutation := newIdempotencyArchiveMutation(c.config, OpUpdateOne, withIdempotencyArchiveID(id))
+	return &IdempotencyArchiveUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for IdempotencyArchive.
+func (c *IdempotencyArchiveClient) Delete() *IdempotencyArchiveDelete {
+	mutation := newIdempotencyArchiveMutation(c.config, OpDelete)
+	return &IdempotencyArchiveDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *IdempotencyArchiveClient) DeleteOne(_m *IdempotencyArchive) *IdempotencyArchiveDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *IdempotencyArchiveClient) DeleteOneID(id int) *IdempotencyArchiveDeleteOne {
+	builder := c.Delete().Where(idempotencyarchive.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &IdempotencyArchiveDeleteOne{builder}
+}
+
+// Query returns a query builder for IdempotencyArchive.
+func (c *IdempotencyArchiveClient) Query() *IdempotencyArchiveQuery {
+	return &IdempotencyArchiveQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeIdempotencyArchive},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a IdempotencyArchive entity by its id.
+func (c *IdempotencyArchiveClient) Get(ctx context.Context, id int) (*IdempotencyArchive, error) {
+	return c.Query().Where(idempotencyarchive.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *IdempotencyArchiveClient) GetX(ctx context.Context, id int) *IdempotencyArchive {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *IdempotencyArchiveClient) Hooks() []Hook {
+	return c.hooks.IdempotencyArchive
+}
+
+// Interceptors returns the client interceptors.
+func (c *IdempotencyArchiveClient) Interceptors() []Interceptor {
+	return c.inters.IdempotencyArchive
+}
+
+func (c *IdempotencyArchiveClient) mutate(ctx context.Context, m *IdempotencyArchiveMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&IdempotencyArchiveCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&IdempotencyArchiveUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&IdempotencyArchiveUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&IdempotencyArchiveDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown IdempotencyArchive mutation op: %q", m.Op())
 	}
 }
 
@@ -480,10 +623,10 @@ func (c *ShipmentClient) mutate(ctx context.Context, m *ShipmentMutation) (Value
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		IdempotencyRecord, Shipment []ent.Hook
+		IdempotencyArchive, IdempotencyRecord, Shipment []ent.Hook
 	}
 	inters struct {
-		IdempotencyRecord, Shipment []ent.Interceptor
+		IdempotencyArchive, IdempotencyRecord, Shipment []ent.Interceptor
 	}
 )
 

@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
 	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
 )
@@ -74,8 +75,9 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
-			idempotencyrecord.Table: idempotencyrecord.ValidColumn,
-			shipment.Table:          shipment.ValidColumn,
+			idempotencyarchive.Table: idempotencyarchive.ValidColumn,
+			idempotencyrecord.Table:  idempotencyrecord.ValidColumn,
+			shipment.Table:           shipment.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

@@ -11,6 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/goovo/idem"
 
+	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
 	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testapp/ent/predicate"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
@@ -45,23 +46,41 @@ func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem
 
 // Records implements idem.Backend.
 func (b *idempotencyBackend) Records(entity string) (*idem.Records, bool) {
-	switch entity {
-	case "IdempotencyRecord":
-		return &idem.Records{
+	for _, r := range b.RecordTables() {
+		if r.Entity == entity {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// RecordTables implements idem.Backend.
+func (b *idempotencyBackend) RecordTables() []*idem.Records {
+	return []*idem.Records{
+		{
 			Entity:      "IdempotencyRecord",
 			Table:       idempotencyrecord.Table,
 			ScopeColumn: idempotencyrecord.FieldTenantID,
+			IDColumn:    idempotencyrecord.FieldID,
+			Retention:   0 * time.Second,
+			RecordOnly:  true,
 			Insert:      b.insertIdempotencyRecord,
-		}, true
-	case "Shipment":
-		return &idem.Records{
+		},
+		{
 			Entity:      "Shipment",
 			Table:       shipment.Table,
 			ScopeColumn: shipment.FieldOrg,
+			IDColumn:    shipment.FieldID,
+			Retention:   0 * time.Second,
+			RecordOnly:  false,
 			Insert:      b.insertShipment,
-		}, true
+		},
 	}
-	return nil, false
+}
+
+// ArchiveTable implements idem.Backend.
+func (b *idempotencyBackend) ArchiveTable() string {
+	return idempotencyarchive.Table
 }
 
 // clientFor returns the client of tx, or the non-transactional client.

@@ -35,7 +35,9 @@ type IdempotencyRecord struct {
 	IdempotencyClaimedAt *time.Time `json:"idempotency_claimed_at,omitempty"`
 	// Database time at which the result was stored.
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
-	selectValues           sql.SelectValues
+	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
+	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
+	selectValues          sql.SelectValues
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -49,7 +51,7 @@ func (*IdempotencyRecord) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey, idempotencyrecord.FieldIdempotencyStatus, idempotencyrecord.FieldIdempotencyFingerprint:
 			values[i] = new(sql.NullString)
-		case idempotencyrecord.FieldIdempotencyLeaseExpiresAt, idempotencyrecord.FieldIdempotencyClaimedAt, idempotencyrecord.FieldIdempotencyCompletedAt:
+		case idempotencyrecord.FieldIdempotencyLeaseExpiresAt, idempotencyrecord.FieldIdempotencyClaimedAt, idempotencyrecord.FieldIdempotencyCompletedAt, idempotencyrecord.FieldIdempotencyArchivedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -131,6 +133,13 @@ func (_m *IdempotencyRecord) assignValues(columns []string, values []any) error 
 				_m.IdempotencyCompletedAt = new(time.Time)
 				*_m.IdempotencyCompletedAt = value.Time
 			}
+		case idempotencyrecord.FieldIdempotencyArchivedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_archived_at", values[i])
+			} else if value.Valid {
+				_m.IdempotencyArchivedAt = new(time.Time)
+				*_m.IdempotencyArchivedAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -203,6 +212,11 @@ func (_m *IdempotencyRecord) String() string {
 	builder.WriteString(", ")
 	if v := _m.IdempotencyCompletedAt; v != nil {
 		builder.WriteString("idempotency_completed_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyArchivedAt; v != nil {
+		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteByte(')')

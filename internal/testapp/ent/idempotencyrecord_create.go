@@ -132,6 +132,20 @@ func (_c *IdempotencyRecordCreate) SetNillableIdempotencyCompletedAt(v *time.Tim
 	return _c
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_c *IdempotencyRecordCreate) SetIdempotencyArchivedAt(v time.Time) *IdempotencyRecordCreate {
+	_c.mutation.SetIdempotencyArchivedAt(v)
+	return _c
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_c *IdempotencyRecordCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *IdempotencyRecordCreate {
+	if v != nil {
+		_c.SetIdempotencyArchivedAt(*v)
+	}
+	return _c
+}
+
 // Mutation returns the IdempotencyRecordMutation object of the builder.
 func (_c *IdempotencyRecordCreate) Mutation() *IdempotencyRecordMutation {
 	return _c.mutation
@@ -268,6 +282,10 @@ func (_c *IdempotencyRecordCreate) createSpec() (*IdempotencyRecord, *sqlgraph.C
 	if value, ok := _c.mutation.IdempotencyCompletedAt(); ok {
 		_spec.SetField(idempotencyrecord.FieldIdempotencyCompletedAt, field.TypeTime, value)
 		_node.IdempotencyCompletedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime, value)
+		_node.IdempotencyArchivedAt = &value
 	}
 	return _node, _spec
 }
@@ -408,6 +426,24 @@ func (u *IdempotencyRecordUpsert) UpdateIdempotencyCompletedAt() *IdempotencyRec
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (u *IdempotencyRecordUpsert) ClearIdempotencyCompletedAt() *IdempotencyRecordUpsert {
 	u.SetNull(idempotencyrecord.FieldIdempotencyCompletedAt)
+	return u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *IdempotencyRecordUpsert) SetIdempotencyArchivedAt(v time.Time) *IdempotencyRecordUpsert {
+	u.Set(idempotencyrecord.FieldIdempotencyArchivedAt, v)
+	return u
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *IdempotencyRecordUpsert) UpdateIdempotencyArchivedAt() *IdempotencyRecordUpsert {
+	u.SetExcluded(idempotencyrecord.FieldIdempotencyArchivedAt)
+	return u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *IdempotencyRecordUpsert) ClearIdempotencyArchivedAt() *IdempotencyRecordUpsert {
+	u.SetNull(idempotencyrecord.FieldIdempotencyArchivedAt)
 	return u
 }
 
@@ -567,6 +603,27 @@ func (u *IdempotencyRecordUpsertOne) UpdateIdempotencyCompletedAt() *Idempotency
 func (u *IdempotencyRecordUpsertOne) ClearIdempotencyCompletedAt() *IdempotencyRecordUpsertOne {
 	return u.Update(func(s *IdempotencyRecordUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *IdempotencyRecordUpsertOne) SetIdempotencyArchivedAt(v time.Time) *IdempotencyRecordUpsertOne {
+	return u.Update(func(s *IdempotencyRecordUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *IdempotencyRecordUpsertOne) UpdateIdempotencyArchivedAt() *IdempotencyRecordUpsertOne {
+	return u.Update(func(s *IdempotencyRecordUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *IdempotencyRecordUpsertOne) ClearIdempotencyArchivedAt() *IdempotencyRecordUpsertOne {
+	return u.Update(func(s *IdempotencyRecordUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 
@@ -892,6 +949,27 @@ func (u *IdempotencyRecordUpsertBulk) UpdateIdempotencyCompletedAt() *Idempotenc
 func (u *IdempotencyRecordUpsertBulk) ClearIdempotencyCompletedAt() *IdempotencyRecordUpsertBulk {
 	return u.Update(func(s *IdempotencyRecordUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *IdempotencyRecordUpsertBulk) SetIdempotencyArchivedAt(v time.Time) *IdempotencyRecordUpsertBulk {
+	return u.Update(func(s *IdempotencyRecordUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *IdempotencyRecordUpsertBulk) UpdateIdempotencyArchivedAt() *IdempotencyRecordUpsertBulk {
+	return u.Update(func(s *IdempotencyRecordUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *IdempotencyRecordUpsertBulk) ClearIdempotencyArchivedAt() *IdempotencyRecordUpsertBulk {
+	return u.Update(func(s *IdempotencyRecordUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 

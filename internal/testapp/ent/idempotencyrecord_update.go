@@ -121,6 +121,26 @@ func (_u *IdempotencyRecordUpdate) ClearIdempotencyCompletedAt() *IdempotencyRec
 	return _u
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *IdempotencyRecordUpdate) SetIdempotencyArchivedAt(v time.Time) *IdempotencyRecordUpdate {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *IdempotencyRecordUpdate) SetNillableIdempotencyArchivedAt(v *time.Time) *IdempotencyRecordUpdate {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *IdempotencyRecordUpdate) ClearIdempotencyArchivedAt() *IdempotencyRecordUpdate {
+	_u.mutation.ClearIdempotencyArchivedAt()
+	return _u
+}
+
 // Mutation returns the IdempotencyRecordMutation object of the builder.
 func (_u *IdempotencyRecordUpdate) Mutation() *IdempotencyRecordMutation {
 	return _u.mutation
@@ -218,6 +238,12 @@ func (_u *IdempotencyRecordUpdate) sqlSave(ctx context.Context) (_node int, err 
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(idempotencyrecord.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -329,6 +355,26 @@ func (_u *IdempotencyRecordUpdateOne) SetNillableIdempotencyCompletedAt(v *time.
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (_u *IdempotencyRecordUpdateOne) ClearIdempotencyCompletedAt() *IdempotencyRecordUpdateOne {
 	_u.mutation.ClearIdempotencyCompletedAt()
+	return _u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *IdempotencyRecordUpdateOne) SetIdempotencyArchivedAt(v time.Time) *IdempotencyRecordUpdateOne {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *IdempotencyRecordUpdateOne) SetNillableIdempotencyArchivedAt(v *time.Time) *IdempotencyRecordUpdateOne {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *IdempotencyRecordUpdateOne) ClearIdempotencyArchivedAt() *IdempotencyRecordUpdateOne {
+	_u.mutation.ClearIdempotencyArchivedAt()
 	return _u
 }
 
@@ -459,6 +505,12 @@ func (_u *IdempotencyRecordUpdateOne) sqlSave(ctx context.Context) (_node *Idemp
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(idempotencyrecord.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	_node = &IdempotencyRecord{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -12,6 +12,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
+	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
 	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testapp/ent/predicate"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
@@ -26,9 +27,899 @@ const (
 	OpUpdateOne = ent.OpUpdateOne
 
 	// Node types.
-	TypeIdempotencyRecord = "IdempotencyRecord"
-	TypeShipment          = "Shipment"
+	TypeIdempotencyArchive = "IdempotencyArchive"
+	TypeIdempotencyRecord  = "IdempotencyRecord"
+	TypeShipment           = "Shipment"
 )
+
+// IdempotencyArchiveMutation represents an operation that mutates the IdempotencyArchive nodes in the graph.
+type IdempotencyArchiveMutation struct {
+	config
+	op                       Op
+	typ                      string
+	id                       *int
+	record_table             *string
+	tenant_id                *string
+	idempotency_key          *string
+	idempotency_status       *string
+	idempotency_fingerprint  *string
+	idempotency_response     *[]byte
+	idempotency_attempt      *int
+	addidempotency_attempt   *int
+	idempotency_claimed_at   *time.Time
+	idempotency_completed_at *time.Time
+	idempotency_archived_at  *time.Time
+	clearedFields            map[string]struct{}
+	done                     bool
+	oldValue                 func(context.Context) (*IdempotencyArchive, error)
+	predicates               []predicate.IdempotencyArchive
+}
+
+var _ ent.Mutation = (*IdempotencyArchiveMutation)(nil)
+
+// idempotencyarchiveOption allows management of the mutation configuration using functional options.
+type idempotencyarchiveOption func(*IdempotencyArchiveMutation)
+
+// newIdempotencyArchiveMutation creates new mutation for the IdempotencyArchive entity.
+func newIdempotencyArchiveMutation(c config, op Op, opts ...idempotencyarchiveOption) *IdempotencyArchiveMutation {
+	m := &IdempotencyArchiveMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeIdempotencyArchive,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withIdempotencyArchiveID sets the ID field of the mutation.
+func withIdempotencyArchiveID(id int) idempotencyarchiveOption {
+	return func(m *IdempotencyArchiveMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *IdempotencyArchive
+		)
+		m.oldValue = func(ctx context.Context) (*IdempotencyArchive, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().IdempotencyArchive.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withIdempotencyArchive sets the old IdempotencyArchive of the mutation.
+func withIdempotencyArchive(node *IdempotencyArchive) idempotencyarchiveOption {
+	return func(m *IdempotencyArchiveMutation) {
+		m.oldValue = func(context.Context) (*IdempotencyArchive, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m IdempotencyArchiveMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m IdempotencyArchiveMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *IdempotencyArchiveMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *IdempotencyArchiveMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().IdempotencyArchive.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetRecordTable sets the "record_table" field.
+func (m *IdempotencyArchiveMutation) SetRecordTable(s string) {
+	m.record_table = &s
+}
+
+// RecordTable returns the value of the "record_table" field in the mutation.
+func (m *IdempotencyArchiveMutation) RecordTable() (r string, exists bool) {
+	v := m.record_table
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRecordTable returns the old "record_table" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldRecordTable(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRecordTable is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRecordTable requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRecordTable: %w", err)
+	}
+	return oldValue.RecordTable, nil
+}
+
+// ResetRecordTable resets all changes to the "record_table" field.
+func (m *IdempotencyArchiveMutation) ResetRecordTable() {
+	m.record_table = nil
+}
+
+// SetTenantID sets the "tenant_id" field.
+func (m *IdempotencyArchiveMutation) SetTenantID(s string) {
+	m.tenant_id = &s
+}
+
+// TenantID returns the value of the "tenant_id" field in the mutation.
+func (m *IdempotencyArchiveMutation) TenantID() (r string, exists bool) {
+	v := m.tenant_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTenantID returns the old "tenant_id" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldTenantID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTenantID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTenantID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTenantID: %w", err)
+	}
+	return oldValue.TenantID, nil
+}
+
+// ResetTenantID resets all changes to the "tenant_id" field.
+func (m *IdempotencyArchiveMutation) ResetTenantID() {
+	m.tenant_id = nil
+}
+
+// SetIdempotencyKey sets the "idempotency_key" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyKey(s string) {
+	m.idempotency_key = &s
+}
+
+// IdempotencyKey returns the value of the "idempotency_key" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyKey() (r string, exists bool) {
+	v := m.idempotency_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyKey returns the old "idempotency_key" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyKey(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyKey: %w", err)
+	}
+	return oldValue.IdempotencyKey, nil
+}
+
+// ResetIdempotencyKey resets all changes to the "idempotency_key" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyKey() {
+	m.idempotency_key = nil
+}
+
+// SetIdempotencyStatus sets the "idempotency_status" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyStatus(s string) {
+	m.idempotency_status = &s
+}
+
+// IdempotencyStatus returns the value of the "idempotency_status" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyStatus() (r string, exists bool) {
+	v := m.idempotency_status
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyStatus returns the old "idempotency_status" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyStatus(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyStatus is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyStatus requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyStatus: %w", err)
+	}
+	return oldValue.IdempotencyStatus, nil
+}
+
+// ResetIdempotencyStatus resets all changes to the "idempotency_status" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyStatus() {
+	m.idempotency_status = nil
+}
+
+// SetIdempotencyFingerprint sets the "idempotency_fingerprint" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyFingerprint(s string) {
+	m.idempotency_fingerprint = &s
+}
+
+// IdempotencyFingerprint returns the value of the "idempotency_fingerprint" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyFingerprint() (r string, exists bool) {
+	v := m.idempotency_fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyFingerprint returns the old "idempotency_fingerprint" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyFingerprint(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyFingerprint: %w", err)
+	}
+	return oldValue.IdempotencyFingerprint, nil
+}
+
+// ResetIdempotencyFingerprint resets all changes to the "idempotency_fingerprint" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyFingerprint() {
+	m.idempotency_fingerprint = nil
+}
+
+// SetIdempotencyResponse sets the "idempotency_response" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyResponse(b []byte) {
+	m.idempotency_response = &b
+}
+
+// IdempotencyResponse returns the value of the "idempotency_response" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyResponse() (r []byte, exists bool) {
+	v := m.idempotency_response
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyResponse returns the old "idempotency_response" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyResponse(ctx context.Context) (v []byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyResponse is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyResponse requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyResponse: %w", err)
+	}
+	return oldValue.IdempotencyResponse, nil
+}
+
+// ClearIdempotencyResponse clears the value of the "idempotency_response" field.
+func (m *IdempotencyArchiveMutation) ClearIdempotencyResponse() {
+	m.idempotency_response = nil
+	m.clearedFields[idempotencyarchive.FieldIdempotencyResponse] = struct{}{}
+}
+
+// IdempotencyResponseCleared returns if the "idempotency_response" field was cleared in this mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyResponseCleared() bool {
+	_, ok := m.clearedFields[idempotencyarchive.FieldIdempotencyResponse]
+	return ok
+}
+
+// ResetIdempotencyResponse resets all changes to the "idempotency_response" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyResponse() {
+	m.idempotency_response = nil
+	delete(m.clearedFields, idempotencyarchive.FieldIdempotencyResponse)
+}
+
+// SetIdempotencyAttempt sets the "idempotency_attempt" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyAttempt(i int) {
+	m.idempotency_attempt = &i
+	m.addidempotency_attempt = nil
+}
+
+// IdempotencyAttempt returns the value of the "idempotency_attempt" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyAttempt() (r int, exists bool) {
+	v := m.idempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyAttempt returns the old "idempotency_attempt" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyAttempt(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyAttempt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyAttempt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyAttempt: %w", err)
+	}
+	return oldValue.IdempotencyAttempt, nil
+}
+
+// AddIdempotencyAttempt adds i to the "idempotency_attempt" field.
+func (m *IdempotencyArchiveMutation) AddIdempotencyAttempt(i int) {
+	if m.addidempotency_attempt != nil {
+		*m.addidempotency_attempt += i
+	} else {
+		m.addidempotency_attempt = &i
+	}
+}
+
+// AddedIdempotencyAttempt returns the value that was added to the "idempotency_attempt" field in this mutation.
+func (m *IdempotencyArchiveMutation) AddedIdempotencyAttempt() (r int, exists bool) {
+	v := m.addidempotency_attempt
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetIdempotencyAttempt resets all changes to the "idempotency_attempt" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyAttempt() {
+	m.idempotency_attempt = nil
+	m.addidempotency_attempt = nil
+}
+
+// SetIdempotencyClaimedAt sets the "idempotency_claimed_at" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyClaimedAt(t time.Time) {
+	m.idempotency_claimed_at = &t
+}
+
+// IdempotencyClaimedAt returns the value of the "idempotency_claimed_at" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyClaimedAt() (r time.Time, exists bool) {
+	v := m.idempotency_claimed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyClaimedAt returns the old "idempotency_claimed_at" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyClaimedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyClaimedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyClaimedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyClaimedAt: %w", err)
+	}
+	return oldValue.IdempotencyClaimedAt, nil
+}
+
+// ClearIdempotencyClaimedAt clears the value of the "idempotency_claimed_at" field.
+func (m *IdempotencyArchiveMutation) ClearIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	m.clearedFields[idempotencyarchive.FieldIdempotencyClaimedAt] = struct{}{}
+}
+
+// IdempotencyClaimedAtCleared returns if the "idempotency_claimed_at" field was cleared in this mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyClaimedAtCleared() bool {
+	_, ok := m.clearedFields[idempotencyarchive.FieldIdempotencyClaimedAt]
+	return ok
+}
+
+// ResetIdempotencyClaimedAt resets all changes to the "idempotency_claimed_at" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyClaimedAt() {
+	m.idempotency_claimed_at = nil
+	delete(m.clearedFields, idempotencyarchive.FieldIdempotencyClaimedAt)
+}
+
+// SetIdempotencyCompletedAt sets the "idempotency_completed_at" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyCompletedAt(t time.Time) {
+	m.idempotency_completed_at = &t
+}
+
+// IdempotencyCompletedAt returns the value of the "idempotency_completed_at" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyCompletedAt() (r time.Time, exists bool) {
+	v := m.idempotency_completed_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyCompletedAt returns the old "idempotency_completed_at" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyCompletedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyCompletedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyCompletedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyCompletedAt: %w", err)
+	}
+	return oldValue.IdempotencyCompletedAt, nil
+}
+
+// ResetIdempotencyCompletedAt resets all changes to the "idempotency_completed_at" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyCompletedAt() {
+	m.idempotency_completed_at = nil
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *IdempotencyArchiveMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *IdempotencyArchiveMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the IdempotencyArchive entity.
+// If the IdempotencyArchive object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyArchiveMutation) OldIdempotencyArchivedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *IdempotencyArchiveMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+}
+
+// Where appends a list predicates to the IdempotencyArchiveMutation builder.
+func (m *IdempotencyArchiveMutation) Where(ps ...predicate.IdempotencyArchive) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the IdempotencyArchiveMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *IdempotencyArchiveMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.IdempotencyArchive, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *IdempotencyArchiveMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *IdempotencyArchiveMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (IdempotencyArchive).
+func (m *IdempotencyArchiveMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *IdempotencyArchiveMutation) Fields() []string {
+	fields := make([]string, 0, 10)
+	if m.record_table != nil {
+		fields = append(fields, idempotencyarchive.FieldRecordTable)
+	}
+	if m.tenant_id != nil {
+		fields = append(fields, idempotencyarchive.FieldTenantID)
+	}
+	if m.idempotency_key != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyKey)
+	}
+	if m.idempotency_status != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyStatus)
+	}
+	if m.idempotency_fingerprint != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyFingerprint)
+	}
+	if m.idempotency_response != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyResponse)
+	}
+	if m.idempotency_attempt != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyAttempt)
+	}
+	if m.idempotency_claimed_at != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyClaimedAt)
+	}
+	if m.idempotency_completed_at != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyCompletedAt)
+	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyArchivedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *IdempotencyArchiveMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		return m.RecordTable()
+	case idempotencyarchive.FieldTenantID:
+		return m.TenantID()
+	case idempotencyarchive.FieldIdempotencyKey:
+		return m.IdempotencyKey()
+	case idempotencyarchive.FieldIdempotencyStatus:
+		return m.IdempotencyStatus()
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		return m.IdempotencyFingerprint()
+	case idempotencyarchive.FieldIdempotencyResponse:
+		return m.IdempotencyResponse()
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		return m.IdempotencyAttempt()
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		return m.IdempotencyClaimedAt()
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		return m.IdempotencyCompletedAt()
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *IdempotencyArchiveMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		return m.OldRecordTable(ctx)
+	case idempotencyarchive.FieldTenantID:
+		return m.OldTenantID(ctx)
+	case idempotencyarchive.FieldIdempotencyKey:
+		return m.OldIdempotencyKey(ctx)
+	case idempotencyarchive.FieldIdempotencyStatus:
+		return m.OldIdempotencyStatus(ctx)
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		return m.OldIdempotencyFingerprint(ctx)
+	case idempotencyarchive.FieldIdempotencyResponse:
+		return m.OldIdempotencyResponse(ctx)
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		return m.OldIdempotencyAttempt(ctx)
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		return m.OldIdempotencyClaimedAt(ctx)
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		return m.OldIdempotencyCompletedAt(ctx)
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown IdempotencyArchive field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdempotencyArchiveMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRecordTable(v)
+		return nil
+	case idempotencyarchive.FieldTenantID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTenantID(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyKey(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyStatus:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyStatus(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyFingerprint(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyResponse:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyResponse(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyAttempt(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyClaimedAt(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *IdempotencyArchiveMutation) AddedFields() []string {
+	var fields []string
+	if m.addidempotency_attempt != nil {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyAttempt)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *IdempotencyArchiveMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		return m.AddedIdempotencyAttempt()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *IdempotencyArchiveMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddIdempotencyAttempt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *IdempotencyArchiveMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(idempotencyarchive.FieldIdempotencyResponse) {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyResponse)
+	}
+	if m.FieldCleared(idempotencyarchive.FieldIdempotencyClaimedAt) {
+		fields = append(fields, idempotencyarchive.FieldIdempotencyClaimedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *IdempotencyArchiveMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ClearField(name string) error {
+	switch name {
+	case idempotencyarchive.FieldIdempotencyResponse:
+		m.ClearIdempotencyResponse()
+		return nil
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		m.ClearIdempotencyClaimedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ResetField(name string) error {
+	switch name {
+	case idempotencyarchive.FieldRecordTable:
+		m.ResetRecordTable()
+		return nil
+	case idempotencyarchive.FieldTenantID:
+		m.ResetTenantID()
+		return nil
+	case idempotencyarchive.FieldIdempotencyKey:
+		m.ResetIdempotencyKey()
+		return nil
+	case idempotencyarchive.FieldIdempotencyStatus:
+		m.ResetIdempotencyStatus()
+		return nil
+	case idempotencyarchive.FieldIdempotencyFingerprint:
+		m.ResetIdempotencyFingerprint()
+		return nil
+	case idempotencyarchive.FieldIdempotencyResponse:
+		m.ResetIdempotencyResponse()
+		return nil
+	case idempotencyarchive.FieldIdempotencyAttempt:
+		m.ResetIdempotencyAttempt()
+		return nil
+	case idempotencyarchive.FieldIdempotencyClaimedAt:
+		m.ResetIdempotencyClaimedAt()
+		return nil
+	case idempotencyarchive.FieldIdempotencyCompletedAt:
+		m.ResetIdempotencyCompletedAt()
+		return nil
+	case idempotencyarchive.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown IdempotencyArchive field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *IdempotencyArchiveMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *IdempotencyArchiveMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *IdempotencyArchiveMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *IdempotencyArchiveMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *IdempotencyArchiveMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *IdempotencyArchiveMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown IdempotencyArchive unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *IdempotencyArchiveMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown IdempotencyArchive edge %s", name)
+}
 
 // IdempotencyRecordMutation represents an operation that mutates the IdempotencyRecord nodes in the graph.
 type IdempotencyRecordMutation struct {
@@ -46,6 +937,7 @@ type IdempotencyRecordMutation struct {
 	idempotency_lease_expires_at *time.Time
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
+	idempotency_archived_at      *time.Time
 	clearedFields                map[string]struct{}
 	done                         bool
 	oldValue                     func(context.Context) (*IdempotencyRecord, error)
@@ -585,6 +1477,55 @@ func (m *IdempotencyRecordMutation) ResetIdempotencyCompletedAt() {
 	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyCompletedAt)
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyArchivedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyArchivedAt] = struct{}{}
+}
+
+// IdempotencyArchivedAtCleared returns if the "idempotency_archived_at" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyArchivedAtCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyArchivedAt]
+	return ok
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyArchivedAt)
+}
+
 // Where appends a list predicates to the IdempotencyRecordMutation builder.
 func (m *IdempotencyRecordMutation) Where(ps ...predicate.IdempotencyRecord) {
 	m.predicates = append(m.predicates, ps...)
@@ -619,7 +1560,7 @@ func (m *IdempotencyRecordMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *IdempotencyRecordMutation) Fields() []string {
-	fields := make([]string, 0, 9)
+	fields := make([]string, 0, 10)
 	if m.tenant_id != nil {
 		fields = append(fields, idempotencyrecord.FieldTenantID)
 	}
@@ -647,6 +1588,9 @@ func (m *IdempotencyRecordMutation) Fields() []string {
 	if m.idempotency_completed_at != nil {
 		fields = append(fields, idempotencyrecord.FieldIdempotencyCompletedAt)
 	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyArchivedAt)
+	}
 	return fields
 }
 
@@ -673,6 +1617,8 @@ func (m *IdempotencyRecordMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyClaimedAt()
 	case idempotencyrecord.FieldIdempotencyCompletedAt:
 		return m.IdempotencyCompletedAt()
+	case idempotencyrecord.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
 	}
 	return nil, false
 }
@@ -700,6 +1646,8 @@ func (m *IdempotencyRecordMutation) OldField(ctx context.Context, name string) (
 		return m.OldIdempotencyClaimedAt(ctx)
 	case idempotencyrecord.FieldIdempotencyCompletedAt:
 		return m.OldIdempotencyCompletedAt(ctx)
+	case idempotencyrecord.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown IdempotencyRecord field %s", name)
 }
@@ -772,6 +1720,13 @@ func (m *IdempotencyRecordMutation) SetField(name string, value ent.Value) error
 		}
 		m.SetIdempotencyCompletedAt(v)
 		return nil
+	case idempotencyrecord.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
 }
@@ -838,6 +1793,9 @@ func (m *IdempotencyRecordMutation) ClearedFields() []string {
 	if m.FieldCleared(idempotencyrecord.FieldIdempotencyCompletedAt) {
 		fields = append(fields, idempotencyrecord.FieldIdempotencyCompletedAt)
 	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyArchivedAt) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyArchivedAt)
+	}
 	return fields
 }
 
@@ -873,6 +1831,9 @@ func (m *IdempotencyRecordMutation) ClearField(name string) error {
 	case idempotencyrecord.FieldIdempotencyCompletedAt:
 		m.ClearIdempotencyCompletedAt()
 		return nil
+	case idempotencyrecord.FieldIdempotencyArchivedAt:
+		m.ClearIdempotencyArchivedAt()
+		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord nullable field %s", name)
 }
@@ -907,6 +1868,9 @@ func (m *IdempotencyRecordMutation) ResetField(name string) error {
 		return nil
 	case idempotencyrecord.FieldIdempotencyCompletedAt:
 		m.ResetIdempotencyCompletedAt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
@@ -975,6 +1939,7 @@ type ShipmentMutation struct {
 	idempotency_lease_expires_at *time.Time
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
+	idempotency_archived_at      *time.Time
 	org                          *string
 	destination                  *string
 	weight_grams                 *int
@@ -1490,6 +2455,55 @@ func (m *ShipmentMutation) ResetIdempotencyCompletedAt() {
 	delete(m.clearedFields, shipment.FieldIdempotencyCompletedAt)
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (m *ShipmentMutation) SetIdempotencyArchivedAt(t time.Time) {
+	m.idempotency_archived_at = &t
+}
+
+// IdempotencyArchivedAt returns the value of the "idempotency_archived_at" field in the mutation.
+func (m *ShipmentMutation) IdempotencyArchivedAt() (r time.Time, exists bool) {
+	v := m.idempotency_archived_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyArchivedAt returns the old "idempotency_archived_at" field's value of the Shipment entity.
+// If the Shipment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShipmentMutation) OldIdempotencyArchivedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyArchivedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyArchivedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyArchivedAt: %w", err)
+	}
+	return oldValue.IdempotencyArchivedAt, nil
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (m *ShipmentMutation) ClearIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	m.clearedFields[shipment.FieldIdempotencyArchivedAt] = struct{}{}
+}
+
+// IdempotencyArchivedAtCleared returns if the "idempotency_archived_at" field was cleared in this mutation.
+func (m *ShipmentMutation) IdempotencyArchivedAtCleared() bool {
+	_, ok := m.clearedFields[shipment.FieldIdempotencyArchivedAt]
+	return ok
+}
+
+// ResetIdempotencyArchivedAt resets all changes to the "idempotency_archived_at" field.
+func (m *ShipmentMutation) ResetIdempotencyArchivedAt() {
+	m.idempotency_archived_at = nil
+	delete(m.clearedFields, shipment.FieldIdempotencyArchivedAt)
+}
+
 // SetOrg sets the "org" field.
 func (m *ShipmentMutation) SetOrg(s string) {
 	m.org = &s
@@ -1737,7 +2751,7 @@ func (m *ShipmentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ShipmentMutation) Fields() []string {
-	fields := make([]string, 0, 13)
+	fields := make([]string, 0, 14)
 	if m.idempotency_key != nil {
 		fields = append(fields, shipment.FieldIdempotencyKey)
 	}
@@ -1761,6 +2775,9 @@ func (m *ShipmentMutation) Fields() []string {
 	}
 	if m.idempotency_completed_at != nil {
 		fields = append(fields, shipment.FieldIdempotencyCompletedAt)
+	}
+	if m.idempotency_archived_at != nil {
+		fields = append(fields, shipment.FieldIdempotencyArchivedAt)
 	}
 	if m.org != nil {
 		fields = append(fields, shipment.FieldOrg)
@@ -1801,6 +2818,8 @@ func (m *ShipmentMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyClaimedAt()
 	case shipment.FieldIdempotencyCompletedAt:
 		return m.IdempotencyCompletedAt()
+	case shipment.FieldIdempotencyArchivedAt:
+		return m.IdempotencyArchivedAt()
 	case shipment.FieldOrg:
 		return m.Org()
 	case shipment.FieldDestination:
@@ -1836,6 +2855,8 @@ func (m *ShipmentMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldIdempotencyClaimedAt(ctx)
 	case shipment.FieldIdempotencyCompletedAt:
 		return m.OldIdempotencyCompletedAt(ctx)
+	case shipment.FieldIdempotencyArchivedAt:
+		return m.OldIdempotencyArchivedAt(ctx)
 	case shipment.FieldOrg:
 		return m.OldOrg(ctx)
 	case shipment.FieldDestination:
@@ -1910,6 +2931,13 @@ func (m *ShipmentMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyCompletedAt(v)
+		return nil
+	case shipment.FieldIdempotencyArchivedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyArchivedAt(v)
 		return nil
 	case shipment.FieldOrg:
 		v, ok := value.(string)
@@ -2024,6 +3052,9 @@ func (m *ShipmentMutation) ClearedFields() []string {
 	if m.FieldCleared(shipment.FieldIdempotencyCompletedAt) {
 		fields = append(fields, shipment.FieldIdempotencyCompletedAt)
 	}
+	if m.FieldCleared(shipment.FieldIdempotencyArchivedAt) {
+		fields = append(fields, shipment.FieldIdempotencyArchivedAt)
+	}
 	if m.FieldCleared(shipment.FieldLabel) {
 		fields = append(fields, shipment.FieldLabel)
 	}
@@ -2062,6 +3093,9 @@ func (m *ShipmentMutation) ClearField(name string) error {
 	case shipment.FieldIdempotencyCompletedAt:
 		m.ClearIdempotencyCompletedAt()
 		return nil
+	case shipment.FieldIdempotencyArchivedAt:
+		m.ClearIdempotencyArchivedAt()
+		return nil
 	case shipment.FieldLabel:
 		m.ClearLabel()
 		return nil
@@ -2096,6 +3130,9 @@ func (m *ShipmentMutation) ResetField(name string) error {
 		return nil
 	case shipment.FieldIdempotencyCompletedAt:
 		m.ResetIdempotencyCompletedAt()
+		return nil
+	case shipment.FieldIdempotencyArchivedAt:
+		m.ResetIdempotencyArchivedAt()
 		return nil
 	case shipment.FieldOrg:
 		m.ResetOrg()

@@ -34,6 +34,8 @@ type Shipment struct {
 	IdempotencyClaimedAt *time.Time `json:"idempotency_claimed_at,omitempty"`
 	// Database time at which the result was stored.
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
+	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
+	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
 	// Org holds the value of the "org" field.
 	Org string `json:"org,omitempty"`
 	// Destination holds the value of the "destination" field.
@@ -58,7 +60,7 @@ func (*Shipment) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case shipment.FieldIdempotencyKey, shipment.FieldIdempotencyStatus, shipment.FieldIdempotencyFingerprint, shipment.FieldOrg, shipment.FieldDestination, shipment.FieldLabel:
 			values[i] = new(sql.NullString)
-		case shipment.FieldIdempotencyLeaseExpiresAt, shipment.FieldIdempotencyClaimedAt, shipment.FieldIdempotencyCompletedAt, shipment.FieldCreatedAt:
+		case shipment.FieldIdempotencyLeaseExpiresAt, shipment.FieldIdempotencyClaimedAt, shipment.FieldIdempotencyCompletedAt, shipment.FieldIdempotencyArchivedAt, shipment.FieldCreatedAt:
 			values[i] = new(sql.NullTime)
 		case shipment.FieldID:
 			values[i] = new(uuid.UUID)
@@ -135,6 +137,13 @@ func (_m *Shipment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyCompletedAt = new(time.Time)
 				*_m.IdempotencyCompletedAt = value.Time
+			}
+		case shipment.FieldIdempotencyArchivedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_archived_at", values[i])
+			} else if value.Valid {
+				_m.IdempotencyArchivedAt = new(time.Time)
+				*_m.IdempotencyArchivedAt = value.Time
 			}
 		case shipment.FieldOrg:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -235,6 +244,11 @@ func (_m *Shipment) String() string {
 	builder.WriteString(", ")
 	if v := _m.IdempotencyCompletedAt; v != nil {
 		builder.WriteString("idempotency_completed_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyArchivedAt; v != nil {
+		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
 	builder.WriteString(", ")

@@ -128,6 +128,20 @@ func (_c *ShipmentCreate) SetNillableIdempotencyCompletedAt(v *time.Time) *Shipm
 	return _c
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_c *ShipmentCreate) SetIdempotencyArchivedAt(v time.Time) *ShipmentCreate {
+	_c.mutation.SetIdempotencyArchivedAt(v)
+	return _c
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_c *ShipmentCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *ShipmentCreate {
+	if v != nil {
+		_c.SetIdempotencyArchivedAt(*v)
+	}
+	return _c
+}
+
 // SetOrg sets the "org" field.
 func (_c *ShipmentCreate) SetOrg(v string) *ShipmentCreate {
 	_c.mutation.SetOrg(v)
@@ -357,6 +371,10 @@ func (_c *ShipmentCreate) createSpec() (*Shipment, *sqlgraph.CreateSpec) {
 		_spec.SetField(shipment.FieldIdempotencyCompletedAt, field.TypeTime, value)
 		_node.IdempotencyCompletedAt = &value
 	}
+	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(shipment.FieldIdempotencyArchivedAt, field.TypeTime, value)
+		_node.IdempotencyArchivedAt = &value
+	}
 	if value, ok := _c.mutation.Org(); ok {
 		_spec.SetField(shipment.FieldOrg, field.TypeString, value)
 		_node.Org = value
@@ -516,6 +534,24 @@ func (u *ShipmentUpsert) UpdateIdempotencyCompletedAt() *ShipmentUpsert {
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (u *ShipmentUpsert) ClearIdempotencyCompletedAt() *ShipmentUpsert {
 	u.SetNull(shipment.FieldIdempotencyCompletedAt)
+	return u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *ShipmentUpsert) SetIdempotencyArchivedAt(v time.Time) *ShipmentUpsert {
+	u.Set(shipment.FieldIdempotencyArchivedAt, v)
+	return u
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *ShipmentUpsert) UpdateIdempotencyArchivedAt() *ShipmentUpsert {
+	u.SetExcluded(shipment.FieldIdempotencyArchivedAt)
+	return u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *ShipmentUpsert) ClearIdempotencyArchivedAt() *ShipmentUpsert {
+	u.SetNull(shipment.FieldIdempotencyArchivedAt)
 	return u
 }
 
@@ -732,6 +768,27 @@ func (u *ShipmentUpsertOne) UpdateIdempotencyCompletedAt() *ShipmentUpsertOne {
 func (u *ShipmentUpsertOne) ClearIdempotencyCompletedAt() *ShipmentUpsertOne {
 	return u.Update(func(s *ShipmentUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *ShipmentUpsertOne) SetIdempotencyArchivedAt(v time.Time) *ShipmentUpsertOne {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *ShipmentUpsertOne) UpdateIdempotencyArchivedAt() *ShipmentUpsertOne {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *ShipmentUpsertOne) ClearIdempotencyArchivedAt() *ShipmentUpsertOne {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 
@@ -1123,6 +1180,27 @@ func (u *ShipmentUpsertBulk) UpdateIdempotencyCompletedAt() *ShipmentUpsertBulk 
 func (u *ShipmentUpsertBulk) ClearIdempotencyCompletedAt() *ShipmentUpsertBulk {
 	return u.Update(func(s *ShipmentUpsert) {
 		s.ClearIdempotencyCompletedAt()
+	})
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (u *ShipmentUpsertBulk) SetIdempotencyArchivedAt(v time.Time) *ShipmentUpsertBulk {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.SetIdempotencyArchivedAt(v)
+	})
+}
+
+// UpdateIdempotencyArchivedAt sets the "idempotency_archived_at" field to the value that was provided on create.
+func (u *ShipmentUpsertBulk) UpdateIdempotencyArchivedAt() *ShipmentUpsertBulk {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.UpdateIdempotencyArchivedAt()
+	})
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (u *ShipmentUpsertBulk) ClearIdempotencyArchivedAt() *ShipmentUpsertBulk {
+	return u.Update(func(s *ShipmentUpsert) {
+		s.ClearIdempotencyArchivedAt()
 	})
 }
 

@@ -121,6 +121,26 @@ func (_u *ShipmentUpdate) ClearIdempotencyCompletedAt() *ShipmentUpdate {
 	return _u
 }
 
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *ShipmentUpdate) SetIdempotencyArchivedAt(v time.Time) *ShipmentUpdate {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *ShipmentUpdate) SetNillableIdempotencyArchivedAt(v *time.Time) *ShipmentUpdate {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *ShipmentUpdate) ClearIdempotencyArchivedAt() *ShipmentUpdate {
+	_u.mutation.ClearIdempotencyArchivedAt()
+	return _u
+}
+
 // SetDestination sets the "destination" field.
 func (_u *ShipmentUpdate) SetDestination(v string) *ShipmentUpdate {
 	_u.mutation.SetDestination(v)
@@ -284,6 +304,12 @@ func (_u *ShipmentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(shipment.FieldIdempotencyCompletedAt, field.TypeTime)
 	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(shipment.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(shipment.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
 	if value, ok := _u.mutation.Destination(); ok {
 		_spec.SetField(shipment.FieldDestination, field.TypeString, value)
 	}
@@ -409,6 +435,26 @@ func (_u *ShipmentUpdateOne) SetNillableIdempotencyCompletedAt(v *time.Time) *Sh
 // ClearIdempotencyCompletedAt clears the value of the "idempotency_completed_at" field.
 func (_u *ShipmentUpdateOne) ClearIdempotencyCompletedAt() *ShipmentUpdateOne {
 	_u.mutation.ClearIdempotencyCompletedAt()
+	return _u
+}
+
+// SetIdempotencyArchivedAt sets the "idempotency_archived_at" field.
+func (_u *ShipmentUpdateOne) SetIdempotencyArchivedAt(v time.Time) *ShipmentUpdateOne {
+	_u.mutation.SetIdempotencyArchivedAt(v)
+	return _u
+}
+
+// SetNillableIdempotencyArchivedAt sets the "idempotency_archived_at" field if the given value is not nil.
+func (_u *ShipmentUpdateOne) SetNillableIdempotencyArchivedAt(v *time.Time) *ShipmentUpdateOne {
+	if v != nil {
+		_u.SetIdempotencyArchivedAt(*v)
+	}
+	return _u
+}
+
+// ClearIdempotencyArchivedAt clears the value of the "idempotency_archived_at" field.
+func (_u *ShipmentUpdateOne) ClearIdempotencyArchivedAt() *ShipmentUpdateOne {
+	_u.mutation.ClearIdempotencyArchivedAt()
 	return _u
 }
 
@@ -604,6 +650,12 @@ func (_u *ShipmentUpdateOne) sqlSave(ctx context.Context) (_node *Shipment, err 
 	}
 	if _u.mutation.IdempotencyCompletedAtCleared() {
 		_spec.ClearField(shipment.FieldIdempotencyCompletedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.IdempotencyArchivedAt(); ok {
+		_spec.SetField(shipment.FieldIdempotencyArchivedAt, field.TypeTime, value)
+	}
+	if _u.mutation.IdempotencyArchivedAtCleared() {
+		_spec.ClearField(shipment.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.Destination(); ok {
 		_spec.SetField(shipment.FieldDestination, field.TypeString, value)

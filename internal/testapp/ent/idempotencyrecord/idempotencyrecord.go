@@ -34,6 +34,8 @@ const (
 	FieldIdempotencyClaimedAt = "idempotency_claimed_at"
 	// FieldIdempotencyCompletedAt holds the string denoting the idempotency_completed_at field in the database.
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
+	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
+	FieldIdempotencyArchivedAt = "idempotency_archived_at"
 	// Table holds the table name of the idempotencyrecord in the database.
 	Table = "idempotency_records"
 )
@@ -50,6 +52,7 @@ var Columns = []string{
 	FieldIdempotencyLeaseExpiresAt,
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
+	FieldIdempotencyArchivedAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -151,6 +154,11 @@ func ByIdempotencyClaimedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByIdempotencyCompletedAt orders the results by the idempotency_completed_at field.
 func ByIdempotencyCompletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldIdempotencyCompletedAt, opts...).ToFunc()
+}
+
+// ByIdempotencyArchivedAt orders the results by the idempotency_archived_at field.
+func ByIdempotencyArchivedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldIdempotencyArchivedAt, opts...).ToFunc()
 }
 
 // MarshalGQL implements graphql.Marshaler interface.

@@ -94,6 +94,11 @@ func IdempotencyCompletedAt(v time.Time) predicate.IdempotencyRecord {
 	return predicate.IdempotencyRecord(sql.FieldEQ(FieldIdempotencyCompletedAt, v))
 }
 
+// IdempotencyArchivedAt applies equality check predicate on the "idempotency_archived_at" field. It's identical to IdempotencyArchivedAtEQ.
+func IdempotencyArchivedAt(v time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
 // TenantIDEQ applies the EQ predicate on the "tenant_id" field.
 func TenantIDEQ(v string) predicate.IdempotencyRecord {
 	return predicate.IdempotencyRecord(sql.FieldEQ(FieldTenantID, v))
@@ -577,6 +582,56 @@ func IdempotencyCompletedAtIsNil() predicate.IdempotencyRecord {
 // IdempotencyCompletedAtNotNil applies the NotNil predicate on the "idempotency_completed_at" field.
 func IdempotencyCompletedAtNotNil() predicate.IdempotencyRecord {
 	return predicate.IdempotencyRecord(sql.FieldNotNull(FieldIdempotencyCompletedAt))
+}
+
+// IdempotencyArchivedAtEQ applies the EQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtEQ(v time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtNEQ applies the NEQ predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNEQ(v time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldNEQ(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIn applies the In predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIn(vs ...time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtNotIn applies the NotIn predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotIn(vs ...time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldNotIn(FieldIdempotencyArchivedAt, vs...))
+}
+
+// IdempotencyArchivedAtGT applies the GT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGT(v time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldGT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtGTE applies the GTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtGTE(v time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldGTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLT applies the LT predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLT(v time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldLT(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtLTE applies the LTE predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtLTE(v time.Time) predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldLTE(FieldIdempotencyArchivedAt, v))
+}
+
+// IdempotencyArchivedAtIsNil applies the IsNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtIsNil() predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldIsNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
+func IdempotencyArchivedAtNotNil() predicate.IdempotencyRecord {
+	return predicate.IdempotencyRecord(sql.FieldNotNull(FieldIdempotencyArchivedAt))
 }
 
 // And groups predicates with the AND operator between them.

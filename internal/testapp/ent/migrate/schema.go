@@ -3,11 +3,39 @@
 package migrate
 
 import (
+	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/dialect/sql/schema"
 	"entgo.io/ent/schema/field"
 )
 
 var (
+	// IdempotencyArchivesColumns holds the columns for the "idempotency_archives" table.
+	IdempotencyArchivesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "record_table", Type: field.TypeString},
+		{Name: "tenant_id", Type: field.TypeString},
+		{Name: "idempotency_key", Type: field.TypeString},
+		{Name: "idempotency_status", Type: field.TypeString},
+		{Name: "idempotency_fingerprint", Type: field.TypeString},
+		{Name: "idempotency_response", Type: field.TypeBytes, Nullable: true},
+		{Name: "idempotency_attempt", Type: field.TypeInt},
+		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_completed_at", Type: field.TypeTime},
+		{Name: "idempotency_archived_at", Type: field.TypeTime},
+	}
+	// IdempotencyArchivesTable holds the schema information for the "idempotency_archives" table.
+	IdempotencyArchivesTable = &schema.Table{
+		Name:       "idempotency_archives",
+		Columns:    IdempotencyArchivesColumns,
+		PrimaryKey: []*schema.Column{IdempotencyArchivesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "idempotencyarchive_record_table_tenant_id_idempotency_key_idempotency_claimed_at",
+				Unique:  true,
+				Columns: []*schema.Column{IdempotencyArchivesColumns[1], IdempotencyArchivesColumns[2], IdempotencyArchivesColumns[3], IdempotencyArchivesColumns[8]},
+			},
+		},
+	}
 	// IdempotencyRecordsColumns holds the columns for the "idempotency_records" table.
 	IdempotencyRecordsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -20,6 +48,7 @@ var (
 		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
 	}
 	// IdempotencyRecordsTable holds the schema information for the "idempotency_records" table.
 	IdempotencyRecordsTable = &schema.Table{
@@ -36,6 +65,25 @@ var (
 				Name:    "idempotencyrecord_idempotency_completed_at",
 				Unique:  false,
 				Columns: []*schema.Column{IdempotencyRecordsColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+				},
+			},
+			{
+				Name:    "idempotencyrecord_idempotency_archived_at",
+				Unique:  false,
+				Columns: []*schema.Column{IdempotencyRecordsColumns[10]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_archived_at IS NOT NULL",
+				},
+			},
+			{
+				Name:    "idempotencyrecord_idempotency_lease_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{IdempotencyRecordsColumns[7]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_status = 'pending'",
+				},
 			},
 		},
 	}
@@ -50,6 +98,7 @@ var (
 		{Name: "idempotency_lease_expires_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
 		{Name: "org", Type: field.TypeString},
 		{Name: "destination", Type: field.TypeString},
 		{Name: "weight_grams", Type: field.TypeInt},
@@ -65,17 +114,37 @@ var (
 			{
 				Name:    "shipment_org_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{ShipmentsColumns[9], ShipmentsColumns[1]},
+				Columns: []*schema.Column{ShipmentsColumns[10], ShipmentsColumns[1]},
 			},
 			{
 				Name:    "shipment_idempotency_completed_at",
 				Unique:  false,
 				Columns: []*schema.Column{ShipmentsColumns[8]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+				},
+			},
+			{
+				Name:    "shipment_idempotency_archived_at",
+				Unique:  false,
+				Columns: []*schema.Column{ShipmentsColumns[9]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_archived_at IS NOT NULL",
+				},
+			},
+			{
+				Name:    "shipment_idempotency_lease_expires_at",
+				Unique:  false,
+				Columns: []*schema.Column{ShipmentsColumns[6]},
+				Annotation: &entsql.IndexAnnotation{
+					Where: "idempotency_status = 'pending'",
+				},
 			},
 		},
 	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		IdempotencyArchivesTable,
 		IdempotencyRecordsTable,
 		ShipmentsTable,
 	}

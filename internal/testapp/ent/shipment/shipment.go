@@ -34,6 +34,8 @@ const (
 	FieldIdempotencyClaimedAt = "idempotency_claimed_at"
 	// FieldIdempotencyCompletedAt holds the string denoting the idempotency_completed_at field in the database.
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
+	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
+	FieldIdempotencyArchivedAt = "idempotency_archived_at"
 	// FieldOrg holds the string denoting the org field in the database.
 	FieldOrg = "org"
 	// FieldDestination holds the string denoting the destination field in the database.
@@ -59,6 +61,7 @@ var Columns = []string{
 	FieldIdempotencyLeaseExpiresAt,
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
+	FieldIdempotencyArchivedAt,
 	FieldOrg,
 	FieldDestination,
 	FieldWeightGrams,
@@ -168,6 +171,11 @@ func ByIdempotencyClaimedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByIdempotencyCompletedAt orders the results by the idempotency_completed_at field.
 func ByIdempotencyCompletedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldIdempotencyCompletedAt, opts...).ToFunc()
+}
+
+// ByIdempotencyArchivedAt orders the results by the idempotency_archived_at field.
+func ByIdempotencyArchivedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldIdempotencyArchivedAt, opts...).ToFunc()
 }
 
 // ByOrg orders the results by the org field.

@@ -1,0 +1,394 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/goovo/idem/internal/fingerprint"
+	"github.com/goovo/idem/internal/store"
+)
+
+// Admin maintains the records of a backend outside any request: the
+// retention sweeper, and what an operator inspects (one key, statistics,
+// stuck and failed records). It needs no GraphQL server; cmd/idemctl is a
+// command line over it.
+type Admin struct {
+	cfg   Config
+	store *store.Store
+}
+
+// NewAdmin returns the Admin of cfg.Backend. Of Config it uses Backend,
+// Retention, TombstoneHorizon, Lease, Clock and Logger; Tenant is not
+// needed.
+func NewAdmin(cfg Config) (*Admin, error) {
+	cfg, err := cfg.storeDefaults()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(cfg.Backend.Dialect(), cfg.Clock.Offset)
+	if err != nil {
+		return nil, err
+	}
+	return &Admin{cfg: cfg, store: st}, nil
+}
+
+// DefaultSweepBatch is the number of records one sweep transaction moves.
+const DefaultSweepBatch = 1000
+
+// SweepOptions configure one sweep.
+type SweepOptions struct {
+	// BatchSize bounds the records one transaction archives or purges, and
+	// so how long its locks last. Default DefaultSweepBatch.
+	BatchSize int
+	// Pause between batches, to yield to live traffic. Default 0.
+	Pause time.Duration
+	// DryRun counts what a sweep would do and changes nothing.
+	DryRun bool
+	// Progress, when set, is called after every batch.
+	Progress func(SweepProgress)
+}
+
+// SweepProgress reports a sweep in flight.
+type SweepProgress struct {
+	Entity   string
+	Archived int // so far, in this table
+	Purged   int
+	Elapsed  time.Duration
+}
+
+// SweepReport is what a sweep did (or, in a dry run, would do), per entity.
+type SweepReport struct {
+	Tables  []TableSweep  `json:"tables"`
+	Elapsed time.Duration `json:"elapsed"`
+	DryRun  bool          `json:"dryRun,omitempty"`
+}
+
+// TableSweep is a sweep's work in one record table.
+type TableSweep struct {
+	Entity string `json:"entity"`
+	Table  string `json:"table"`
+	// Archived responses moved to the archive table (tombstones left).
+	Archived int `json:"archived"`
+	// Purged tombstones past the horizon (the keys forgotten).
+	Purged int `json:"purged"`
+}
+
+// Archived sums the archived records of all tables.
+func (r SweepReport) Archived() (n int) {
+	for _, t := range r.Tables {
+		n += t.Archived
+	}
+	return n
+}
+
+// Purged sums the purged tombstones of all tables.
+func (r SweepReport) Purged() (n int) {
+	for _, t := range r.Tables {
+		n += t.Purged
+	}
+	return n
+}
+
+// ErrNoArchive is returned by Sweep when the backend's ent package has no
+// idemschema.Archive entity to move responses to.
+var ErrNoArchive = errors.New("idem: no archive table: add `type IdempotencyArchive struct{ idemschema.Archive }` to the ent schema and regenerate")
+
+// Sweep archives the responses of finished records past their retention
+// window and purges tombstones past the horizon, in batches of one short
+// transaction each: a record's response is in its table or in the archive,
+// never both and never neither, and a sweeper killed between or inside
+// batches loses nothing. Several sweepers may run at once; on PostgreSQL
+// they skip each other's rows (SKIP LOCKED) instead of waiting.
+func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, error) {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultSweepBatch
+	}
+	archive := a.cfg.Backend.ArchiveTable()
+	if archive == "" {
+		return SweepReport{}, ErrNoArchive
+	}
+	start := time.Now()
+	report := SweepReport{DryRun: opts.DryRun}
+	db := a.cfg.Backend.DB()
+	for _, recs := range a.cfg.Backend.RecordTables() {
+		clock, err := a.store.Now(ctx, db)
+		if err != nil {
+			return report, err
+		}
+		now := clock.Now()
+		retention := a.cfg.retention(recs)
+		table := store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn}
+		expireBefore := now.Add(-retention)
+		// archived_at is at least completion + retention, so a tombstone
+		// archived before this completed before now - horizon.
+		purgeBefore := now.Add(-(a.cfg.TombstoneHorizon - retention))
+		ts := TableSweep{Entity: recs.Entity, Table: recs.Table}
+		if opts.DryRun {
+			if ts.Archived, err = a.store.CountExpired(ctx, db, table, expireBefore); err != nil {
+				return report, err
+			}
+			if ts.Purged, err = a.store.CountPurgeable(ctx, db, table, purgeBefore); err != nil {
+				return report, err
+			}
+			report.Tables = append(report.Tables, ts)
+			continue
+		}
+		batch := func(do func(store.Executor) (int, error)) (int, error) {
+			_, tx, err := a.cfg.Backend.BeginTx(ctx)
+			if err != nil {
+				return 0, &store.Error{Op: "begin", Err: err}
+			}
+			n, err := do(tx)
+			if err != nil {
+				_ = tx.Rollback()
+				return 0, err
+			}
+			if err := tx.Commit(); err != nil {
+				return 0, &store.Error{Op: "commit", Err: err}
+			}
+			return n, nil
+		}
+		steps := []struct {
+			count *int
+			do    func(store.Executor) (int, error)
+		}{
+			{&ts.Archived, func(tx store.Executor) (int, error) {
+				return a.store.ArchiveBatch(ctx, tx, table, archive, expireBefore, clock.Now(), opts.BatchSize)
+			}},
+			{&ts.Purged, func(tx store.Executor) (int, error) {
+				return a.store.PurgeBatch(ctx, tx, table, recs.RecordOnly, purgeBefore, opts.BatchSize)
+			}},
+		}
+		for _, step := range steps {
+			for {
+				n, err := batch(step.do)
+				if err != nil {
+					return report, err
+				}
+				*step.count += n
+				if opts.Progress != nil {
+					opts.Progress(SweepProgress{Entity: recs.Entity, Archived: ts.Archived, Purged: ts.Purged, Elapsed: time.Since(start)})
+				}
+				if n < opts.BatchSize {
+					break
+				}
+				if err := sleep(ctx, opts.Pause); err != nil {
+					return report, err
+				}
+			}
+		}
+		report.Tables = append(report.Tables, ts)
+	}
+	report.Elapsed = time.Since(start)
+	return report, nil
+}
+
+// RunSweeper sweeps every interval until ctx ends, and logs what it did and
+// any stuck or failed records, so that a human can act on them.
+func (a *Admin) RunSweeper(ctx context.Context, every time.Duration, opts SweepOptions) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		report, err := a.Sweep(ctx, opts)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			a.cfg.Logger.Error("idempotency sweep failed", slog.Any("error", err))
+		case err == nil && (report.Archived() > 0 || report.Purged() > 0):
+			a.cfg.Logger.Info("idempotency sweep", slog.Int("archived", report.Archived()), slog.Int("purged", report.Purged()),
+				slog.Duration("elapsed", report.Elapsed))
+		}
+		if err == nil {
+			a.reportStuck(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reportStuck logs pending records several leases past their lease, and
+// failed records, in one line each.
+func (a *Admin) reportStuck(ctx context.Context) {
+	stuck, err := a.Stuck(ctx, StuckAfter*a.cfg.Lease, 10)
+	if err == nil && len(stuck) > 0 {
+		a.cfg.Logger.Warn("idempotency records stuck in pending; inspect them with idemctl stuck",
+			slog.Int("shown", len(stuck)), slog.String("oldest_entity", stuck[0].Entity), slog.Any("oldest_claimed_at", stuck[0].ClaimedAt))
+	}
+	failed, err := a.Failed(ctx, 10)
+	if err == nil && len(failed) > 0 {
+		a.cfg.Logger.Info("idempotency records failed (final errors, replayed to retries); list them with idemctl failed",
+			slog.Int("shown", len(failed)))
+	}
+}
+
+// StuckAfter is how many leases past its lease a pending record must be to
+// count as stuck: a takeover should have happened long before.
+const StuckAfter = 3
+
+// RecordInfo is one record as an operator sees it.
+type RecordInfo struct {
+	Entity string `json:"entity"`
+	Table  string `json:"table"`
+	Tenant string `json:"tenant"`
+	Key    string `json:"key"`
+	// State is pending, succeeded or failed, "tombstone" for an archived
+	// record's row, or "archived" for its copy in the archive table.
+	State          string     `json:"state"`
+	Operation      string     `json:"operation,omitempty"`
+	Attempt        int        `json:"attempt"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
+	ClaimedAt      *time.Time `json:"claimedAt,omitempty"`
+	CompletedAt    *time.Time `json:"completedAt,omitempty"`
+	ArchivedAt     *time.Time `json:"archivedAt,omitempty"`
+	// Data and Errors are the stored response, when the record holds one.
+	Data   json.RawMessage `json:"data,omitempty"`
+	Errors gqlerror.List   `json:"errors,omitempty"`
+}
+
+// Inspect returns every record of (tenant, key), in every record table and
+// in the archive. The key is validated first.
+func (a *Admin) Inspect(ctx context.Context, tenant, key string) ([]RecordInfo, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if tenant == "" {
+		return nil, errors.New("idem: a tenant is required")
+	}
+	var out []RecordInfo
+	for _, recs := range a.cfg.Backend.RecordTables() {
+		rows, err := a.store.Find(ctx, a.cfg.Backend.DB(), tableOf(recs), a.cfg.Backend.ArchiveTable(), tenant, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			out = append(out, info(recs, r))
+		}
+	}
+	return out, nil
+}
+
+// Stuck lists pending records whose lease ran out more than olderThan ago
+// (up to limit per table), oldest first.
+func (a *Admin) Stuck(ctx context.Context, olderThan time.Duration, limit int) ([]RecordInfo, error) {
+	clock, err := a.store.Now(ctx, a.cfg.Backend.DB())
+	if err != nil {
+		return nil, err
+	}
+	return a.list(func(recs *Records) ([]store.Row, error) {
+		return a.store.Stuck(ctx, a.cfg.Backend.DB(), tableOf(recs), clock.Now().Add(-olderThan), limit)
+	})
+}
+
+// Failed lists the newest failed records (up to limit per table) that are
+// still within their retention window.
+func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
+	return a.list(func(recs *Records) ([]store.Row, error) {
+		return a.store.Failed(ctx, a.cfg.Backend.DB(), tableOf(recs), limit)
+	})
+}
+
+func (a *Admin) list(rows func(*Records) ([]store.Row, error)) ([]RecordInfo, error) {
+	var out []RecordInfo
+	for _, recs := range a.cfg.Backend.RecordTables() {
+		rs, err := rows(recs)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs {
+			out = append(out, info(recs, r))
+		}
+	}
+	return out, nil
+}
+
+// Stats counts records by state.
+type Stats struct {
+	Tables []TableStats `json:"tables"`
+	// ArchivedRecords and ArchiveBytes measure the archive table.
+	ArchivedRecords int64 `json:"archivedRecords"`
+	ArchiveBytes    int64 `json:"archiveBytes"`
+}
+
+// TableStats counts the records of one entity.
+type TableStats struct {
+	Entity     string `json:"entity"`
+	Table      string `json:"table"`
+	Pending    int64  `json:"pending"`
+	Succeeded  int64  `json:"succeeded"`
+	Failed     int64  `json:"failed"`
+	Tombstones int64  `json:"tombstones"`
+	// OldestPending is the claim time of the oldest pending record.
+	OldestPending *time.Time `json:"oldestPending,omitempty"`
+}
+
+// Stats counts the records of every table, and measures the archive. It
+// reads every row that has a key: an operator's command, not a hot path.
+func (a *Admin) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	db := a.cfg.Backend.DB()
+	for _, recs := range a.cfg.Backend.RecordTables() {
+		ts, err := a.store.Stats(ctx, db, tableOf(recs))
+		if err != nil {
+			return st, err
+		}
+		st.Tables = append(st.Tables, TableStats{
+			Entity: recs.Entity, Table: recs.Table,
+			Pending: ts.Pending, Succeeded: ts.Succeeded, Failed: ts.Failed, Tombstones: ts.Tombstones,
+			OldestPending: timePtr(ts.OldestPending),
+		})
+	}
+	if archive := a.cfg.Backend.ArchiveTable(); archive != "" {
+		var err error
+		if st.ArchivedRecords, st.ArchiveBytes, err = a.store.ArchiveStats(ctx, db, archive); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+func tableOf(recs *Records) store.Table {
+	return store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn}
+}
+
+func info(recs *Records, r store.Row) RecordInfo {
+	ri := RecordInfo{
+		Entity: recs.Entity, Table: recs.Table, Tenant: r.Tenant, Key: r.Key, State: r.Status, Attempt: r.Attempt,
+		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), ClaimedAt: timePtr(r.ClaimedAt),
+		CompletedAt: timePtr(r.CompletedAt), ArchivedAt: timePtr(r.ArchivedAt),
+	}
+	if f, ok := fingerprint.Parse(r.Fingerprint); ok {
+		ri.Operation = f.Field
+	}
+	switch {
+	case r.Archived:
+		ri.State = "archived"
+	case !r.ArchivedAt.IsZero():
+		ri.State = "tombstone"
+	}
+	if len(r.Response) > 0 {
+		if resp, err := decodeResponse(r.Response); err == nil {
+			ri.Data, ri.Errors = resp.Data, resp.Errors
+			if resp.Null != "" {
+				ri.Data = json.RawMessage("null")
+			}
+		} else {
+			ri.Data = json.RawMessage(fmt.Sprintf("%q", "unreadable stored response: "+err.Error()))
+		}
+	}
+	return ri
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

@@ -1,0 +1,395 @@
+package idemclient_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemclient"
+)
+
+const okBody = `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"executed","replayed":false}}}}`
+
+// gqlErr is a response body with one error of code (and extras in its
+// extensions) on the field createOrder, reported with outcome.
+func gqlErr(code, outcome, extra string) string {
+	ext := fmt.Sprintf(`"code":%q,"idempotencyKey":"k"`, code)
+	if extra != "" {
+		ext += "," + extra
+	}
+	report := ""
+	if outcome != "" {
+		report = fmt.Sprintf(`,"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":%q,"replayed":%v}}}`, outcome, outcome == "replayed")
+	}
+	return fmt.Sprintf(`{"errors":[{"message":"m","path":["createOrder"],"extensions":{%s}}],"data":null%s}`, ext, report)
+}
+
+// reply is one canned answer of a stub server.
+type reply struct {
+	status int
+	header map[string]string
+	body   string
+	// hangup closes the connection without an answer.
+	hangup bool
+	// stall delays the answer.
+	stall time.Duration
+}
+
+// stub answers the replies in turn (the last one for ever) and records the
+// requests' bodies and headers.
+type stub struct {
+	*httptest.Server
+	mu      sync.Mutex
+	replies []reply
+	bodies  [][]byte
+	headers []http.Header
+}
+
+func newStub(t *testing.T, replies ...reply) *stub {
+	t.Helper()
+	s := &stub{replies: replies}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		n := len(s.bodies)
+		s.bodies = append(s.bodies, body)
+		s.headers = append(s.headers, r.Header.Clone())
+		rep := s.replies[min(n, len(s.replies)-1)]
+		s.mu.Unlock()
+		if rep.stall > 0 {
+			select {
+			case <-time.After(rep.stall):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if rep.hangup {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		for k, v := range rep.header {
+			w.Header().Set(k, v)
+		}
+		if w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		w.WriteHeader(cmp(rep.status, http.StatusOK))
+		io.WriteString(w, rep.body)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func cmp(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (s *stub) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.bodies)
+}
+
+const mutation = `mutation($key: String!) { createOrder(idempotencyKey: $key, input: {amount: 1, currency: "EUR"}) { id } }`
+
+// TestRetryClassification sends a request whose first answer is the case's
+// and whose second is a success: a retryable first answer takes two
+// attempts, a final one is the result after one.
+func TestRetryClassification(t *testing.T) {
+	cases := []struct {
+		name   string
+		first  reply
+		retry  idemclient.Reason // "" for final
+		code   string            // the final answer's code
+		errNil bool              // Do returns no error for the final answer
+	}{
+		{name: "success", first: reply{body: okBody}, errNil: true},
+		{name: "replayed", first: reply{header: map[string]string{"Idempotent-Replayed": "true"},
+			body: `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"replayed","replayed":true}}}}`}, errNil: true},
+		{name: "stored business error replayed", first: reply{body: gqlErr("BAD_USER_INPUT", "replayed", "")}, code: "BAD_USER_INPUT"},
+		{name: "business error executed", first: reply{body: gqlErr("ORDER_ALREADY_PAID", "executed", "")}, code: "ORDER_ALREADY_PAID"},
+		{name: "key reused", first: reply{body: gqlErr(idemclient.CodeKeyReused, "refused", "")}, code: idemclient.CodeKeyReused},
+		{name: "key invalid", first: reply{body: gqlErr(idemclient.CodeKeyInvalid, "refused", "")}, code: idemclient.CodeKeyInvalid},
+		{name: "key missing", first: reply{body: gqlErr(idemclient.CodeKeyMissing, "refused", "")}, code: idemclient.CodeKeyMissing},
+		{name: "key expired", first: reply{body: gqlErr(idemclient.CodeKeyExpired, "refused", "")}, code: idemclient.CodeKeyExpired},
+		{name: "unauthenticated", first: reply{body: gqlErr(idemclient.CodeUnauthenticated, "refused", "")}, code: idemclient.CodeUnauthenticated},
+		{name: "validation error 422", first: reply{status: 422, body: `{"errors":[{"message":"Cannot query field","extensions":{"code":"GRAPHQL_VALIDATION_FAILED"}}],"data":null}`}, code: "GRAPHQL_VALIDATION_FAILED"},
+		{name: "internal error without report", first: reply{body: `{"errors":[{"message":"boom","path":["order"],"extensions":{"code":"INTERNAL"}}],"data":null}`}, code: "INTERNAL"},
+		{name: "HTTP 500", first: reply{status: 500, body: "oops"}},
+		{name: "HTTP 400 JSON", first: reply{status: 400, body: `{"errors":[{"message":"bad"}],"data":null}`}},
+		{name: "HTTP 200 not JSON", first: reply{body: "<html>maintenance</html>"}},
+		{name: "in progress", first: reply{body: gqlErr(idemclient.CodeInProgress, "refused", `"retryAfterSeconds":1`)}, retry: idemclient.ReasonInProgress},
+		{name: "in progress without hint", first: reply{body: gqlErr(idemclient.CodeInProgress, "refused", "")}, retry: idemclient.ReasonInProgress},
+		{name: "unavailable", first: reply{body: gqlErr(idemclient.CodeUnavailable, "refused", "")}, retry: idemclient.ReasonUnavailable},
+		{name: "released", first: reply{body: gqlErr("INTERNAL", "released", "")}, retry: idemclient.ReasonReleased},
+		{name: "released without error code", first: reply{body: `{"data":{"createOrder":null},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"released","replayed":false}}}}`}, retry: idemclient.ReasonReleased},
+		{name: "final code wins over in progress", first: reply{body: `{"errors":[` +
+			`{"message":"a","path":["a"],"extensions":{"code":"IDEMPOTENCY_IN_PROGRESS","retryAfterSeconds":1}},` +
+			`{"message":"b","path":["b"],"extensions":{"code":"IDEMPOTENCY_KEY_REUSED"}}],"data":null}`}, code: idemclient.CodeInProgress /* the first error's */},
+		{name: "HTTP 429", first: reply{status: 429, body: "slow down"}, retry: idemclient.ReasonStatus},
+		{name: "HTTP 502", first: reply{status: 502, body: "bad gateway"}, retry: idemclient.ReasonStatus},
+		{name: "HTTP 503 Retry-After", first: reply{status: 503, header: map[string]string{"Retry-After": "1"}}, retry: idemclient.ReasonStatus},
+		{name: "HTTP 504", first: reply{status: 504}, retry: idemclient.ReasonStatus},
+		{name: "connection closed", first: reply{hangup: true}, retry: idemclient.ReasonNetwork},
+		{name: "attempt timeout", first: reply{stall: time.Second, body: okBody}, retry: idemclient.ReasonTimeout},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStub(t, tc.first, reply{body: okBody})
+			var retries []idemclient.Retry
+			c := &idemclient.Client{
+				URL:            s.URL,
+				MaxAttempts:    3,
+				BaseBackoff:    time.Millisecond,
+				MaxBackoff:     5 * time.Millisecond,
+				AttemptTimeout: 200 * time.Millisecond,
+				OnRetry:        func(r idemclient.Retry) { retries = append(retries, r) },
+			}
+			res, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"})
+			if tc.retry != "" {
+				if err != nil {
+					t.Fatalf("Do: %v", err)
+				}
+				if len(retries) != 1 || retries[0].Reason != tc.retry || retries[0].Attempt != 1 {
+					t.Fatalf("retries = %+v, want one of reason %s", retries, tc.retry)
+				}
+				if res.Attempts != 2 || s.requests() != 2 {
+					t.Fatalf("attempts = %d, requests = %d, want 2", res.Attempts, s.requests())
+				}
+				if !bytes.Equal(s.bodies[0], s.bodies[1]) {
+					t.Fatalf("the retry's body differs:\n%s\n%s", s.bodies[0], s.bodies[1])
+				}
+				if d := retries[0].Delay; d > 5*time.Millisecond {
+					t.Fatalf("delay %v is above MaxBackoff", d)
+				}
+				return
+			}
+			if len(retries) != 0 || s.requests() != 1 {
+				t.Fatalf("retried a final answer: %+v, %d requests", retries, s.requests())
+			}
+			if res == nil || res.Attempts != 1 {
+				t.Fatalf("response = %+v, want one attempt", res)
+			}
+			if tc.errNil != (err == nil) {
+				t.Fatalf("Do error = %v, want nil: %v", err, tc.errNil)
+			}
+			if err != nil {
+				var re *idemclient.ResponseError
+				if !errors.As(err, &re) || re.Response != res {
+					t.Fatalf("Do error = %T %v, want a *ResponseError with the response", err, err)
+				}
+			}
+			if got := res.Code(); got != tc.code {
+				t.Fatalf("Code() = %q, want %q", got, tc.code)
+			}
+		})
+	}
+}
+
+func TestReplayedAndReports(t *testing.T) {
+	s := newStub(t, reply{header: map[string]string{"Idempotent-Replayed": "true"},
+		body: `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"replayed","replayed":true}}}}`})
+	c := &idemclient.Client{URL: s.URL}
+	res, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Replayed || res.Outcome("createOrder") != idemclient.OutcomeReplayed || res.Idempotency["createOrder"].Key != "k" {
+		t.Fatalf("response = %+v", res)
+	}
+	if res.Status != 200 || string(res.Data) != `{"createOrder":{"id":"1"}}` {
+		t.Fatalf("status %d, data %s", res.Status, res.Data)
+	}
+}
+
+func TestKeyPlacement(t *testing.T) {
+	s := newStub(t, reply{body: okBody})
+	c := &idemclient.Client{URL: s.URL, Header: http.Header{"X-Tenant-ID": {"acme"}}, KeyVariable: "k"}
+	vars := map[string]any{"amount": 1}
+	if _, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Variables: vars, Key: "key-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Variables: vars, Key: "key-2", KeyInHeader: true,
+		Header: http.Header{"X-Request-Id": {"r2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(vars) != 1 {
+		t.Fatalf("Do changed the caller's variables: %v", vars)
+	}
+	var b0, b1 struct{ Variables map[string]any }
+	json.Unmarshal(s.bodies[0], &b0)
+	json.Unmarshal(s.bodies[1], &b1)
+	if b0.Variables["k"] != "key-1" || s.headers[0].Get("Idempotency-Key") != "" {
+		t.Fatalf("key as a variable: body %s, header %v", s.bodies[0], s.headers[0])
+	}
+	if _, ok := b1.Variables["k"]; ok || s.headers[1].Get("Idempotency-Key") != "key-2" {
+		t.Fatalf("key in the header: body %s, header %v", s.bodies[1], s.headers[1])
+	}
+	for i, h := range s.headers {
+		if h.Get("X-Tenant-ID") != "acme" || h.Get("Content-Type") != "application/json" {
+			t.Fatalf("request %d headers: %v", i, h)
+		}
+	}
+	if s.headers[1].Get("X-Request-Id") != "r2" {
+		t.Fatalf("request headers missing: %v", s.headers[1])
+	}
+
+	_, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Variables: map[string]any{"k": "other"}, Key: "key-3"})
+	if err == nil || !strings.Contains(err.Error(), "one place") {
+		t.Fatalf("conflicting key variable: %v", err)
+	}
+}
+
+func TestNoKey(t *testing.T) {
+	s := newStub(t, reply{body: okBody})
+	c := &idemclient.Client{URL: s.URL}
+	_, err := c.Do(context.Background(), idemclient.Request{Query: mutation})
+	if !errors.Is(err, idemclient.ErrNoKey) || s.requests() != 0 {
+		t.Fatalf("Do without a key: %v, %d requests", err, s.requests())
+	}
+}
+
+func TestRetriesExhausted(t *testing.T) {
+	s := newStub(t, reply{status: 503})
+	var n int
+	c := &idemclient.Client{URL: s.URL, MaxAttempts: 4, BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond,
+		OnRetry: func(idemclient.Retry) { n++ }}
+	res, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"})
+	if !errors.Is(err, idemclient.ErrRetriesExhausted) {
+		t.Fatalf("err = %v", err)
+	}
+	if s.requests() != 4 || n != 3 || res == nil || res.Status != 503 || res.Attempts != 4 {
+		t.Fatalf("requests %d, retries %d, response %+v", s.requests(), n, res)
+	}
+}
+
+func TestContextCancelledBetweenAttempts(t *testing.T) {
+	s := newStub(t, reply{body: gqlErr(idemclient.CodeInProgress, "refused", `"retryAfterSeconds":30`)})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &idemclient.Client{URL: s.URL, MaxBackoff: time.Minute, OnRetry: func(r idemclient.Retry) {
+		if r.Delay != 30*time.Second {
+			t.Errorf("delay %v, want the server's 30s (below MaxBackoff)", r.Delay)
+		}
+		cancel()
+	}}
+	start := time.Now()
+	res, err := c.Do(ctx, idemclient.Request{Query: mutation, Key: "k"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if time.Since(start) > 5*time.Second || s.requests() != 1 || res == nil || res.Code() != idemclient.CodeInProgress {
+		t.Fatalf("took %v, %d requests, response %+v", time.Since(start), s.requests(), res)
+	}
+}
+
+func TestContextCancelledDuringAttempt(t *testing.T) {
+	s := newStub(t, reply{stall: 10 * time.Second, body: okBody})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	c := &idemclient.Client{URL: s.URL}
+	start := time.Now()
+	_, err := c.Do(ctx, idemclient.Request{Query: mutation, Key: "k"})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second || s.requests() != 1 {
+		t.Fatalf("err = %v after %v, %d requests", err, time.Since(start), s.requests())
+	}
+}
+
+func TestServerHintCappedByMaxBackoff(t *testing.T) {
+	for _, first := range []reply{
+		{body: gqlErr(idemclient.CodeInProgress, "refused", `"retryAfterSeconds":30`)},
+		{status: 429, header: map[string]string{"Retry-After": "30"}},
+	} {
+		s := newStub(t, first, reply{body: okBody})
+		var delay time.Duration
+		c := &idemclient.Client{URL: s.URL, BaseBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+			OnRetry: func(r idemclient.Retry) { delay = r.Delay }}
+		if _, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"}); err != nil {
+			t.Fatal(err)
+		}
+		if delay != 20*time.Millisecond {
+			t.Fatalf("delay %v, want the hint capped at MaxBackoff (20ms)", delay)
+		}
+	}
+}
+
+func TestAttemptTimeoutGrows(t *testing.T) {
+	// Every answer takes 120 ms: attempts of 40 and 80 ms are abandoned,
+	// the third (160 ms) gets the answer.
+	s := newStub(t, reply{stall: 120 * time.Millisecond, body: okBody})
+	var reasons []idemclient.Reason
+	c := &idemclient.Client{URL: s.URL, AttemptTimeout: 40 * time.Millisecond, MaxAttemptTimeout: time.Second,
+		BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		OnRetry: func(r idemclient.Retry) { reasons = append(reasons, r.Reason) }}
+	res, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts != 3 || len(reasons) != 2 || reasons[0] != idemclient.ReasonTimeout || reasons[1] != idemclient.ReasonTimeout {
+		t.Fatalf("attempts %d, retries %v", res.Attempts, reasons)
+	}
+}
+
+func TestBackoffBounds(t *testing.T) {
+	s := newStub(t, reply{status: 502})
+	var delays []time.Duration
+	c := &idemclient.Client{URL: s.URL, MaxAttempts: 12, BaseBackoff: time.Microsecond, MaxBackoff: 40 * time.Microsecond,
+		OnRetry: func(r idemclient.Retry) { delays = append(delays, r.Delay) }}
+	c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"})
+	for i, d := range delays {
+		ceiling := min(time.Microsecond<<i, 40*time.Microsecond)
+		if d < 0 || d > ceiling {
+			t.Fatalf("retry %d waited %v, above its ceiling %v", i+1, d, ceiling)
+		}
+	}
+}
+
+func TestNewKey(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		k := idemclient.NewKey()
+		if err := idem.ValidateKey(k); err != nil || len(k) < 22 || seen[k] {
+			t.Fatalf("key %q: %v (seen before: %v)", k, err, seen[k])
+		}
+		seen[k] = true
+	}
+}
+
+// The client mirrors the server's names without importing it.
+func TestNamesMatchTheServer(t *testing.T) {
+	pairs := [][2]string{
+		{idemclient.OutcomeExecuted, idem.OutcomeExecuted},
+		{idemclient.OutcomeReplayed, idem.OutcomeReplayed},
+		{idemclient.OutcomeReleased, idem.OutcomeReleased},
+		{idemclient.OutcomeRefused, idem.OutcomeRefused},
+		{idemclient.CodeKeyMissing, string(idem.CodeKeyMissing)},
+		{idemclient.CodeKeyInvalid, string(idem.CodeKeyInvalid)},
+		{idemclient.CodeKeyReused, string(idem.CodeKeyReused)},
+		{idemclient.CodeInProgress, string(idem.CodeInProgress)},
+		{idemclient.CodeKeyExpired, string(idem.CodeKeyExpired)},
+		{idemclient.CodeUnavailable, string(idem.CodeUnavailable)},
+		{idemclient.CodeUnauthenticated, string(idem.CodeUnauthenticated)},
+		{idemclient.HeaderKey, idem.HeaderKey},
+		{idemclient.HeaderReplayed, idem.HeaderReplayed},
+	}
+	for _, p := range pairs {
+		if p[0] != p[1] {
+			t.Errorf("client %q, server %q", p[0], p[1])
+		}
+	}
+}
