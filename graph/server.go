@@ -22,9 +22,11 @@ import (
 
 // Options configure the example server.
 type Options struct {
-	// Lease and WaitForInFlight are passed to the hook (idem.Config).
+	// Lease, WaitForInFlight and Retention are passed to the hook
+	// (idem.Config).
 	Lease           time.Duration
 	WaitForInFlight time.Duration
+	Retention       time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Clock lets tests move the hook's view of the database clock.
@@ -47,6 +49,7 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		Tenant:          TenantFromContext,
 		Lease:           opts.Lease,
 		WaitForInFlight: opts.WaitForInFlight,
+		Retention:       opts.Retention,
 		Logger:          logger,
 		Clock:           opts.Clock,
 		KeyHeader:       true, // ent/entc.go generates optional key arguments

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
@@ -45,6 +46,8 @@ func run() error {
 		failureRate = flag.Float64("provider-failure-rate", 0, "probability (0-1) that a provider charge fails before it executes")
 		lease       = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
 		wait        = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
+		sweepEvery  = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
+		retention   = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
 		foldEvery   = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts (0: never)")
 		foldBatch   = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		verbose     = flag.Bool("v", false, "log every refusal and takeover")
@@ -85,9 +88,16 @@ func run() error {
 	defer closeProv()
 	prov.Latency, prov.ResponseLatency, prov.FailureRate = *latency, *respLatency, *failureRate
 
-	h, err := graph.NewHandler(client, prov, graph.Options{Lease: *lease, WaitForInFlight: *wait, Logger: logger})
+	h, err := graph.NewHandler(client, prov, graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger})
 	if err != nil {
 		return err
+	}
+	if *sweepEvery > 0 {
+		admin, err := idem.NewAdmin(idem.Config{Backend: client.IdempotencyBackend(), Lease: *lease, Retention: *retention, Logger: logger})
+		if err != nil {
+			return err
+		}
+		go admin.RunSweeper(ctx, *sweepEvery, idem.SweepOptions{})
 	}
 	if *foldEvery > 0 {
 		go counter.Run(ctx, client, *foldEvery, *foldBatch, logger)
