@@ -7,10 +7,15 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Default values of Config.
 const (
+	DefaultMaxResponseBytes = 1 << 20
+	DefaultMaxArgumentBytes = 64 << 10
 	DefaultLease            = 30 * time.Second
 	DefaultRetention        = 24 * time.Hour
 	DefaultTombstoneHorizon = 30 * 24 * time.Hour
@@ -64,6 +69,25 @@ type Config struct {
 	// own clock.
 	Clock *Clock
 
+	// MaxResponseBytes bounds a stored response. A larger result is still
+	// returned to the client that ran the mutation, but the record keeps
+	// only a note that it was too large, and a retry gets
+	// IDEMPOTENCY_RESPONSE_NOT_STORED instead of a second run. Select less
+	// in idempotent mutations. Default 1 MiB.
+	MaxResponseBytes int
+
+	// MaxArgumentBytes bounds a mutation's arguments (their canonical form),
+	// checked before any database work: IDEMPOTENCY_REQUEST_TOO_LARGE.
+	// Default 64 KiB.
+	MaxArgumentBytes int
+
+	// MeterProvider and TracerProvider receive the hook's OpenTelemetry
+	// metrics (see the Metric constants) and spans (one per idempotent
+	// field, a child of the operation's span). Default: otel's global
+	// providers, which do nothing until the application installs an SDK.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+
 	// Logger receives the hook's records of refusals and store failures.
 	// Keys are logged as a short hash, never in full, and stored responses
 	// are never logged. Default slog.Default().
@@ -105,6 +129,15 @@ func (c Config) storeDefaults() (Config, error) {
 	}
 	if c.WaitForInFlight < 0 {
 		return c, errors.New("idem: Config.WaitForInFlight must not be negative")
+	}
+	if c.MaxResponseBytes < 0 || c.MaxArgumentBytes < 0 {
+		return c, errors.New("idem: Config.MaxResponseBytes and Config.MaxArgumentBytes must not be negative")
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.MaxArgumentBytes == 0 {
+		c.MaxArgumentBytes = DefaultMaxArgumentBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -32,6 +32,13 @@ const (
 	CodeUnavailable Code = "IDEMPOTENCY_UNAVAILABLE"
 	// CodeUnauthenticated: no tenant in the request's context.
 	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	// CodeRequestTooLarge: the mutation's arguments exceed
+	// Config.MaxArgumentBytes; nothing was stored or run.
+	CodeRequestTooLarge Code = "IDEMPOTENCY_REQUEST_TOO_LARGE"
+	// CodeResponseNotStored: the key's mutation ran once, but its result
+	// exceeded Config.MaxResponseBytes and was not stored, so it cannot be
+	// replayed; it will not run again either.
+	CodeResponseNotStored Code = "IDEMPOTENCY_RESPONSE_NOT_STORED"
 )
 
 // Error is a refusal by the idempotency hook. It reaches clients as a GraphQL
@@ -58,13 +65,15 @@ func (e *Error) Is(target error) bool {
 
 // Sentinel values to compare with errors.Is.
 var (
-	ErrKeyMissing      = &Error{Code: CodeKeyMissing}
-	ErrKeyInvalid      = &Error{Code: CodeKeyInvalid}
-	ErrKeyReused       = &Error{Code: CodeKeyReused}
-	ErrInProgress      = &Error{Code: CodeInProgress}
-	ErrKeyExpired      = &Error{Code: CodeKeyExpired}
-	ErrUnavailable     = &Error{Code: CodeUnavailable}
-	ErrUnauthenticated = &Error{Code: CodeUnauthenticated}
+	ErrKeyMissing        = &Error{Code: CodeKeyMissing}
+	ErrKeyInvalid        = &Error{Code: CodeKeyInvalid}
+	ErrKeyReused         = &Error{Code: CodeKeyReused}
+	ErrInProgress        = &Error{Code: CodeInProgress}
+	ErrKeyExpired        = &Error{Code: CodeKeyExpired}
+	ErrUnavailable       = &Error{Code: CodeUnavailable}
+	ErrUnauthenticated   = &Error{Code: CodeUnauthenticated}
+	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge}
+	ErrResponseNotStored = &Error{Code: CodeResponseNotStored}
 )
 
 // gqlError renders e for a GraphQL response at the current field's path.

@@ -14,6 +14,8 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/store"
@@ -39,26 +41,38 @@ type request struct {
 
 // serve answers one idempotent mutation field.
 func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.OperationContext, field *ast.Field, next graphql.RootResolver) graphql.Marshaler {
-	op := operationFrom(ctx)
 	r := &request{spec: spec, field: field, alias: field.Alias}
-	key, err := e.keyOf(ctx, oc, field)
-	if err == nil {
-		r.key = key
-		r.tenant, err = e.tenant(ctx, key)
-	}
+	ctx, span := e.tel.startSpan(ctx, r)
+	res, outcome, err := e.answer(ctx, r, oc, next)
+	finishSpan(span, r, outcome, err)
+	operationFrom(ctx).record(r.alias, r.key, outcome)
 	if err != nil {
-		op.record(r.alias, r.key, OutcomeRefused)
 		return e.refuse(ctx, r, err)
 	}
-	r.fingerprint = fingerprint.Of(e.schema, e.schema.Mutation.Name, field, oc.Variables, KeyArgument).String()
+	return res
+}
 
+// answer validates the request, all before any database work, and runs the
+// protocol.
+func (e *Extension) answer(ctx context.Context, r *request, oc *graphql.OperationContext, next graphql.RootResolver) (graphql.Marshaler, string, error) {
+	key, err := e.keyOf(ctx, oc, r.field)
+	if err != nil {
+		return nil, OutcomeRefused, err
+	}
+	r.key = key
+	if r.tenant, err = e.tenant(ctx, key); err != nil {
+		return nil, OutcomeRefused, err
+	}
+	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.field, oc.Variables, KeyArgument)
+	if fp.ArgumentsSize > e.cfg.MaxArgumentBytes {
+		return nil, OutcomeRefused, errorf(CodeRequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
+	}
+	r.fingerprint = fp.String()
 	res, outcome, err := e.run(ctx, r, next)
 	if err != nil {
-		op.record(r.alias, r.key, OutcomeRefused)
-		return e.refuse(ctx, r, err)
+		outcome = OutcomeRefused
 	}
-	op.record(r.alias, r.key, outcome)
-	return res
+	return res, outcome, err
 }
 
 // keyOf returns the field's key, from its argument or, with
@@ -137,15 +151,17 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 // run is the protocol: claim the key, or look it up and replay, refuse or
 // take it over, and look again whenever a race was lost.
 //
-// In lease mode the first round claims without looking first: for a new key
-// (the common case) the insert is the lookup, and saves a round trip; when
-// the key exists the insert changes nothing and the lookup follows. In
-// atomic mode the claim sits inside a transaction, which a lookup-first
-// spares a duplicate from opening.
+// On PostgreSQL in lease mode the first round claims without looking first:
+// for a new key (the common case) the insert is the lookup, and saves a
+// round trip; when the key exists the insert changes nothing and the lookup
+// follows. In atomic mode the claim sits inside a transaction, which a
+// lookup-first spares a duplicate from opening. On SQLite a duplicate's
+// insert would wait for the database's single write lock, which the first
+// attempt holds until it commits, where a lookup (a read) answers at once.
 func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	db := e.cfg.Backend.DB()
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
-	claimFirst := r.spec.mode == ModeLease
+	claimFirst := r.spec.mode == ModeLease && e.store.Dialect() == store.Postgres
 	ran := false // this request already ran the resolver once
 	for round := 0; round < maxRounds; {
 		var (
@@ -180,6 +196,9 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 			switch rec.Status {
 			case store.StatusSucceeded, store.StatusFailed:
 				res, err := e.replay(ctx, r, rec)
+				if err == nil {
+					e.tel.add(ctx, e.tel.replays, r)
+				}
 				return res, OutcomeReplayed, err
 			case store.StatusPending:
 				if ran || rec.LeaseExpiresAt.After(now) {
@@ -195,8 +214,10 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 				// Detached from the request: a statement that commits while the
 				// client goes away must still be seen as made.
 				dctx, cancel := detached(ctx)
+				start := time.Now()
 				ok, err := e.store.TakeOver(dctx, db, r.spec.table, r.tenant, r.key, rec.Attempt, now, leaseUntil)
 				cancel()
+				e.tel.claimed(ctx, r, time.Since(start))
 				if err != nil {
 					return nil, "", e.unavailable(r, err)
 				}
@@ -205,6 +226,8 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 					continue
 				}
 				attempt, insert, claimedAt = rec.Attempt+1, false, rec.ClaimedAt
+				e.tel.add(ctx, e.tel.takeovers, r)
+				trace.SpanFromContext(ctx).AddEvent("taken over", trace.WithAttributes(attrAttempt.Int(attempt)))
 				e.log(ctx, slog.LevelInfo, "idempotency claim taken over", r, slog.Int("attempt", attempt))
 			default:
 				return nil, "", errorf(CodeKeyReused, r.key,
@@ -312,6 +335,7 @@ func (e *Extension) execute(ctx context.Context, r *request, cs *claimState, clo
 		// A transient failure: undo everything, free the key for a retry.
 		c.rollback(ctx)
 		e.release(ctx, r, attempt)
+		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
 		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", attempt))
 		addErrors(ctx, errs)
 		return outcome{res: graphql.Null, report: OutcomeReleased}
@@ -321,7 +345,7 @@ func (e *Extension) execute(ctx context.Context, r *request, cs *claimState, clo
 	if len(errs) > 0 {
 		status = store.StatusFailed
 	}
-	response, err := encodeResponse(res, errs)
+	answer, response, tooLarge, err := encodeResponse(res, errs, e.cfg.MaxResponseBytes)
 	if err != nil {
 		c.rollback(ctx)
 		e.release(ctx, r, attempt)
@@ -340,9 +364,16 @@ func (e *Extension) execute(ctx context.Context, r *request, cs *claimState, clo
 		e.log(ctx, slog.LevelWarn, "idempotent attempt lost its claim; its writes were rolled back", r, slog.Int("attempt", attempt))
 		return outcome{again: true, ran: true}
 	}
+	e.tel.responseSize.Record(ctx, int64(len(response)), metric.WithAttributes(attrField.String(r.spec.name)))
+	if status == store.StatusFailed {
+		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("final"))
+	}
+	if tooLarge > 0 {
+		e.log(ctx, slog.LevelWarn, "idempotent mutation's result exceeds Config.MaxResponseBytes and was not stored; retries get IDEMPOTENCY_RESPONSE_NOT_STORED",
+			r, slog.Int("bytes", tooLarge))
+	}
 	addErrors(ctx, errs)
-	stored, _ := decodeResponse(response)
-	return outcome{res: stored.marshaler(), report: OutcomeExecuted}
+	return outcome{res: answer.marshaler(), report: OutcomeExecuted}
 }
 
 // detached returns a context for a statement that must run to its end even
@@ -371,6 +402,10 @@ func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (
 	stored, err := decodeResponse(rec.Response)
 	if err != nil {
 		return nil, e.unavailable(r, fmt.Errorf("stored response is unreadable: %w", err))
+	}
+	if stored.TooLarge > 0 {
+		return nil, errorf(CodeResponseNotStored, r.key,
+			"the mutation ran once with this key, but its result (%d bytes) was too large to store, so it cannot be replayed; it will not run again", stored.TooLarge)
 	}
 	addErrors(ctx, stored.errorsAt(r.alias))
 	return stored.marshaler(), nil
@@ -413,6 +448,11 @@ func (e *Extension) refuse(ctx context.Context, r *request, err error) graphql.M
 	ge.Path = ast.Path{ast.PathName(r.alias)}
 	if r.field.Position != nil {
 		ge.Locations = []gqlerror.Location{{Line: r.field.Position.Line, Column: r.field.Position.Column}}
+	}
+	if ie.Code == CodeInProgress {
+		e.tel.add(ctx, e.tel.inProgress, r)
+	} else {
+		e.tel.add(ctx, e.tel.refusals, r, attrCode.String(string(ie.Code)))
 	}
 	if ie.Code != CodeUnavailable {
 		e.log(ctx, slog.LevelDebug, "idempotent mutation refused", r, slog.String("code", string(ie.Code)))
@@ -533,7 +573,14 @@ func (c *call) begin(ctx context.Context, args map[string]any) (context.Context,
 // insertClaim inserts the claim row and records why it did not, if it did
 // not.
 func (c *call) insertClaim(ctx context.Context, tx Tx, args map[string]any) bool {
+	start := time.Now()
 	ok, err := c.req.spec.records.Insert(ctx, tx, c.claim, args)
+	tel := c.ext.tel
+	tel.claimed(ctx, c.req, time.Since(start))
+	if err == nil && ok {
+		tel.add(ctx, tel.claims, c.req, attrMode.String(string(c.claim.Mode)))
+		trace.SpanFromContext(ctx).AddEvent("claimed")
+	}
 	var in *inputError
 	switch {
 	case errors.As(err, &in):

@@ -30,6 +30,7 @@ const (
 // Install, or with srv.Use(ext) and ext.Middleware for the HTTP headers.
 type Extension struct {
 	cfg    Config
+	tel    *telemetry
 	store  *store.Store
 	schema *ast.Schema
 	fields map[string]*fieldSpec // by Mutation field name
@@ -63,7 +64,11 @@ func New(cfg Config) (*Extension, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Extension{cfg: cfg, store: st}, nil
+	tel, err := newTelemetry(cfg.MeterProvider, cfg.TracerProvider)
+	if err != nil {
+		return nil, fmt.Errorf("idem: telemetry: %w", err)
+	}
+	return &Extension{cfg: cfg, tel: tel, store: st}, nil
 }
 
 // ExtensionName implements graphql.HandlerExtension.

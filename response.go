@@ -19,6 +19,9 @@ type storedResponse struct {
 	Null    string          `json:"null,omitempty"`
 	Data    json.RawMessage `json:"data,omitempty"`
 	Errors  gqlerror.List   `json:"errors,omitempty"`
+	// TooLarge, in place of the above, records that the result (of that
+	// many bytes) exceeded Config.MaxResponseBytes and was not stored.
+	TooLarge int `json:"tooLarge,omitempty"`
 }
 
 const (
@@ -26,8 +29,10 @@ const (
 	nullRequired = "required"
 )
 
-// encodeResponse captures a field's result for storage.
-func encodeResponse(res graphql.Marshaler, errs gqlerror.List) ([]byte, error) {
+// encodeResponse captures a field's result for storage: the response the
+// client gets, and the bytes the record keeps, which are only a note when
+// the response (of tooLarge bytes) exceeds limit.
+func encodeResponse(res graphql.Marshaler, errs gqlerror.List, limit int) (answer *storedResponse, stored []byte, tooLarge int, err error) {
 	r := storedResponse{Version: 1, Errors: errs}
 	switch res {
 	case nil, graphql.Null:
@@ -38,11 +43,19 @@ func encodeResponse(res graphql.Marshaler, errs gqlerror.List) ([]byte, error) {
 		var buf bytes.Buffer
 		res.MarshalGQL(&buf)
 		if !json.Valid(buf.Bytes()) {
-			return nil, fmt.Errorf("field result is not valid JSON (%d bytes)", buf.Len())
+			return nil, nil, 0, fmt.Errorf("field result is not valid JSON (%d bytes)", buf.Len())
 		}
 		r.Data = buf.Bytes()
 	}
-	return json.Marshal(r)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if len(b) > limit {
+		tooLarge = len(b)
+		b, err = json.Marshal(storedResponse{Version: 1, TooLarge: tooLarge})
+	}
+	return &r, b, tooLarge, err
 }
 
 func decodeResponse(b []byte) (*storedResponse, error) {

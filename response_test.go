@@ -18,7 +18,7 @@ func TestStoredResponseKeepsBytesAndSentinels(t *testing.T) {
 	} {
 		errs := gqlerror.List{{Message: "amount must be positive", Path: ast.Path{ast.PathName("pay"), ast.PathIndex(0), ast.PathName("x")},
 			Extensions: map[string]any{"code": "BAD_USER_INPUT"}}}
-		b, err := encodeResponse(res, errs)
+		_, b, _, err := encodeResponse(res, errs, 1<<20)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -52,7 +52,7 @@ func TestStoredResponseKeepsBytesAndSentinels(t *testing.T) {
 }
 
 func TestEncodeRejectsInvalidJSON(t *testing.T) {
-	if _, err := encodeResponse(rawJSON(`{"broken"`), nil); err == nil {
+	if _, _, _, err := encodeResponse(rawJSON(`{"broken"`), nil, 1<<20); err == nil {
 		t.Fatal("invalid field bytes were stored")
 	}
 }
@@ -60,5 +60,22 @@ func TestEncodeRejectsInvalidJSON(t *testing.T) {
 func TestDecodeRejectsUnknownVersion(t *testing.T) {
 	if _, err := decodeResponse([]byte(`{"v":2,"data":{}}`)); err == nil {
 		t.Fatal("unknown version decoded")
+	}
+}
+
+func TestOversizedResponseIsANote(t *testing.T) {
+	big := rawJSON(`"` + string(bytes.Repeat([]byte("x"), 2000)) + `"`)
+	full, stored, tooLarge, err := encodeResponse(big, nil, 1000)
+	if err != nil || tooLarge < 2000 {
+		t.Fatal(tooLarge, err)
+	}
+	var buf bytes.Buffer
+	full.marshaler().MarshalGQL(&buf)
+	if buf.String() != string(big) {
+		t.Fatal("the client did not get the full result")
+	}
+	note, err := decodeResponse(stored)
+	if err != nil || note.TooLarge < 2000 || note.Data != nil || len(stored) > 100 {
+		t.Fatalf("stored %s: %+v %v", stored, note, err)
 	}
 }

@@ -33,6 +33,9 @@ type Fingerprint struct {
 	// Arguments and Selection are truncated SHA-256 hashes, in hex.
 	Arguments string
 	Selection string
+	// ArgumentsSize is the length of the arguments' canonical form, for the
+	// hook's size limit (it is not part of String).
+	ArgumentsSize int
 }
 
 // String encodes f for storage.
@@ -84,7 +87,7 @@ func Of(schema *ast.Schema, typeName string, field *ast.Field, vars map[string]a
 	}
 	c.arguments(&args, defs, field.Arguments, skipArg)
 	c.selectionSet(&sel, resultType(field), field.SelectionSet)
-	return Fingerprint{Field: typeName + "." + field.Name, Arguments: digest(args.Bytes()), Selection: digest(sel.Bytes())}
+	return Fingerprint{Field: typeName + "." + field.Name, Arguments: digest(args.Bytes()), Selection: digest(sel.Bytes()), ArgumentsSize: args.Len()}
 }
 
 // CanonicalArguments returns the canonical text of field's arguments, for

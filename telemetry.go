@@ -1,0 +1,122 @@
+package idem
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentationName names the hook's meter and tracer.
+const instrumentationName = "github.com/goovo/idem"
+
+// Metric names. Every instrument carries the attribute idem.field (the
+// mutation); the others say what else they carry.
+const (
+	// MetricClaims counts keys claimed for a first run (attribute idem.mode).
+	MetricClaims = "idem.claims"
+	// MetricTakeovers counts expired claims taken over by another attempt.
+	MetricTakeovers = "idem.takeovers"
+	// MetricReplays counts stored results replayed to a retry.
+	MetricReplays = "idem.replays"
+	// MetricInProgress counts IDEMPOTENCY_IN_PROGRESS answers.
+	MetricInProgress = "idem.in_progress"
+	// MetricFailures counts failed runs (attribute idem.failure: "final",
+	// stored and replayed, or "retryable", rolled back and released).
+	MetricFailures = "idem.failures"
+	// MetricRefusals counts the hook's other refusals (attribute
+	// idem.code: the error code).
+	MetricRefusals = "idem.refusals"
+	// MetricClaimDuration is the time the claim statement (or the takeover)
+	// took, in seconds.
+	MetricClaimDuration = "idem.claim.duration"
+	// MetricResponseSize is the size of each stored response, in bytes.
+	MetricResponseSize = "idem.response.size"
+)
+
+// telemetry holds the hook's instruments and tracer.
+type telemetry struct {
+	tracer        trace.Tracer
+	claims        metric.Int64Counter
+	takeovers     metric.Int64Counter
+	replays       metric.Int64Counter
+	inProgress    metric.Int64Counter
+	failures      metric.Int64Counter
+	refusals      metric.Int64Counter
+	claimDuration metric.Float64Histogram
+	responseSize  metric.Int64Histogram
+}
+
+func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	m := mp.Meter(instrumentationName)
+	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
+	var err error
+	counter := func(name, desc string) metric.Int64Counter {
+		c, e := m.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit("{request}"))
+		if err == nil {
+			err = e
+		}
+		return c
+	}
+	t.claims = counter(MetricClaims, "Idempotency keys claimed for a first run.")
+	t.takeovers = counter(MetricTakeovers, "Expired idempotency claims taken over by a new attempt.")
+	t.replays = counter(MetricReplays, "Stored results replayed to a retry.")
+	t.inProgress = counter(MetricInProgress, "IDEMPOTENCY_IN_PROGRESS answers.")
+	t.failures = counter(MetricFailures, "Failed runs of idempotent mutations, by class.")
+	t.refusals = counter(MetricRefusals, "Idempotent mutations refused before running, by error code.")
+	if t.claimDuration, err = m.Float64Histogram(MetricClaimDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of the claim statement or the takeover.")); err != nil {
+		return nil, err
+	}
+	if t.responseSize, err = m.Int64Histogram(MetricResponseSize, metric.WithUnit("By"),
+		metric.WithDescription("Size of the stored responses.")); err != nil {
+		return nil, err
+	}
+	return t, err
+}
+
+// Attribute keys of the hook's metrics and spans.
+const (
+	attrField   = attribute.Key("idem.field")
+	attrMode    = attribute.Key("idem.mode")
+	attrFailure = attribute.Key("idem.failure")
+	attrCode    = attribute.Key("idem.code")
+	attrOutcome = attribute.Key("idem.outcome")
+	attrAttempt = attribute.Key("idem.attempt")
+	attrKeyHash = attribute.Key("idem.key_hash")
+	attrTenant  = attribute.Key("idem.tenant")
+)
+
+// startSpan starts the span of one idempotent field, a child of the
+// operation's span when gqlgen's tracing extension made one.
+func (t *telemetry) startSpan(ctx context.Context, r *request) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, "idem "+r.spec.name, trace.WithAttributes(
+		attrField.String(r.spec.name), attrMode.String(string(r.spec.mode))))
+}
+
+func (t *telemetry) add(ctx context.Context, c metric.Int64Counter, r *request, attrs ...attribute.KeyValue) {
+	c.Add(ctx, 1, metric.WithAttributes(append(attrs, attrField.String(r.spec.name))...))
+}
+
+func (t *telemetry) claimed(ctx context.Context, r *request, took time.Duration) {
+	t.claimDuration.Record(ctx, took.Seconds(), metric.WithAttributes(attrField.String(r.spec.name)))
+}
+
+// finish records the outcome on the span and ends it.
+func finishSpan(span trace.Span, r *request, outcome string, err error) {
+	span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(KeyHash(r.key)), attrTenant.String(r.tenant))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
