@@ -75,11 +75,13 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	t.failures = counter(MetricFailures, "Failed runs of idempotent mutations, by class.")
 	t.refusals = counter(MetricRefusals, "Idempotent mutations refused before running, by error code.")
 	if t.claimDuration, err = m.Float64Histogram(MetricClaimDuration, metric.WithUnit("s"),
-		metric.WithDescription("Duration of the claim statement or the takeover.")); err != nil {
+		metric.WithDescription("Duration of the claim statement or the takeover."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)); err != nil {
 		return nil, err
 	}
 	if t.responseSize, err = m.Int64Histogram(MetricResponseSize, metric.WithUnit("By"),
-		metric.WithDescription("Size of the stored responses.")); err != nil {
+		metric.WithDescription("Size of the stored responses."),
+		metric.WithExplicitBucketBoundaries(64, 256, 1<<10, 4<<10, 16<<10, 64<<10, 256<<10, 1<<20)); err != nil {
 		return nil, err
 	}
 	return t, err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
-	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemschema"
@@ -37,7 +36,10 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 		if len(first.Errors) > 0 || first.replayed() {
 			t.Fatalf("first call: %s", first.Body)
 		}
+		idemtest.RequireExecuted(t, first.Body, "createPayment")
+		idemtest.RequireState(t, a.client.IdempotencyBackend(), "acme", "pay-1", idemtest.Succeeded)
 		second := a.pay("acme", "pay-1", order, 1200)
+		idemtest.RequireReplayed(t, second.Body, "createPayment")
 		if !bytes.Equal(first.Data, second.Data) {
 			t.Fatalf("replay differs:\nfirst:  %s\nsecond: %s", first.Data, second.Data)
 		}
@@ -252,11 +254,7 @@ func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
 		if cs := a.charges("acme", order); len(cs) != 0 {
 			t.Fatalf("provider charged: %+v", cs)
 		}
-		ctx := idemschema.IncludeUnfinished(context.Background())
-		rec, err := a.client.Payment.Query().Where(payment.IdempotencyKey("bad")).Only(ctx)
-		if err != nil || *rec.IdempotencyStatus != payment.IdempotencyStatusFailed {
-			t.Fatalf("failed record: %+v, %v", rec, err)
-		}
+		idemtest.RequireState(t, a.client.IdempotencyBackend(), "acme", "bad", idemtest.Failed)
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
@@ -31,6 +32,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock lets tests move the hook's view of the database clock.
 	Clock *idem.Clock
+	// MeterProvider receives the hook's metrics (default: otel's global).
+	MeterProvider metric.MeterProvider
 }
 
 // NewHandler returns the example's HTTP handler: GraphQL at /query, with the
@@ -52,6 +55,7 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		Retention:       opts.Retention,
 		Logger:          logger,
 		Clock:           opts.Clock,
+		MeterProvider:   opts.MeterProvider,
 		KeyHeader:       true, // ent/entc.go generates optional key arguments
 	})
 	if err != nil {

@@ -22,6 +22,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
@@ -50,6 +55,7 @@ func run() error {
 		retention   = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
 		foldEvery   = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts (0: never)")
 		foldBatch   = flag.Int("materialize-batch", 500, "page views folded per transaction")
+		metricsAddr = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
 		verbose     = flag.Bool("v", false, "log every refusal and takeover")
 	)
 	flag.Parse()
@@ -88,7 +94,15 @@ func run() error {
 	defer closeProv()
 	prov.Latency, prov.ResponseLatency, prov.FailureRate = *latency, *respLatency, *failureRate
 
-	h, err := graph.NewHandler(client, prov, graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger})
+	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger}
+	if *metricsAddr != "" {
+		mp, err := serveMetrics(ctx, *metricsAddr, logger)
+		if err != nil {
+			return err
+		}
+		opts.MeterProvider = mp
+	}
+	h, err := graph.NewHandler(client, prov, opts)
 	if err != nil {
 		return err
 	}
@@ -138,4 +152,28 @@ func openProvider(ctx context.Context, dsn string) (*provider.Simulated, func(),
 		return nil, nil, err
 	}
 	return p, func() { db.Close() }, nil
+}
+
+// serveMetrics exports the OpenTelemetry metrics in Prometheus format on a
+// listener of their own, so that the GraphQL port does not expose them.
+func serveMetrics(ctx context.Context, addr string, logger *slog.Logger) (*sdkmetric.MeterProvider, error) {
+	registry := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server", slog.Any("error", err))
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	logger.Info("serving metrics", "url", "http://"+addr+"/metrics")
+	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)), nil
 }
