@@ -43,7 +43,10 @@ func (Archive) Fields() []ent.Field {
 // again only after its tombstone was purged, with a new claim time.
 func (Archive) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("record_table", "tenant_id", FieldKey, FieldClaimedAt).Unique(),
+		// A short name of its own: ent would hash the long default one to
+		// fit PostgreSQL's 63 characters, and SQLite's schema inspection
+		// then misses it.
+		index.Fields("record_table", "tenant_id", FieldKey, FieldClaimedAt).Unique().StorageKey("idempotency_archive_record"),
 	}
 }
 

@@ -128,6 +128,16 @@ func (m Mixin) Fields() []ent.Field {
 	)
 }
 
+// The partial indexes' predicates, written as PostgreSQL prints them back
+// (parenthesised, no casts), so that ent's automatic migration finds
+// nothing to change on a second run, and as SQLite also reads them. A
+// pending claim is one that was claimed and not completed.
+const (
+	predicateToArchive = "(" + FieldCompletedAt + " IS NOT NULL) AND (" + FieldArchivedAt + " IS NULL)"
+	predicateTombstone = "(" + FieldArchivedAt + " IS NOT NULL)"
+	predicatePending   = "(" + FieldClaimedAt + " IS NOT NULL) AND (" + FieldCompletedAt + " IS NULL)"
+)
+
 // Indexes of the mixin.
 //
 // Besides the unique index that decides who owns a key, three partial
@@ -138,11 +148,11 @@ func (m Mixin) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields(m.ScopeField(), FieldKey).Unique(),
 		index.Fields(FieldCompletedAt).
-			Annotations(entsql.IndexWhere(FieldCompletedAt + " IS NOT NULL AND " + FieldArchivedAt + " IS NULL")),
+			Annotations(entsql.IndexWhere(predicateToArchive)),
 		index.Fields(FieldArchivedAt).
-			Annotations(entsql.IndexWhere(FieldArchivedAt + " IS NOT NULL")),
+			Annotations(entsql.IndexWhere(predicateTombstone)),
 		index.Fields(FieldLeaseExpiresAt).
-			Annotations(entsql.IndexWhere(FieldStatus + " = '" + statusPending + "'")),
+			Annotations(entsql.IndexWhere(predicatePending)),
 	}
 }
 

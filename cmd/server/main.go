@@ -55,6 +55,7 @@ func run() error {
 		retention   = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
 		foldEvery   = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts (0: never)")
 		foldBatch   = flag.Int("materialize-batch", 500, "page views folded per transaction")
+		autoMigrate = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
 		metricsAddr = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
 		verbose     = flag.Bool("v", false, "log every refusal and takeover")
 	)
@@ -83,8 +84,10 @@ func run() error {
 	}
 	client := ent.NewClient(ent.Driver(drv))
 	defer client.Close()
-	if err := client.Schema.Create(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	if *autoMigrate {
+		if err := client.Schema.Create(ctx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
 	}
 
 	prov, closeProv, err := openProvider(ctx, dsn)

@@ -30,7 +30,7 @@ var (
 		PrimaryKey: []*schema.Column{IdempotencyArchivesColumns[0]},
 		Indexes: []*schema.Index{
 			{
-				Name:    "idempotencyarchive_record_table_tenant_id_idempotency_key_idempotency_claimed_at",
+				Name:    "idempotency_archive_record",
 				Unique:  true,
 				Columns: []*schema.Column{IdempotencyArchivesColumns[1], IdempotencyArchivesColumns[2], IdempotencyArchivesColumns[3], IdempotencyArchivesColumns[8]},
 			},
@@ -69,7 +69,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{OrdersColumns[9]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+					Where: "(idempotency_completed_at IS NOT NULL) AND (idempotency_archived_at IS NULL)",
 				},
 			},
 			{
@@ -77,7 +77,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{OrdersColumns[10]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_archived_at IS NOT NULL",
+					Where: "(idempotency_archived_at IS NOT NULL)",
 				},
 			},
 			{
@@ -85,7 +85,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{OrdersColumns[7]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_status = 'pending'",
+					Where: "(idempotency_claimed_at IS NOT NULL) AND (idempotency_completed_at IS NULL)",
 				},
 			},
 		},
@@ -122,7 +122,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{PageViewsColumns[9]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+					Where: "(idempotency_completed_at IS NOT NULL) AND (idempotency_archived_at IS NULL)",
 				},
 			},
 			{
@@ -130,7 +130,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{PageViewsColumns[10]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_archived_at IS NOT NULL",
+					Where: "(idempotency_archived_at IS NOT NULL)",
 				},
 			},
 			{
@@ -138,7 +138,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{PageViewsColumns[7]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_status = 'pending'",
+					Where: "(idempotency_claimed_at IS NOT NULL) AND (idempotency_completed_at IS NULL)",
 				},
 			},
 			{
@@ -210,7 +210,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{PaymentsColumns[9]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+					Where: "(idempotency_completed_at IS NOT NULL) AND (idempotency_archived_at IS NULL)",
 				},
 			},
 			{
@@ -218,7 +218,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{PaymentsColumns[10]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_archived_at IS NOT NULL",
+					Where: "(idempotency_archived_at IS NOT NULL)",
 				},
 			},
 			{
@@ -226,7 +226,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{PaymentsColumns[7]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_status = 'pending'",
+					Where: "(idempotency_claimed_at IS NOT NULL) AND (idempotency_completed_at IS NULL)",
 				},
 			},
 		},
@@ -271,7 +271,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{RefundsColumns[9]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+					Where: "(idempotency_completed_at IS NOT NULL) AND (idempotency_archived_at IS NULL)",
 				},
 			},
 			{
@@ -279,7 +279,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{RefundsColumns[10]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_archived_at IS NOT NULL",
+					Where: "(idempotency_archived_at IS NOT NULL)",
 				},
 			},
 			{
@@ -287,7 +287,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{RefundsColumns[7]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_status = 'pending'",
+					Where: "(idempotency_claimed_at IS NOT NULL) AND (idempotency_completed_at IS NULL)",
 				},
 			},
 		},

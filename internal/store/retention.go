@@ -182,7 +182,9 @@ const rowColumns = "idempotency_key, idempotency_status, idempotency_fingerprint
 // before (the partial index on pending leases), oldest first.
 func (s *Store) Stuck(ctx context.Context, ex Executor, t Table, before time.Time, limit int) ([]Row, error) {
 	p := s.placeholders()
-	q := fmt.Sprintf("SELECT %s, %s FROM %s WHERE idempotency_status = 'pending' AND idempotency_lease_expires_at < %s ORDER BY idempotency_lease_expires_at LIMIT %s",
+	// The first two conditions are the partial index's predicate.
+	q := fmt.Sprintf("SELECT %s, %s FROM %s WHERE idempotency_claimed_at IS NOT NULL AND idempotency_completed_at IS NULL "+
+		"AND idempotency_status = 'pending' AND idempotency_lease_expires_at < %s ORDER BY idempotency_lease_expires_at LIMIT %s",
 		quote(t.Scope), rowColumns, quote(t.Name), p(1), p(2))
 	return s.rows(ctx, ex, t.Name, false, q, before.UTC(), limit)
 }
