@@ -75,7 +75,8 @@ type TableSweep struct {
 	Table  string `json:"table"`
 	// Archived responses moved to the archive table (tombstones left).
 	Archived int `json:"archived"`
-	// Purged tombstones past the horizon (the keys forgotten).
+	// Purged tombstones past the horizon, and claims abandoned in pending
+	// for as long (the keys forgotten).
 	Purged int `json:"purged"`
 }
 
@@ -129,6 +130,9 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 		// archived before this completed before now - horizon.
 		purgeBefore := now.Add(-(a.cfg.TombstoneHorizon - retention))
 		ts := TableSweep{Entity: recs.Entity, Table: recs.Table}
+		// A claim abandoned in pending is forgotten a horizon after its
+		// lease ran out.
+		abandonedBefore := now.Add(-a.cfg.TombstoneHorizon)
 		if opts.DryRun {
 			if ts.Archived, err = a.store.CountExpired(ctx, db, table, expireBefore); err != nil {
 				return report, err
@@ -136,6 +140,11 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 			if ts.Purged, err = a.store.CountPurgeable(ctx, db, table, purgeBefore); err != nil {
 				return report, err
 			}
+			abandoned, err := a.store.CountAbandoned(ctx, db, table, abandonedBefore)
+			if err != nil {
+				return report, err
+			}
+			ts.Purged += abandoned
 			report.Tables = append(report.Tables, ts)
 			continue
 		}
@@ -163,6 +172,9 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 			}},
 			{&ts.Purged, func(tx store.Executor) (int, error) {
 				return a.store.PurgeBatch(ctx, tx, table, recs.RecordOnly, purgeBefore, opts.BatchSize)
+			}},
+			{&ts.Purged, func(tx store.Executor) (int, error) {
+				return a.store.PurgeAbandoned(ctx, tx, table, abandonedBefore, opts.BatchSize)
 			}},
 		}
 		for _, step := range steps {
@@ -241,7 +253,10 @@ type RecordInfo struct {
 	Key    string `json:"key"`
 	// State is pending, succeeded or failed, "tombstone" for an archived
 	// record's row, or "archived" for its copy in the archive table.
-	State          string     `json:"state"`
+	State string `json:"state"`
+	// Status is the record's status (pending, succeeded, failed), also for
+	// tombstones and archived copies.
+	Status         string     `json:"status"`
 	Operation      string     `json:"operation,omitempty"`
 	Attempt        int        `json:"attempt"`
 	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
@@ -287,8 +302,8 @@ func (a *Admin) Stuck(ctx context.Context, olderThan time.Duration, limit int) (
 	})
 }
 
-// Failed lists the newest failed records (up to limit per table) that are
-// still within their retention window.
+// Failed lists the newest failed records (up to limit per table) that
+// still hold their response (the sweeper has not archived them).
 func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
 	return a.list(func(recs *Records) ([]store.Row, error) {
 		return a.store.Failed(ctx, a.cfg.Backend.DB(), tableOf(recs), limit)
@@ -360,7 +375,7 @@ func tableOf(recs *Records) store.Table {
 
 func info(recs *Records, r store.Row) RecordInfo {
 	ri := RecordInfo{
-		Entity: recs.Entity, Table: recs.Table, Tenant: r.Tenant, Key: r.Key, State: r.Status, Attempt: r.Attempt,
+		Entity: recs.Entity, Table: recs.Table, Tenant: r.Tenant, Key: r.Key, State: r.Status, Status: r.Status, Attempt: r.Attempt,
 		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), ClaimedAt: timePtr(r.ClaimedAt),
 		CompletedAt: timePtr(r.CompletedAt), ArchivedAt: timePtr(r.ArchivedAt),
 	}

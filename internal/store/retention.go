@@ -94,6 +94,32 @@ func (s *Store) PurgeBatch(ctx context.Context, ex Executor, t Table, recordOnly
 	return deleted + cleared, err
 }
 
+// pendingPredicate selects pending claims through the partial index on
+// their lease (its predicate, then the status).
+const pendingPredicate = "idempotency_claimed_at IS NOT NULL AND idempotency_completed_at IS NULL AND idempotency_status = 'pending'"
+
+// PurgeAbandoned deletes up to limit pending claims of t whose lease ran out
+// before cutoff: claims whose worker died and whose client never came back.
+// Such a row is a claim, never a business fact (queries do not see it), and
+// a request with its key would take it over anyway; past the horizon the
+// key is forgotten like any other.
+func (s *Store) PurgeAbandoned(ctx context.Context, ex Executor, t Table, cutoff time.Time, limit int) (int, error) {
+	table, id := quote(t.Name), quote(t.ID)
+	p := s.placeholders()
+	selected := fmt.Sprintf("SELECT %s FROM %s WHERE %s AND idempotency_lease_expires_at < %s ORDER BY idempotency_lease_expires_at LIMIT %s",
+		id, table, pendingPredicate, p(1), p(2))
+	if s.dialect == Postgres {
+		selected += " FOR UPDATE SKIP LOCKED"
+	}
+	return s.affected(ctx, ex, "purge abandoned", fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", table, id, selected), cutoff.UTC(), limit)
+}
+
+// CountAbandoned counts the claims PurgeAbandoned would delete.
+func (s *Store) CountAbandoned(ctx context.Context, ex Executor, t Table, cutoff time.Time) (int, error) {
+	return s.count(ctx, ex, "count abandoned", fmt.Sprintf("SELECT count(*) FROM %s WHERE %s AND idempotency_lease_expires_at < %s",
+		quote(t.Name), pendingPredicate, s.placeholders()(1)), cutoff.UTC())
+}
+
 // CountExpired counts the records of t that ArchiveBatch would move (for a
 // dry run).
 func (s *Store) CountExpired(ctx context.Context, ex Executor, t Table, cutoff time.Time) (int, error) {
@@ -182,15 +208,13 @@ const rowColumns = "idempotency_key, idempotency_status, idempotency_fingerprint
 // before (the partial index on pending leases), oldest first.
 func (s *Store) Stuck(ctx context.Context, ex Executor, t Table, before time.Time, limit int) ([]Row, error) {
 	p := s.placeholders()
-	// The first two conditions are the partial index's predicate.
-	q := fmt.Sprintf("SELECT %s, %s FROM %s WHERE idempotency_claimed_at IS NOT NULL AND idempotency_completed_at IS NULL "+
-		"AND idempotency_status = 'pending' AND idempotency_lease_expires_at < %s ORDER BY idempotency_lease_expires_at LIMIT %s",
-		quote(t.Scope), rowColumns, quote(t.Name), p(1), p(2))
+	q := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s AND idempotency_lease_expires_at < %s ORDER BY idempotency_lease_expires_at LIMIT %s",
+		quote(t.Scope), rowColumns, quote(t.Name), pendingPredicate, p(1), p(2))
 	return s.rows(ctx, ex, t.Name, false, q, before.UTC(), limit)
 }
 
 // Failed lists up to limit failed records of t that still hold their
-// response, newest first.
+// response (not archived yet), newest first.
 func (s *Store) Failed(ctx context.Context, ex Executor, t Table, limit int) ([]Row, error) {
 	q := fmt.Sprintf("SELECT %s, %s FROM %s WHERE idempotency_status = 'failed' AND idempotency_archived_at IS NULL AND idempotency_completed_at IS NOT NULL "+
 		"ORDER BY idempotency_completed_at DESC LIMIT %s", quote(t.Scope), rowColumns, quote(t.Name), s.placeholders()(1))
