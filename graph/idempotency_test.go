@@ -176,9 +176,11 @@ func TestKeysAreScopedByTenant(t *testing.T) {
 			t.Fatalf("tenant B's retry: %s", rb2.Body)
 		}
 		// B sending A's exact request gets a fresh execution in B's scope,
-		// which cannot see A's order.
+		// which cannot see A's order. Partitioned by tenant, the composite
+		// foreign key (tenant_id, order) → orders refuses B's claim itself:
+		// nothing is stored and nothing runs.
 		steal := a.pay("tenant-b", "other-key", orderA, 100)
-		if steal.code() != "NOT_FOUND" {
+		if want := crossTenantRefusal(b, "NOT_FOUND"); steal.code() != want {
 			t.Fatalf("tenant B paying tenant A's order: %s", steal.Body)
 		}
 		read := a.do("tenant-b", `query($id: ID!) { order(id: $id) { id } providerCharges(orderID: $id) { id } }`, map[string]any{"id": orderA})

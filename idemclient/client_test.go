@@ -291,7 +291,7 @@ func startSlowFlakyServer(t *testing.T, backend idemtest.Backend) (*httptest.Ser
 	t.Helper()
 	db := idemtest.Open(t, backend)
 	client := ent.NewClient(ent.Driver(db.Driver))
-	if err := client.Schema.Create(context.Background()); err != nil {
+	if err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	sim := newProvider(t, db)
@@ -326,7 +326,7 @@ func newProvider(t *testing.T, db *idemtest.DB) *provider.Simulated {
 		t.Fatalf("provider: %v", err)
 	}
 	t.Cleanup(func() { pdb.Close() })
-	p, err := provider.NewSimulated(context.Background(), pdb, db.Backend == idemtest.Postgres)
+	p, err := provider.NewSimulated(context.Background(), pdb, db.Backend.IsPostgres())
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}

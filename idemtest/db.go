@@ -1,11 +1,15 @@
 // Package idemtest helps applications test their idempotent mutations
-// against real databases: a fresh, isolated database per test on SQLite or
-// PostgreSQL, and the list of backends to run a suite on.
+// against real databases: a fresh, isolated database per test on SQLite,
+// PostgreSQL, or PostgreSQL with the tables hash-partitioned by tenant, and
+// the list of backends to run a suite on.
 //
 //	for _, backend := range idemtest.Backends() {
 //		t.Run(string(backend), func(t *testing.T) {
 //			db := idemtest.Open(t, backend)
 //			client := ent.NewClient(ent.Driver(db.Driver))
+//			if err := db.Setup(ctx, client.IdempotencyBackend(), client.Schema.Create); err != nil {
+//				t.Fatal(err)
+//			}
 //			...
 //		})
 //	}
@@ -28,7 +32,9 @@ import (
 	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/schema"
 
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemdb"
 )
 
@@ -39,13 +45,26 @@ type Backend string
 const (
 	SQLite   Backend = "sqlite"
 	Postgres Backend = "postgres"
+	// PostgresPartitioned is PostgreSQL with the ent schema's tables
+	// hash-partitioned by tenant (idemdb.PartitionByTenant, with
+	// TestPartitions partitions): the layout of docs/scale-out.md. Its
+	// tables are made by DB.Setup, which a suite must call.
+	PostgresPartitioned Backend = "postgres-partitioned"
 )
+
+// TestPartitions is the number of hash partitions of each table on
+// PostgresPartitioned: few, so that a test's tenants land in several.
+const TestPartitions = 4
 
 // DefaultPostgresURL is used when TEST_DATABASE_URL is not set.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-// Backends returns the backends a behavioural suite runs on: both, always.
-func Backends() []Backend { return []Backend{SQLite, Postgres} }
+// Backends returns the backends a behavioural suite runs on: all three,
+// always.
+func Backends() []Backend { return []Backend{SQLite, Postgres, PostgresPartitioned} }
+
+// IsPostgres reports whether the backend is PostgreSQL (partitioned or not).
+func (b Backend) IsPostgres() bool { return b == Postgres || b == PostgresPartitioned }
 
 // PostgresURL returns TEST_DATABASE_URL or DefaultPostgresURL.
 func PostgresURL() string {
@@ -63,18 +82,46 @@ type DB struct {
 	DSN string
 	// Driver is an ent driver on it, closed when the test ends.
 	Driver *entsql.Driver
+	// Partitioning is what Setup made of the tables on
+	// PostgresPartitioned; nil on the other backends.
+	Partitioning *idemdb.Partitioning
+
+	setUp bool
+}
+
+// Setup makes the application's tables: create (the ent client's
+// Schema.Create) and then, on PostgresPartitioned, idemdb.PartitionByTenant
+// on the ent package's backend (client.IdempotencyBackend()). Ent's
+// automatic migration must not run on that database again.
+//
+//	err := db.Setup(ctx, client.IdempotencyBackend(), client.Schema.Create)
+func (db *DB) Setup(ctx context.Context, backend idem.Backend, create func(context.Context, ...schema.MigrateOption) error) error {
+	db.setUp = true
+	if err := create(ctx); err != nil {
+		return fmt.Errorf("idemtest: create the schema: %w", err)
+	}
+	if db.Backend != PostgresPartitioned {
+		return nil
+	}
+	p, err := idemdb.PartitionByTenant(ctx, backend, idemdb.PartitionOptions{Partitions: TestPartitions})
+	if err != nil {
+		return fmt.Errorf("idemtest: %w", err)
+	}
+	db.Partitioning = p
+	return nil
 }
 
 // Open returns an empty database for t: a SQLite file in t.TempDir(), or a
 // PostgreSQL schema of its own (dropped when the test ends), selected with
-// search_path so that the application's tables need no prefix.
+// search_path so that the application's tables need no prefix. Make the
+// tables with DB.Setup: on PostgresPartitioned it partitions them.
 func Open(t testing.TB, backend Backend) *DB {
 	t.Helper()
 	var dsn string
 	switch backend {
 	case SQLite:
 		dsn = filepath.Join(t.TempDir(), "test.db")
-	case Postgres:
+	case Postgres, PostgresPartitioned:
 		dsn = newPostgresSchema(t)
 	default:
 		t.Fatalf("idemtest: unknown backend %q", backend)
@@ -84,7 +131,17 @@ func Open(t testing.TB, backend Backend) *DB {
 		t.Fatalf("idemtest: %v", err)
 	}
 	t.Cleanup(func() { drv.Close() })
-	return &DB{Backend: backend, DSN: dsn, Driver: drv}
+	db := &DB{Backend: backend, DSN: dsn, Driver: drv}
+	if backend == PostgresPartitioned {
+		// A suite that made its tables without Setup ran on plain
+		// PostgreSQL: say so rather than pass as if partitioned.
+		t.Cleanup(func() {
+			if !db.setUp && !t.Failed() {
+				t.Errorf("idemtest: %s: the tables were not made with DB.Setup, so they were not partitioned", backend)
+			}
+		})
+	}
+	return db
 }
 
 // newPostgresSchema creates a schema and returns a URL whose search_path is

@@ -17,7 +17,9 @@ import (
 // restarted several times. The count equals the number of distinct keys.
 func TestPageViewCountSurvivesAKilledMaterializer(t *testing.T) {
 	bin := buildServer(t)
-	for _, b := range idemtest.Backends() {
+	// Plain PostgreSQL and SQLite only: the servers make their own tables
+	// with ent's Schema.Create (see TestKilledServerIsRecovered).
+	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

@@ -38,7 +38,12 @@ func TestKilledServerIsRecovered(t *testing.T) {
 		trials = n
 	}
 	bin := buildServer(t)
-	for _, b := range idemtest.Backends() {
+	// Not idemtest.Backends(): the server processes make their tables
+	// themselves (ent's Schema.Create at start), which the partitioned
+	// layout forbids (it would be undone), so PostgresPartitioned has no
+	// meaning here; the in-process suites (graph, internal/testapp,
+	// idemclient) cover it.
+	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

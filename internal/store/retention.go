@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -44,9 +45,13 @@ func (s *Store) ArchiveBatch(ctx context.Context, ex Executor, t Table, archive 
 	if s.dialect == Postgres {
 		// One statement: every part sees the rows before the UPDATE, so the
 		// archive gets the responses the UPDATE clears.
+		// The batch carries the scope as well as the id: on a table whose
+		// key is (scope, id) (idemdb.PartitionByTenant) the joins then use
+		// the key instead of scanning every partition.
+		batch := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s ORDER BY idempotency_completed_at LIMIT %s", scope, id, table, s.expiredPredicate(), p(2))
 		q := fmt.Sprintf("WITH batch AS (%s FOR UPDATE SKIP LOCKED), archived AS (%s) "+
-			"UPDATE %s SET idempotency_response = NULL, idempotency_archived_at = $4 FROM batch WHERE %s.%s = batch.%s",
-			selected, copyRows(table+" AS r JOIN batch ON r."+id+" = batch."+id), table, table, id, id)
+			"UPDATE %s SET idempotency_response = NULL, idempotency_archived_at = $4 FROM batch WHERE %s.%s = batch.%s AND %s.%s = batch.%s",
+			batch, copyRows(table+" AS r JOIN batch ON r."+scope+" = batch."+scope+" AND r."+id+" = batch."+id), table, table, scope, scope, table, id, id)
 		return s.affected(ctx, ex, "archive", q, args...)
 	}
 	// SQLite: two statements in the caller's (immediate, exclusive)
@@ -63,24 +68,30 @@ func (s *Store) ArchiveBatch(ctx context.Context, ex Executor, t Table, archive 
 // claims, are deleted; a succeeded business row stays, without its
 // idempotency columns, like a row created without a key.
 func (s *Store) PurgeBatch(ctx context.Context, ex Executor, t Table, recordOnly bool, cutoff time.Time, limit int) (int, error) {
-	table, id := quote(t.Name), quote(t.ID)
+	table, id, scope := quote(t.Name), quote(t.ID), quote(t.Scope)
 	p := s.placeholders()
 	selected := fmt.Sprintf("SELECT %s FROM %s WHERE idempotency_archived_at IS NOT NULL AND idempotency_archived_at < %s ORDER BY idempotency_archived_at LIMIT %s",
 		id, table, p(1), p(2))
+	// PostgreSQL: the batch carries (scope, id), the key of a table
+	// partitioned by tenant.
+	selectedKey := fmt.Sprintf("SELECT %s, %s FROM %s WHERE idempotency_archived_at IS NOT NULL AND idempotency_archived_at < %s ORDER BY idempotency_archived_at LIMIT %s",
+		scope, id, table, p(1), p(2))
 	const clear = "idempotency_key = NULL, idempotency_status = NULL, idempotency_fingerprint = '', idempotency_response = NULL, " +
 		"idempotency_attempt = 0, idempotency_lease_expires_at = NULL, idempotency_claimed_at = NULL, " +
 		"idempotency_completed_at = NULL, idempotency_archived_at = NULL"
 	args := []any{cutoff.UTC(), limit}
 	if s.dialect == Postgres {
 		if recordOnly {
-			q := fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s FOR UPDATE SKIP LOCKED)", table, id, selected)
+			q := fmt.Sprintf("DELETE FROM %s WHERE (%s, %s) IN (%s FOR UPDATE SKIP LOCKED)", table, scope, id, selectedKey)
 			return s.affected(ctx, ex, "purge", q, args...)
 		}
-		q := fmt.Sprintf("WITH batch AS (SELECT %s, idempotency_status AS status FROM %s WHERE %s IN (%s) FOR UPDATE SKIP LOCKED), "+
-			"gone AS (DELETE FROM %s USING batch WHERE %s.%s = batch.%s AND batch.status = 'failed' RETURNING 1), "+
-			"cleared AS (UPDATE %s SET %s FROM batch WHERE %s.%s = batch.%s AND batch.status <> 'failed' RETURNING 1) "+
+		q := fmt.Sprintf("WITH batch AS (SELECT %s, %s, idempotency_status AS status FROM %s WHERE (%s, %s) IN (%s) FOR UPDATE SKIP LOCKED), "+
+			"gone AS (DELETE FROM %s USING batch WHERE %s.%s = batch.%s AND %s.%s = batch.%s AND batch.status = 'failed' RETURNING 1), "+
+			"cleared AS (UPDATE %s SET %s FROM batch WHERE %s.%s = batch.%s AND %s.%s = batch.%s AND batch.status <> 'failed' RETURNING 1) "+
 			"SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM cleared)",
-			id, table, id, selected, table, table, id, id, table, clear, table, id, id)
+			scope, id, table, scope, id, selectedKey,
+			table, table, scope, scope, table, id, id,
+			table, clear, table, scope, scope, table, id, id)
 		return s.count(ctx, ex, "purge", q, args...)
 	}
 	if recordOnly {
@@ -104,14 +115,19 @@ const pendingPredicate = "idempotency_claimed_at IS NOT NULL AND idempotency_com
 // a request with its key would take it over anyway; past the horizon the
 // key is forgotten like any other.
 func (s *Store) PurgeAbandoned(ctx context.Context, ex Executor, t Table, cutoff time.Time, limit int) (int, error) {
-	table, id := quote(t.Name), quote(t.ID)
+	table, id, scope := quote(t.Name), quote(t.ID), quote(t.Scope)
 	p := s.placeholders()
+	key := id
+	if s.dialect == Postgres {
+		// (scope, id): the key of a table partitioned by tenant.
+		key = "(" + scope + ", " + id + ")"
+	}
 	selected := fmt.Sprintf("SELECT %s FROM %s WHERE %s AND idempotency_lease_expires_at < %s ORDER BY idempotency_lease_expires_at LIMIT %s",
-		id, table, pendingPredicate, p(1), p(2))
+		strings.Trim(key, "()"), table, pendingPredicate, p(1), p(2))
 	if s.dialect == Postgres {
 		selected += " FOR UPDATE SKIP LOCKED"
 	}
-	return s.affected(ctx, ex, "purge abandoned", fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", table, id, selected), cutoff.UTC(), limit)
+	return s.affected(ctx, ex, "purge abandoned", fmt.Sprintf("DELETE FROM %s WHERE %s IN (%s)", table, key, selected), cutoff.UTC(), limit)
 }
 
 // CountAbandoned counts the claims PurgeAbandoned would delete.

@@ -40,7 +40,7 @@ func newBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *bench {
 	t.Helper()
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))
-	if err := client.Schema.Create(context.Background()); err != nil {
+	if err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create); err != nil {
 		t.Fatal(err)
 	}
 	be := &bench{t: t, client: client, resolver: &graph.Resolver{Client: client}, clock: &idem.Clock{}}
@@ -49,7 +49,9 @@ func newBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *bench {
 	cfg.Backend = client.IdempotencyBackend()
 	cfg.Tenant = graph.OrgFromContext
 	cfg.Clock = be.clock
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	h, err := idem.Install(srv, cfg)
 	if err != nil {
 		t.Fatal(err)

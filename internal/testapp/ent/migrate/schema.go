@@ -30,7 +30,7 @@ var (
 		PrimaryKey: []*schema.Column{IdempotencyArchivesColumns[0]},
 		Indexes: []*schema.Index{
 			{
-				Name:    "idempotencyarchive_record_table_tenant_id_idempotency_key_idempotency_claimed_at",
+				Name:    "idempotency_archive_record",
 				Unique:  true,
 				Columns: []*schema.Column{IdempotencyArchivesColumns[1], IdempotencyArchivesColumns[2], IdempotencyArchivesColumns[3], IdempotencyArchivesColumns[8]},
 			},
@@ -66,7 +66,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{IdempotencyRecordsColumns[9]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+					Where: "(idempotency_completed_at IS NOT NULL) AND (idempotency_archived_at IS NULL)",
 				},
 			},
 			{
@@ -74,7 +74,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{IdempotencyRecordsColumns[10]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_archived_at IS NOT NULL",
+					Where: "(idempotency_archived_at IS NOT NULL)",
 				},
 			},
 			{
@@ -82,7 +82,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{IdempotencyRecordsColumns[7]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_status = 'pending'",
+					Where: "(idempotency_claimed_at IS NOT NULL) AND (idempotency_completed_at IS NULL)",
 				},
 			},
 		},
@@ -121,7 +121,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{ShipmentsColumns[8]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_completed_at IS NOT NULL AND idempotency_archived_at IS NULL",
+					Where: "(idempotency_completed_at IS NOT NULL) AND (idempotency_archived_at IS NULL)",
 				},
 			},
 			{
@@ -129,7 +129,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{ShipmentsColumns[9]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_archived_at IS NOT NULL",
+					Where: "(idempotency_archived_at IS NOT NULL)",
 				},
 			},
 			{
@@ -137,7 +137,7 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{ShipmentsColumns[6]},
 				Annotation: &entsql.IndexAnnotation{
-					Where: "idempotency_status = 'pending'",
+					Where: "(idempotency_claimed_at IS NOT NULL) AND (idempotency_completed_at IS NULL)",
 				},
 			},
 		},

@@ -1,0 +1,480 @@
+package idemctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goovo/idem"
+)
+
+// DefaultLimit is how many records stuck and failed list per table.
+const DefaultLimit = 50
+
+// record is a record as inspect reports it: the Admin's view, and what a
+// retry with the key gets now.
+type record struct {
+	idem.RecordInfo
+	// Retry says what a request with the key gets now.
+	Retry string `json:"retry"`
+}
+
+type inspectOutput struct {
+	Tenant  string   `json:"tenant"`
+	Key     string   `json:"key"`
+	Records []record `json:"records"`
+}
+
+var inspectCmd = &subcommand{
+	name: "inspect", args: "-tenant T -key K",
+	summary: "show every record of a key, in every record table and in the archive: state, operation, attempts, times, the stored response, and what a retry gets now",
+	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		tenant := fs.String("tenant", "", "the tenant the key belongs to (required)")
+		key := fs.String("key", "", "the idempotency key (required)")
+		check := func() error {
+			set := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			switch {
+			case *tenant == "":
+				return usagef("-tenant is required (see %s inspect -h)", e.name)
+			case *key == "" && !set["key"]:
+				return usagef("-key is required (see %s inspect -h)", e.name)
+			}
+			if err := idem.ValidateKey(*key); err != nil {
+				var ie *idem.Error
+				if errors.As(err, &ie) {
+					return usagef("malformed -key: %s", ie.Message)
+				}
+				return usagef("malformed -key: %v", err)
+			}
+			return nil
+		}
+		run := func(ctx context.Context) error {
+			infos, err := e.admin.Inspect(ctx, *tenant, *key)
+			if err != nil {
+				return err
+			}
+			out := inspectOutput{Tenant: *tenant, Key: *key, Records: []record{}}
+			now := e.now()
+			for _, ri := range infos {
+				out.Records = append(out.Records, record{RecordInfo: ri, Retry: e.retry(ri, now)})
+			}
+			if e.json || len(out.Records) > 0 {
+				if err := e.emit(out, func(w io.Writer) { e.printInspect(w, out, now) }); err != nil {
+					return err
+				}
+			}
+			if len(out.Records) == 0 {
+				var tables []string
+				for _, r := range e.backend.RecordTables() {
+					tables = append(tables, r.Table)
+				}
+				where := strings.Join(tables, ", ")
+				if a := e.backend.ArchiveTable(); a != "" {
+					where += " or the archive (" + a + ")"
+				}
+				return failure{fmt.Sprintf("no record of key %q for tenant %q in %s", *key, *tenant, where)}
+			}
+			return nil
+		}
+		return check, run
+	},
+}
+
+// retention is the retention window of an entity's records.
+func (e *env) retention(entity string) time.Duration {
+	if r, ok := e.backend.Records(entity); ok && r.Retention > 0 {
+		return r.Retention
+	}
+	return e.cfg.Retention
+}
+
+// retry says what a request with the record's key gets at now.
+func (e *env) retry(ri idem.RecordInfo, now time.Time) string {
+	switch ri.State {
+	case "pending":
+		if ri.LeaseExpiresAt != nil && ri.LeaseExpiresAt.After(now) {
+			return "IDEMPOTENCY_IN_PROGRESS until the lease runs out " + relative(*ri.LeaseExpiresAt, now) + ", then it takes the claim over"
+		}
+		return fmt.Sprintf("takes the claim over and runs the mutation again (attempt %d)", ri.Attempt+1)
+	case "succeeded", "failed":
+		if ri.CompletedAt == nil {
+			return "replays the stored response"
+		}
+		until := ri.CompletedAt.Add(e.retention(ri.Entity))
+		if until.After(now) {
+			return "replays the stored response until " + stamp(&until)
+		}
+		return "IDEMPOTENCY_KEY_EXPIRED (past retention since " + stamp(&until) + "; the next sweep archives the response)"
+	case "tombstone":
+		msg := "IDEMPOTENCY_KEY_EXPIRED; the mutation never runs again"
+		if ri.ArchivedAt != nil {
+			forget := ri.ArchivedAt.Add(e.cfg.TombstoneHorizon - e.retention(ri.Entity))
+			msg += " while the tombstone lasts (a sweep after " + stamp(&forget) + " purges it and forgets the key)"
+		}
+		return msg
+	case "archived":
+		return "nothing: an archived copy is history, never replayed"
+	}
+	return ""
+}
+
+func (e *env) printInspect(w io.Writer, out inspectOutput, now time.Time) {
+	fmt.Fprintf(w, "tenant %q, key %q: %s\n", out.Tenant, out.Key, plural(int64(len(out.Records)), "record", "records"))
+	for _, r := range out.Records {
+		where := "table " + r.Table
+		if r.State == "archived" {
+			where = "archive " + e.backend.ArchiveTable() + ", from " + r.Table
+		}
+		fmt.Fprintf(w, "\n%s (%s): %s\n", r.Entity, where, r.State)
+		t := newTable(w, "  operation", orDash(r.Operation))
+		t.row("  attempts", strconv.Itoa(r.Attempt))
+		t.row("  claimed", stampAgo(r.ClaimedAt, now))
+		if r.State == "pending" {
+			t.row("  lease until", stampAgo(r.LeaseExpiresAt, now))
+		}
+		t.row("  completed", stampAgo(r.CompletedAt, now))
+		if r.ArchivedAt != nil {
+			t.row("  archived", stampAgo(r.ArchivedAt, now))
+		}
+		switch {
+		case len(r.Data) > 0:
+			t.row("  data", string(r.Data))
+		case r.State == "tombstone":
+			t.row("  data", "(in the archive)")
+		default:
+			t.row("  data", "-")
+		}
+		if len(r.Errors) == 0 {
+			t.row("  errors", "-")
+		}
+		for i, ge := range r.Errors {
+			label := ""
+			if i == 0 {
+				label = "  errors"
+			}
+			t.row(label, describeGQLError(ge.Message, ge.Path.String(), ge.Extensions))
+		}
+		t.row("  a retry gets", r.Retry)
+		t.flush()
+	}
+}
+
+func describeGQLError(msg, path string, ext map[string]any) string {
+	s := msg
+	if code, ok := ext["code"].(string); ok && code != "" {
+		s += " [" + code + "]"
+	}
+	if path != "" {
+		s += " at " + path
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+type listOutput struct {
+	OlderThan string            `json:"olderThan,omitempty"`
+	Limit     int               `json:"limitPerTable"`
+	Records   []idem.RecordInfo `json:"records"`
+}
+
+func limitFlag(fs *flag.FlagSet) *int {
+	return fs.Int("limit", DefaultLimit, "list at most this many records per table")
+}
+
+func checkLimit(limit int) error {
+	if limit <= 0 {
+		return usagef("-limit must be positive, not %d", limit)
+	}
+	return nil
+}
+
+var stuckCmd = &subcommand{
+	name: "stuck", args: "[-older D] [-limit N]",
+	summary: "list pending claims whose lease ran out long ago, oldest first: their worker died and no retry came to take them over",
+	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		olderV := Duration(idem.StuckAfter * e.cfg.Lease)
+		fs.Var(&olderV, "older", fmt.Sprintf("list claims whose lease ran out more than this `duration` ago (by default %d × -lease)", idem.StuckAfter))
+		older := (*time.Duration)(&olderV)
+		limit := limitFlag(fs)
+		check := func() error {
+			if *older < 0 {
+				return usagef("-older must not be negative, not %v", *older)
+			}
+			return checkLimit(*limit)
+		}
+		run := func(ctx context.Context) error {
+			infos, err := e.admin.Stuck(ctx, *older, *limit)
+			if err != nil {
+				return err
+			}
+			out := listOutput{OlderThan: formatDuration(*older), Limit: *limit, Records: orEmpty(infos)}
+			now := e.now()
+			return e.emit(out, func(w io.Writer) {
+				if len(infos) == 0 {
+					fmt.Fprintf(w, "No stuck claims: no pending record's lease ran out more than %s ago.\n", human(*older))
+					return
+				}
+				fmt.Fprintf(w, "%s whose lease ran out more than %s ago (at most %d per table):\n\n",
+					plural(int64(len(infos)), "pending claim", "pending claims"), human(*older), *limit)
+				t := newTable(w, "ENTITY", "TENANT", "KEY", "OPERATION", "ATTEMPT", "CLAIMED", "LEASE RAN OUT")
+				for _, r := range infos {
+					t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stamp(r.ClaimedAt), stampAgo(r.LeaseExpiresAt, now))
+				}
+				t.flush()
+				fmt.Fprintf(w, "\nThe next request with such a key takes the claim over and runs the mutation again; until then the claim stays pending.\n"+
+					"See one with: %s inspect -tenant T -key K\n", e.name)
+			})
+		}
+		return check, run
+	},
+}
+
+var failedCmd = &subcommand{
+	name: "failed", args: "[-limit N]",
+	summary: "list records that hold a final error (idem.Final), newest first, within their retention window: retries replay the error",
+	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		limit := limitFlag(fs)
+		run := func(ctx context.Context) error {
+			infos, err := e.admin.Failed(ctx, *limit)
+			if err != nil {
+				return err
+			}
+			out := listOutput{Limit: *limit, Records: orEmpty(infos)}
+			now := e.now()
+			return e.emit(out, func(w io.Writer) {
+				if len(infos) == 0 {
+					fmt.Fprintln(w, "No failed records.")
+					return
+				}
+				fmt.Fprintf(w, "%s (at most %d per table, newest first):\n\n", plural(int64(len(infos)), "failed record", "failed records"), *limit)
+				t := newTable(w, "ENTITY", "TENANT", "KEY", "OPERATION", "ATTEMPT", "COMPLETED", "ERROR")
+				for _, r := range infos {
+					msg := "-"
+					if len(r.Errors) > 0 {
+						msg = describeGQLError(r.Errors[0].Message, "", r.Errors[0].Extensions)
+						if len(r.Errors) > 1 {
+							msg += fmt.Sprintf(" (+%d more)", len(r.Errors)-1)
+						}
+					}
+					t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stampAgo(r.CompletedAt, now), clip(msg, 80))
+				}
+				t.flush()
+			})
+		}
+		return func() error { return checkLimit(*limit) }, run
+	},
+}
+
+func orEmpty(infos []idem.RecordInfo) []idem.RecordInfo {
+	if infos == nil {
+		return []idem.RecordInfo{}
+	}
+	return infos
+}
+
+var statsCmd = &subcommand{
+	name: "stats", args: "",
+	summary: "count the records of every entity by state, show the oldest pending claim and the archive's size",
+	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		return nil, func(ctx context.Context) error {
+			st, err := e.admin.Stats(ctx)
+			if err != nil {
+				return err
+			}
+			if st.Tables == nil {
+				st.Tables = []idem.TableStats{}
+			}
+			now := e.now()
+			return e.emit(st, func(w io.Writer) {
+				t := newTable(w, "ENTITY", "TABLE", "PENDING", "SUCCEEDED", "FAILED", "TOMBSTONES", "OLDEST PENDING")
+				for _, ts := range st.Tables {
+					t.row(ts.Entity, ts.Table, itoa(ts.Pending), itoa(ts.Succeeded), itoa(ts.Failed), itoa(ts.Tombstones), stampAgo(ts.OldestPending, now))
+				}
+				t.flush()
+				if a := e.backend.ArchiveTable(); a != "" {
+					fmt.Fprintf(w, "\nArchive (%s): %s, %s of responses.\n", a, plural(st.ArchivedRecords, "record", "records"), size(st.ArchiveBytes))
+				} else {
+					fmt.Fprintln(w, "\nNo archive table: add an idemschema.Archive entity to the ent schema.")
+				}
+			})
+		}
+	},
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// sweepOutput is what sweep reports.
+type sweepOutput struct {
+	DryRun bool              `json:"dryRun"`
+	Tables []idem.TableSweep `json:"tables"`
+	// Archived and Purged sum the tables (in a dry run: what a sweep
+	// would do).
+	Archived         int     `json:"archived"`
+	Purged           int     `json:"purged"`
+	Elapsed          string  `json:"elapsed"`
+	ElapsedSeconds   float64 `json:"elapsedSeconds"`
+	RecordsPerSecond float64 `json:"recordsPerSecond"`
+	// Complete is false when the sweep stopped early (interrupted, or the
+	// database failed): the counts are what it did until then.
+	Complete bool `json:"complete"`
+}
+
+// ProgressEvery is how often a long sweep reports its progress on stderr.
+const ProgressEvery = time.Second
+
+var sweepCmd = &subcommand{
+	name: "sweep", args: "[-dry-run] [-batch N] [-pause D]",
+	summary: "archive the responses of records past their retention window (leaving tombstones) and purge tombstones past the horizon, in short batches; safe to interrupt and to run beside other sweepers",
+	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		dry := fs.Bool("dry-run", false, "count what a sweep would archive and purge, and change nothing")
+		batch := fs.Int("batch", idem.DefaultSweepBatch, "records per transaction: a batch's locks last one transaction")
+		var pauseV Duration
+		fs.Var(&pauseV, "pause", "pause between batches, a `duration`, to yield to live traffic")
+		pause := (*time.Duration)(&pauseV)
+		check := func() error {
+			if *batch <= 0 {
+				return usagef("-batch must be positive, not %d", *batch)
+			}
+			if *pause < 0 {
+				return usagef("-pause must not be negative, not %v", *pause)
+			}
+			return nil
+		}
+		run := func(ctx context.Context) error {
+			p := &progress{e: e, start: time.Now(), last: time.Now()}
+			report, err := e.admin.Sweep(ctx, idem.SweepOptions{BatchSize: *batch, Pause: *pause, DryRun: *dry, Progress: p.update})
+			out := sweepOutput{DryRun: report.DryRun, Tables: report.Tables, Complete: err == nil}
+			elapsed := report.Elapsed
+			if err != nil {
+				out.Tables = p.tables(report.Tables)
+				elapsed = time.Since(p.start)
+			}
+			if out.Tables == nil {
+				out.Tables = []idem.TableSweep{}
+			}
+			for _, t := range out.Tables {
+				out.Archived += t.Archived
+				out.Purged += t.Purged
+			}
+			out.Elapsed, out.ElapsedSeconds = human(elapsed), elapsed.Seconds()
+			if !*dry {
+				out.RecordsPerSecond = rate(out.Archived+out.Purged, elapsed)
+			}
+			p.done()
+			if perr := e.emit(out, func(w io.Writer) { e.printSweep(w, out) }); perr != nil && err == nil {
+				err = perr
+			}
+			if err != nil {
+				what := "interrupted"
+				if !errors.Is(err, context.Canceled) {
+					what = "failed (" + describe(err).Error() + ")"
+				}
+				return failure{fmt.Sprintf("%s after archiving %d and purging %d records; nothing is lost or half-moved: run sweep again to continue", what, out.Archived, out.Purged)}
+			}
+			return nil
+		}
+		return check, run
+	},
+}
+
+func (e *env) printSweep(w io.Writer, out sweepOutput) {
+	archived, purged := "ARCHIVED", "PURGED"
+	if out.DryRun {
+		fmt.Fprintf(w, "Dry run: nothing changed.\n\n")
+		archived, purged = "TO ARCHIVE", "TO PURGE"
+	}
+	t := newTable(w, "ENTITY", "TABLE", archived, purged)
+	for _, ts := range out.Tables {
+		t.row(ts.Entity, ts.Table, strconv.Itoa(ts.Archived), strconv.Itoa(ts.Purged))
+	}
+	t.flush()
+	fmt.Fprintln(w)
+	window := fmt.Sprintf("(retention %s, horizon %s)", human(e.cfg.Retention), human(e.cfg.TombstoneHorizon))
+	switch {
+	case out.DryRun:
+		fmt.Fprintf(w, "A sweep would archive %s and purge %s %s.\n",
+			plural(int64(out.Archived), "response", "responses"), plural(int64(out.Purged), "tombstone", "tombstones"), window)
+	case !out.Complete:
+		fmt.Fprintf(w, "Stopped early: %s archived, %s purged in %s.\n",
+			plural(int64(out.Archived), "response", "responses"), plural(int64(out.Purged), "tombstone", "tombstones"), out.Elapsed)
+	default:
+		fmt.Fprintf(w, "%s archived, %s purged in %s (%.0f records/s) %s.\n",
+			plural(int64(out.Archived), "response", "responses"), plural(int64(out.Purged), "tombstone", "tombstones"),
+			out.Elapsed, out.RecordsPerSecond, window)
+	}
+}
+
+// progress follows a sweep: per-table counts (the last report of each
+// table), and a line on stderr every ProgressEvery once the sweep has run
+// that long.
+type progress struct {
+	e       *env
+	start   time.Time
+	last    time.Time
+	order   []string
+	counts  map[string]idem.SweepProgress
+	printed bool
+}
+
+func (p *progress) update(sp idem.SweepProgress) {
+	if p.counts == nil {
+		p.counts = map[string]idem.SweepProgress{}
+	}
+	if _, ok := p.counts[sp.Entity]; !ok {
+		p.order = append(p.order, sp.Entity)
+	}
+	p.counts[sp.Entity] = sp
+	if time.Since(p.last) < ProgressEvery {
+		return
+	}
+	p.last = time.Now()
+	archived, purged := 0, 0
+	for _, c := range p.counts {
+		archived += c.Archived
+		purged += c.Purged
+	}
+	fmt.Fprintf(p.e.stderr, "%s sweep: %d archived, %d purged so far (now %s), %.0f records/s, %s\n",
+		p.e.name, archived, purged, sp.Entity, rate(archived+purged, sp.Elapsed), human(sp.Elapsed))
+	p.printed = true
+}
+
+// done ends the progress lines.
+func (p *progress) done() {
+	if p.printed {
+		fmt.Fprintf(p.e.stderr, "%s sweep: done\n", p.e.name)
+	}
+}
+
+// tables merges the tables a stopped sweep finished with the progress of
+// the one it was in.
+func (p *progress) tables(finished []idem.TableSweep) []idem.TableSweep {
+	out := append([]idem.TableSweep(nil), finished...)
+	for _, entity := range p.order {
+		seen := false
+		for _, t := range finished {
+			seen = seen || t.Entity == entity
+		}
+		if seen {
+			continue
+		}
+		c := p.counts[entity]
+		ts := idem.TableSweep{Entity: entity, Archived: c.Archived, Purged: c.Purged}
+		if r, ok := p.e.backend.Records(entity); ok {
+			ts.Table = r.Table
+		}
+		out = append(out, ts)
+	}
+	return out
+}

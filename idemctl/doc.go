@@ -1,0 +1,60 @@
+// Package idemctl is the operator's command line of the idempotency records:
+// what one key holds, which claims are stuck, which intents failed, how many
+// records each table holds, and the retention sweep. It is a thin layer over
+// [idem.Admin].
+//
+// Only the application can import its generated ent package, so the
+// command is a library that an application embeds in a main of its own:
+//
+//	package main // cmd/idemctl of your application
+//
+//	func main() {
+//		drv, err := idemdb.Open(os.Getenv("DATABASE_URL"))
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		client := ent.NewClient(ent.Driver(drv)) // your ent package; import its ent/runtime too
+//		os.Exit(idemctl.Main(context.Background(), client.IdempotencyBackend(), os.Args[1:], os.Stdout, os.Stderr))
+//	}
+//
+// An application that wants flags of its own (a -db flag, say) or to open
+// the database only when a command needs it uses [Command]; the example
+// application's cmd/idemctl does.
+//
+// # Commands
+//
+//	idemctl [global flags] <command> [flags]
+//
+//	inspect -tenant T -key K       every record of a key, in every record table and in the archive
+//	stuck [-older D] [-limit N]    pending claims whose lease ran out long ago (default older: 3 leases)
+//	failed [-limit N]              records that hold a final error
+//	stats                          records by state per entity, the oldest pending claim, the archive's size
+//	sweep [-dry-run] [-batch N] [-pause D]
+//	                               archive responses past retention, purge tombstones past the horizon
+//
+// Global flags: -json (one JSON document on stdout instead of text),
+// -retention, -horizon and -lease (passed to [idem.Config]; they must match
+// the server's, since the sweep expires records by them; durations are
+// written like 90s, 24h or 30d). Every command has -h.
+//
+// Text output is aligned for reading; times are RFC 3339 in UTC, durations
+// are written like 3m12s or 2d4h. Messages, and the progress of a long
+// sweep, go to stderr, one line each.
+//
+// # Exit codes
+//
+//	0  the command did what was asked
+//	1  a runtime failure: inspect found no record of the key, the database
+//	   cannot be reached or failed, a sweep was interrupted
+//	2  a usage error: unknown command or flag, a missing or malformed
+//	   argument (the key is checked like the hook checks it)
+//
+// # Retention, for clients
+//
+// A finished record replays its response for the retention window (24 h by
+// default). Past it the key answers IDEMPOTENCY_KEY_EXPIRED and never runs
+// again; the sweep moves the response to the archive and leaves a
+// tombstone. Past the tombstone horizon (30 days) the sweep purges the
+// tombstone: the key is forgotten and would run as a new intent, so clients
+// must not retry intents that old. The archive is never purged.
+package idemctl

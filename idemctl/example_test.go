@@ -1,0 +1,87 @@
+package idemctl_test
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemctl"
+	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/internal/testapp/ent"
+	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
+	"github.com/goovo/idem/internal/testapp/graph"
+)
+
+// Count the records of a database by state, as one JSON document. Two
+// mutations made the records: a shipment, which succeeded, and the
+// approval of a shipment that does not exist, a final error.
+func Example() {
+	dir, _ := os.MkdirTemp("", "idemctl-example")
+	defer os.RemoveAll(dir)
+	drv, err := idemdb.Open(filepath.Join(dir, "app.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := ent.NewClient(ent.Driver(drv))
+	defer client.Close()
+	if err := client.Schema.Create(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}}))
+	srv.AddTransport(transport.POST{})
+	h, err := idem.Install(srv, idem.Config{
+		Backend: client.IdempotencyBackend(),
+		Tenant:  graph.OrgFromContext,
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, q := range []string{
+		`mutation { createShipment(idempotencyKey: "ship-1", input: {destination: "Lyon", weightGrams: 900}) { id } }`,
+		`mutation { approveShipment(idempotencyKey: "approve-1", id: "00000000-0000-0000-0000-000000000000") { id } }`,
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(`{"query":`+quote(q)+`}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Org", "acme")
+		graph.WithOrg(h).ServeHTTP(httptest.NewRecorder(), req)
+	}
+
+	code := idemctl.Main(context.Background(), client.IdempotencyBackend(), []string{"-json", "stats"}, os.Stdout, os.Stderr)
+	if code != idemctl.ExitOK {
+		log.Fatalf("exit code %d", code)
+	}
+	// Output:
+	// {
+	//   "tables": [
+	//     {
+	//       "entity": "IdempotencyRecord",
+	//       "table": "idempotency_records",
+	//       "pending": 0,
+	//       "succeeded": 0,
+	//       "failed": 1,
+	//       "tombstones": 0
+	//     },
+	//     {
+	//       "entity": "Shipment",
+	//       "table": "shipments",
+	//       "pending": 0,
+	//       "succeeded": 1,
+	//       "failed": 0,
+	//       "tombstones": 0
+	//     }
+	//   ],
+	//   "archivedRecords": 0,
+	//   "archiveBytes": 0
+	// }
+}
