@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// violations collects what the audit found wrong, by kind, with a few
+// examples of each.
+type violations struct {
+	counts   counter
+	mu       sync.Mutex
+	examples map[string][]string
+}
+
+// maxExamples is how many examples of each kind the summary shows.
+const maxExamples = 3
+
+func (v *violations) add(kind, format string, args ...any) {
+	v.counts.add(kind)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.examples == nil {
+		v.examples = map[string][]string{}
+	}
+	if len(v.examples[kind]) < maxExamples {
+		v.examples[kind] = append(v.examples[kind], fmt.Sprintf(format, args...))
+	}
+}
+
+func (v *violations) total() int { return v.counts.total() }
+
+// Rows of the database, as the audit reads them.
+type (
+	orderRow struct {
+		id     int
+		tenant string
+		key    sql.NullString
+		status sql.NullString
+		paid   bool
+	}
+	paymentRow struct {
+		id       int
+		tenant   string
+		key      sql.NullString
+		status   sql.NullString
+		chargeID sql.NullString
+		orderID  int
+	}
+	chargeRow struct {
+		id       string
+		tenant   string
+		key      string
+		orderID  int
+		amount   int
+		requests int
+	}
+)
+
+// snapshot is the database after the run: every order, payment and
+// provider charge of the run's schema.
+type snapshot struct {
+	orders   []orderRow
+	payments []paymentRow
+	charges  []chargeRow
+}
+
+func readSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
+	s := &snapshot{}
+	err := eachRow(ctx, db, `SELECT id, tenant_id, idempotency_key, idempotency_status, paid FROM orders`, func(rows *sql.Rows) error {
+		var r orderRow
+		err := rows.Scan(&r.id, &r.tenant, &r.key, &r.status, &r.paid)
+		s.orders = append(s.orders, r)
+		return err
+	})
+	if err == nil {
+		err = eachRow(ctx, db, `SELECT id, tenant_id, idempotency_key, idempotency_status, provider_charge_id, order_payments FROM payments`, func(rows *sql.Rows) error {
+			var r paymentRow
+			err := rows.Scan(&r.id, &r.tenant, &r.key, &r.status, &r.chargeID, &r.orderID)
+			s.payments = append(s.payments, r)
+			return err
+		})
+	}
+	if err == nil {
+		err = eachRow(ctx, db, `SELECT id, tenant, idempotency_key, order_id, amount, requests FROM provider_charges`, func(rows *sql.Rows) error {
+			var r chargeRow
+			err := rows.Scan(&r.id, &r.tenant, &r.key, &r.orderID, &r.amount, &r.requests)
+			s.charges = append(s.charges, r)
+			return err
+		})
+	}
+	return s, err
+}
+
+// eachRow runs query and calls scan for every row.
+func eachRow(ctx context.Context, db *sql.DB, query string, scan func(*sql.Rows) error) error {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("audit: %s: %w", query, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return fmt.Errorf("audit: %s: %w", query, err)
+		}
+	}
+	return rows.Err()
+}
+
+// auditReport is what the audit found besides violations.
+type auditReport struct {
+	orphanCharges   int // charges of payment intents that finally failed
+	dedupedRequests int // provider requests deduplicated by key
+	dedupedKeys     int // keys the provider saw more than once
+	replays         int // fresh replays compared
+}
+
+// auditDatabase compares every intent's answers with the database and the
+// provider's ledger. It runs after every intent was answered and every
+// server stopped.
+func auditDatabase(intents []*intent, s *snapshot, v *violations) auditReport {
+	var rep auditReport
+	answered := map[string]bool{}
+	for _, in := range intents {
+		_, answered[in.key] = in.result()
+	}
+	pending := func(what string, id int, key string) {
+		if answered[key] {
+			v.add("pending", "%s %d (key %s) is still pending although its intent was answered: a lost completion", what, id, key)
+		} else {
+			v.add("pending", "%s %d (key %s) is still pending: its intent never got a final answer", what, id, key)
+		}
+	}
+	ordersByKey := map[string][]orderRow{}
+	paidByOrder := map[int]int{} // succeeded payments per order id
+	for _, o := range s.orders {
+		if o.status.String == "pending" {
+			pending("order", o.id, o.key.String)
+		}
+		ordersByKey[o.key.String] = append(ordersByKey[o.key.String], o)
+	}
+	paymentsByKey := map[string][]paymentRow{}
+	for _, p := range s.payments {
+		switch p.status.String {
+		case "pending":
+			pending("payment", p.id, p.key.String)
+		case "succeeded":
+			paidByOrder[p.orderID]++
+		}
+		paymentsByKey[p.key.String] = append(paymentsByKey[p.key.String], p)
+	}
+	chargesByKey := map[string][]chargeRow{}
+	for _, c := range s.charges {
+		chargesByKey[c.key] = append(chargesByKey[c.key], c)
+		if c.requests > 1 {
+			rep.dedupedKeys++
+			rep.dedupedRequests += c.requests - 1
+		}
+	}
+
+	known := map[string]bool{}
+	succeededByOrder := map[string]int{} // succeeded payment intents per order id
+	for _, in := range intents {
+		known[in.key] = true
+		if in.field == "createPayment" && in.succeeded() {
+			succeededByOrder[in.orderID]++
+		}
+	}
+	for _, in := range intents {
+		a, ok := in.result()
+		if !ok {
+			v.add("unanswered", "%s %s: no final answer before the deadline", in.field, in.key)
+			continue
+		}
+		in.mu.Lock()
+		for _, d := range in.differ {
+			v.add("answers-differ", "%s %s: server %d answered %s %s, server %d answered %s %s",
+				in.field, in.key, a.server, a.kind, a.data, d.server, d.kind, d.data)
+		}
+		in.mu.Unlock()
+		switch in.field {
+		case "createOrder":
+			auditOrder(in, a, ordersByKey[in.key], v)
+		case "createPayment":
+			if auditPayment(in, a, paymentsByKey[in.key], chargesByKey[in.key], succeededByOrder[in.orderID], v) {
+				rep.orphanCharges++
+			}
+		}
+	}
+
+	for _, o := range s.orders {
+		if !known[o.key.String] {
+			v.add("stray-row", "order %d has key %q, which no intent sent", o.id, o.key.String)
+		}
+		if o.status.String != "succeeded" {
+			continue
+		}
+		if n := paidByOrder[o.id]; n > 1 {
+			v.add("double-payment", "order %d has %d succeeded payments", o.id, n)
+		}
+		if o.paid != (paidByOrder[o.id] > 0) {
+			v.add("paid-mismatch", "order %d: paid=%v, succeeded payments %d", o.id, o.paid, paidByOrder[o.id])
+		}
+	}
+	for _, p := range s.payments {
+		if !known[p.key.String] {
+			v.add("stray-row", "payment %d has key %q, which no intent sent", p.id, p.key.String)
+		}
+	}
+	for _, c := range s.charges {
+		if !known[c.key] {
+			v.add("stray-charge", "provider charge %s has key %q, which no intent sent", c.id, c.key)
+		}
+	}
+	return rep
+}
+
+func auditOrder(in *intent, a answer, rows []orderRow, v *violations) {
+	if outcomeClass(a.kind) != "success" {
+		v.add("unexpected-answer", "createOrder %s: final answer %s %s", in.key, a.kind, a.data)
+		return
+	}
+	var res orderResult
+	_ = json.Unmarshal(a.data, &res)
+	if len(rows) != 1 {
+		v.add("order-rows", "createOrder %s succeeded, but %d order rows have its key", in.key, len(rows))
+		return
+	}
+	if r := rows[0]; r.status.String != "succeeded" || strconv.Itoa(r.id) != res.CreateOrder.ID || r.tenant != in.tenant {
+		v.add("order-rows", "createOrder %s answered order %s; its row is id %d, tenant %s, status %s",
+			in.key, res.CreateOrder.ID, r.id, r.tenant, r.status.String)
+	}
+}
+
+// auditPayment checks one payment intent. succeededForOrder counts the
+// order's payment intents that succeeded. It reports whether the intent
+// failed for good although the provider charged its key (an orphan charge:
+// see the summary).
+func auditPayment(in *intent, a answer, rows []paymentRow, charges []chargeRow, succeededForOrder int, v *violations) (orphan bool) {
+	if len(charges) > 1 {
+		v.add("charges", "createPayment %s: %d provider charges for one key", in.key, len(charges))
+	}
+	if outcomeClass(a.kind) != "success" {
+		// Only a competing payment may fail, with ORDER_ALREADY_PAID, and
+		// only because the other one succeeded.
+		if a.kind != "ORDER_ALREADY_PAID" || succeededForOrder != 1 {
+			v.add("unexpected-answer", "createPayment %s (order %s): final answer %s %s, %d payments of the order succeeded",
+				in.key, in.orderID, a.kind, a.data, succeededForOrder)
+		}
+		if len(rows) != 1 || rows[0].status.String != "failed" {
+			v.add("payment-rows", "createPayment %s failed for good, but its key has %d payment rows (want 1, failed)", in.key, len(rows))
+		}
+		return len(charges) > 0
+	}
+	var res paymentResult
+	_ = json.Unmarshal(a.data, &res)
+	p := res.CreatePayment
+	if !p.Order.Paid || p.ProviderChargeID == "" || p.Order.ID != in.orderID || p.Amount != in.amount {
+		v.add("answer-content", "createPayment %s: answer %s does not show order %s paid with a charge of %d", in.key, a.data, in.orderID, in.amount)
+	}
+	if len(rows) != 1 {
+		v.add("payment-rows", "createPayment %s succeeded, but %d payment rows have its key", in.key, len(rows))
+		return false
+	}
+	r := rows[0]
+	if r.status.String != "succeeded" || strconv.Itoa(r.id) != p.ID || strconv.Itoa(r.orderID) != in.orderID || r.chargeID.String != p.ProviderChargeID {
+		v.add("payment-rows", "createPayment %s answered payment %s with charge %s; its row is id %d, order %d, status %s, charge %s",
+			in.key, p.ID, p.ProviderChargeID, r.id, r.orderID, r.status.String, r.chargeID.String)
+	}
+	if len(charges) != 1 {
+		v.add("charges", "createPayment %s succeeded with %d provider charges (want exactly 1)", in.key, len(charges))
+		return false
+	}
+	if c := charges[0]; c.id != r.chargeID.String || strconv.Itoa(c.orderID) != in.orderID || c.amount != in.amount || c.tenant != in.tenant {
+		v.add("charges", "createPayment %s: the provider's charge %s (order %d, amount %d) is not the payment's (charge %s, order %s, amount %d)",
+			in.key, c.id, c.orderID, c.amount, r.chargeID.String, in.orderID, in.amount)
+	}
+	return false
+}
+
+// auditReplays sends every answered intent once more, to a server started
+// for the audit, and checks that it gets the stored answer back: the same
+// data bytes, marked replayed (an "executed" here would mean the key had
+// been forgotten and the mutation ran again).
+func auditReplays(ctx context.Context, c *client, server int, intents []*intent, v *violations) int {
+	work := make(chan *intent)
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+		n  int
+	)
+	for range 16 {
+		wg.Go(func() {
+			for in := range work {
+				want, ok := in.result()
+				if !ok {
+					continue
+				}
+				got, ok := replayOnce(ctx, c, server, in)
+				if !ok {
+					v.add("replay-failed", "%s %s: no final answer from the audit server", in.field, in.key)
+					continue
+				}
+				mu.Lock()
+				n++
+				mu.Unlock()
+				if got.kind != "replayed" && outcomeClass(got.kind) == "success" {
+					v.add("re-executed", "%s %s: the audit's replay was %s", in.field, in.key, got.kind)
+				}
+				if !got.same(want) {
+					v.add("replay-differs", "%s %s: clients got %s %s, the audit's replay %s %s", in.field, in.key, want.kind, want.data, got.kind, got.data)
+				}
+			}
+		})
+	}
+	for _, in := range intents {
+		work <- in
+	}
+	close(work)
+	wg.Wait()
+	return n
+}
+
+// replayOnce sends an intent's body until a final answer (a few tries: the
+// audit server has no faults, so only a pending key would need more, and
+// that is a violation reported elsewhere).
+func replayOnce(ctx context.Context, c *client, server int, in *intent) (answer, bool) {
+	for try := range 5 {
+		r := c.attempt(ctx, server, in.field, in.tenant, in.body, 10*time.Second)
+		if r.final {
+			return answer{kind: r.kind, data: r.data, server: server}, true
+		}
+		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+	}
+	return answer{}, false
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status int
+		body   string
+		final  bool
+		kind   string // final kind, or retry reason
+	}{
+		{"executed", 200, `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"outcome":"executed"}}}}`, true, "executed"},
+		{"replayed", 200, `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"outcome":"replayed"}}}}`, true, "replayed"},
+		{"stored failure", 200, `{"errors":[{"message":"x","extensions":{"code":"ORDER_ALREADY_PAID"}}],"data":null,"extensions":{"idempotency":{"createPayment":{"outcome":"executed"}}}}`, true, "ORDER_ALREADY_PAID"},
+		{"in progress", 200, `{"errors":[{"message":"x","extensions":{"code":"IDEMPOTENCY_IN_PROGRESS","retryAfterSeconds":1}}],"data":null}`, false, codeInProgress},
+		{"unavailable", 200, `{"errors":[{"message":"x","extensions":{"code":"IDEMPOTENCY_UNAVAILABLE"}}],"data":null}`, false, codeUnavailable},
+		{"released", 200, `{"errors":[{"message":"x","extensions":{"code":"INTERNAL"}}],"data":null,"extensions":{"idempotency":{"createPayment":{"outcome":"released"}}}}`, false, "released"},
+		{"5xx", 502, `bad gateway`, false, "http5xx"},
+		{"cut off", 200, `{"data":{"crea`, false, "bad-response"},
+		{"unmarked", 200, `{"data":{"createOrder":{"id":"1"}}}`, true, "UNMARKED"},
+		{"key reused", 200, `{"errors":[{"message":"x","extensions":{"code":"IDEMPOTENCY_KEY_REUSED"}}],"data":null,"extensions":{"idempotency":{"createOrder":{"outcome":"refused"}}}}`, true, "IDEMPOTENCY_KEY_REUSED"},
+	} {
+		field := "createOrder"
+		if strings.Contains(c.body, "createPayment") {
+			field = "createPayment"
+		}
+		v := classify(field, c.status, []byte(c.body))
+		got := v.retry
+		if v.final {
+			got = v.kind
+		}
+		if v.final != c.final || got != c.kind {
+			t.Errorf("%s: final %v %q, want %v %q", c.name, v.final, got, c.final, c.kind)
+		}
+	}
+	if v := classify("createOrder", 200, []byte(`{"errors":[{"extensions":{"code":"IDEMPOTENCY_IN_PROGRESS","retryAfterSeconds":1.5}}],"data":null}`)); v.retryAfter != 1500*time.Millisecond {
+		t.Errorf("retryAfter %v, want 1.5s", v.retryAfter)
+	}
+}
+
+func TestPlanFaults(t *testing.T) {
+	plan := planFaults(&config{duration: 40 * time.Second, kills: 2, pgRestarts: 1})
+	var kinds []string
+	for i, f := range plan {
+		kinds = append(kinds, f.kind)
+		if want := time.Duration(i+1) * 10 * time.Second; f.at != want {
+			t.Errorf("fault %d at %v, want %v", i, f.at, want)
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "kill postgres kill" {
+		t.Errorf("plan %q, want kill postgres kill", got)
+	}
+	if n := len(planFaults(&config{duration: time.Minute, kills: 12, pgRestarts: 4})); n != 16 {
+		t.Errorf("%d faults planned, want 16", n)
+	}
+}
+
+// The audit must notice each kind of damage it exists for.
+func TestAuditFindsViolations(t *testing.T) {
+	ok := func(kind string) verdict { return verdict{final: true, kind: kind} }
+	order := newIntent("createOrder", "o1", "t", 100, "")
+	order.record(withData(ok("executed"), `{"createOrder":{"id":"1"}}`), 0)
+	order.record(withData(ok("replayed"), `{"createOrder":{"id":"2"}}`), 1) // different bytes
+	pay := newIntent("createPayment", "p1", "t", 100, "1")
+	pay.record(withData(ok("executed"), `{"createPayment":{"id":"1","amount":100,"providerChargeID":"ch_1","order":{"id":"1","paid":true}}}`), 0)
+	lost := newIntent("createPayment", "p2", "t", 100, "1") // never answered
+
+	snap := &snapshot{
+		orders: []orderRow{{id: 1, tenant: "t", key: ns("o1"), status: ns("succeeded"), paid: true}},
+		payments: []paymentRow{
+			{id: 1, tenant: "t", key: ns("p1"), status: ns("succeeded"), chargeID: ns("ch_1"), orderID: 1},
+			{id: 2, tenant: "t", key: ns("p2"), status: ns("pending"), orderID: 1},
+		},
+		charges: []chargeRow{
+			{id: "ch_1", tenant: "t", key: "p1", orderID: 1, amount: 100, requests: 1},
+			{id: "ch_2", tenant: "t", key: "p1", orderID: 1, amount: 100, requests: 1}, // a second charge
+		},
+	}
+	v := &violations{}
+	auditDatabase([]*intent{order, pay, lost}, snap, v)
+	for _, kind := range []string{"answers-differ", "charges", "pending", "unanswered"} {
+		if v.counts.get(kind) == 0 {
+			t.Errorf("no %s violation found; found %s", kind, &v.counts)
+		}
+	}
+
+	// The same run, healthy.
+	order.differ, snap.payments, snap.charges = nil, snap.payments[:1], snap.charges[:1]
+	v = &violations{}
+	auditDatabase([]*intent{order, pay}, snap, v)
+	if v.total() != 0 {
+		t.Errorf("violations in a healthy run: %s %v", &v.counts, v.examples)
+	}
+}
+
+func withData(v verdict, data string) verdict {
+	v.data = []byte(data)
+	return v
+}
+
+func ns(s string) sql.NullString { return sql.NullString{String: s, Valid: true} }

@@ -1,0 +1,497 @@
+// Command loadtest proves the example server's idempotency under load and
+// faults. It starts several server processes (cmd/server) on one
+// PostgreSQL database, in a schema of its own that it creates and drops,
+// and plays customers against them from many concurrent clients: each
+// creates an order (createOrder, atomic mode) and usually pays it
+// (createPayment, lease mode, through the simulated payment provider),
+// sometimes twice with two keys (competing payments). An intent is
+// sometimes sent by several clients to several servers at once
+// (duplicates); every client retries its intent with the same key and the
+// same body, after timeouts, refused connections, HTTP 5xx,
+// IDEMPOTENCY_IN_PROGRESS, IDEMPOTENCY_UNAVAILABLE and the outcome
+// "released", until it gets a final answer.
+//
+// Meanwhile it injects faults: kill -9 of a server (restarted after a
+// moment, with a spiking provider or without), restarts of PostgreSQL
+// (pg_ctlcluster), provider latency spikes beyond the lease and provider
+// failures (server flags), and client timeouts that abandon requests
+// mid-mutation.
+//
+// At the end, with every intent answered and every server stopped, it
+// audits: every client's final answer for a key has the same data bytes,
+// and a fresh replay from a newly started server returns them again;
+// exactly one order or payment row per successful intent, with the
+// answered id; exactly one provider charge per paid intent, the payment's;
+// orders paid if and only if a payment of theirs succeeded, never twice;
+// no record left pending. It prints a summary and exits with status 1 on
+// any violation.
+//
+//	go run ./cmd/loadtest -short    # CI: 3 servers, 30s, a few thousand requests, 2 kills, 1 PostgreSQL restart
+//	go run ./cmd/loadtest -long     # for reports: 4 servers, 3 minutes, 12 kills, 4 restarts
+//	go run ./cmd/loadtest -bench    # mutations per second, no faults (see BENCHMARKS.md)
+//
+// PostgreSQL is TEST_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable). Restarting it
+// needs a local Debian-style cluster (pg_ctlcluster, run as root or
+// postgres); -pg-restarts 0 skips them. The tool always leaves PostgreSQL
+// running.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/goovo/idem/idemtest"
+)
+
+// config holds the flags.
+type config struct {
+	short, long bool
+
+	servers     int
+	clients     int
+	maxInFlight int
+	rate        float64
+	duration    time.Duration
+	drain       time.Duration
+	tenants     int
+
+	payRate      float64
+	conflictRate float64
+	dupRate      float64
+	dupMax       int
+
+	timeout     time.Duration
+	abandonRate float64
+	abandonMax  time.Duration
+	maxBackoff  time.Duration
+
+	kills        int
+	killDowntime time.Duration
+	newPort      bool
+	pgRestarts   int
+	pgCluster    string
+
+	lease           time.Duration
+	waitInFlight    time.Duration
+	providerLatency time.Duration
+	responseLatency time.Duration
+	failureRate     float64
+	spikeLatency    time.Duration
+
+	databaseURL string
+	schema      string
+	serverBin   string
+	keep        bool
+
+	bench           bool
+	countStatements int
+}
+
+// presets are the values -short and -long give to the flags not set on
+// the command line.
+var presets = map[string]map[string]string{
+	"short": {
+		"servers": "3", "clients": "24", "rate": "50", "duration": "30s", "drain": "45s",
+		"kills": "2", "pg-restarts": "1",
+	},
+	"long": {
+		"servers": "4", "clients": "32", "rate": "100", "duration": "3m", "drain": "90s",
+		"kills": "12", "pg-restarts": "4",
+	},
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: go run ./cmd/loadtest [-short | -long | -bench] [flags]")
+		fmt.Fprintln(stderr, "\nProves the example server's idempotency under load and faults, audits the database\nand the provider's ledger, and exits 1 on any violation (see the package documentation).\n\nflags:")
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&c.short, "short", false, "CI preset: 3 servers, 24 clients, 30s of load (a few thousand requests), 2 kills, 1 PostgreSQL restart")
+	fs.BoolVar(&c.long, "long", false, "reporting preset: 4 servers, 32 clients, 3m of load, 12 kills, 4 PostgreSQL restarts")
+
+	fs.IntVar(&c.servers, "servers", 3, "server processes")
+	fs.IntVar(&c.clients, "clients", 24, "concurrent clients (customers in progress); each intent may add duplicate copies")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", 24, "most requests in flight at once, over all clients and copies (each may hold two PostgreSQL connections)")
+	fs.Float64Var(&c.rate, "rate", 50, "customers started per second (0: as fast as the clients go)")
+	fs.DurationVar(&c.duration, "duration", time.Minute, "load phase: customers start and faults are injected during it")
+	fs.DurationVar(&c.drain, "drain", 60*time.Second, "after the load phase, how long unanswered intents keep retrying (without faults)")
+	fs.IntVar(&c.tenants, "tenants", 4, "tenants the customers belong to")
+
+	fs.Float64Var(&c.payRate, "pay-rate", 0.8, "fraction of orders that get a payment")
+	fs.Float64Var(&c.conflictRate, "conflict-rate", 0.1, "fraction of paid orders that get a second, competing payment with its own key")
+	fs.Float64Var(&c.dupRate, "dup-rate", 0.3, "fraction of intents sent by several clients at once, to different servers")
+	fs.IntVar(&c.dupMax, "dup-max", 3, "most clients sending one duplicated intent")
+
+	fs.DurationVar(&c.timeout, "timeout", 3*time.Second, "client timeout of an attempt, after which it is abandoned and retried")
+	fs.Float64Var(&c.abandonRate, "abandon-rate", 0.03, "fraction of attempts abandoned early, with a random timeout below -abandon-max")
+	fs.DurationVar(&c.abandonMax, "abandon-max", 300*time.Millisecond, "longest timeout of an attempt abandoned early")
+	fs.DurationVar(&c.maxBackoff, "max-backoff", time.Second, "longest wait between two attempts of an intent")
+
+	fs.IntVar(&c.kills, "kills", 4, "kill -9 of a server during the load phase (each restarted after -kill-downtime)")
+	fs.DurationVar(&c.killDowntime, "kill-downtime", 300*time.Millisecond, "how long a killed server stays down")
+	fs.BoolVar(&c.newPort, "new-port", false, "restart a killed server on a new port (default: the same port)")
+	fs.IntVar(&c.pgRestarts, "pg-restarts", 2, "PostgreSQL restarts during the load phase (pg_ctlcluster restart)")
+	fs.StringVar(&c.pgCluster, "pg-cluster", "", "cluster to restart, version/name (default: the newest in /etc/postgresql, main)")
+
+	fs.DurationVar(&c.lease, "lease", time.Second, "servers' -lease: a killed server's claims are taken over after it")
+	fs.DurationVar(&c.waitInFlight, "wait-in-flight", 200*time.Millisecond, "servers' -wait-in-flight")
+	fs.DurationVar(&c.providerLatency, "provider-latency", 30*time.Millisecond, "provider latency before a charge executes")
+	fs.DurationVar(&c.responseLatency, "provider-response-latency", 30*time.Millisecond, "provider latency after a charge executed (a crash in it leaves money charged, books unwritten)")
+	fs.Float64Var(&c.failureRate, "provider-failure-rate", 0.05, "probability that a provider charge fails (retryable)")
+	fs.DurationVar(&c.spikeLatency, "spike-latency", 600*time.Millisecond, "provider latency, before and after the charge, of the spiking server (one at a time; 0: none); above -lease/2, its live attempts are taken over")
+
+	fs.StringVar(&c.databaseURL, "database-url", idemtest.PostgresURL(), "PostgreSQL to work in, in a schema of its own (TEST_DATABASE_URL)")
+	fs.StringVar(&c.schema, "schema", "", "use this existing schema instead of creating and dropping one")
+	fs.StringVar(&c.serverBin, "server-bin", "", "server binary (default: go build "+serverPackage+")")
+	fs.BoolVar(&c.keep, "keep", false, "keep the schema and the server logs")
+
+	fs.BoolVar(&c.bench, "bench", false, "measure mutations per second instead: createOrder, then createPayment, each for -duration, no faults, no duplicates")
+	fs.IntVar(&c.countStatements, "count-statements", 0, "with -bench: send this many of each mutation from one client to one server with log_statement=all and count their statements in the PostgreSQL log")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.short && c.long {
+		return nil, errors.New("-short and -long exclude each other")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, on := range map[string]bool{"short": c.short, "long": c.long} {
+		if !on {
+			continue
+		}
+		for flagName, value := range presets[name] {
+			if !set[flagName] {
+				if err := fs.Set(flagName, value); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	switch {
+	case c.servers < 1 || c.clients < 1 || c.maxInFlight < 1 || c.tenants < 1 || c.dupMax < 1:
+		return nil, errors.New("-servers, -clients, -max-in-flight, -tenants and -dup-max must be at least 1")
+	case c.duration <= 0 || c.timeout <= 0 || c.abandonMax <= 0 || c.maxBackoff <= 0:
+		return nil, errors.New("-duration, -timeout, -abandon-max and -max-backoff must be positive")
+	case c.kills < 0 || c.pgRestarts < 0:
+		return nil, errors.New("-kills and -pg-restarts must not be negative")
+	}
+	return c, nil
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
+	}
+	os.Exit(run(cfg))
+}
+
+// run sets up the database and the servers, runs the load (or the bench)
+// and always cleans up: servers stopped, schema dropped, PostgreSQL running.
+func run(cfg *config) int {
+	started := time.Now()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		return 2
+	}
+	if err := waitReady(ctx, cfg.databaseURL, 10*time.Second); err != nil {
+		return fail(err)
+	}
+	var pg cluster
+	if (!cfg.bench && cfg.pgRestarts > 0) || cfg.countStatements > 0 {
+		var err error
+		if pg, err = findCluster(cfg.pgCluster); err != nil {
+			return fail(err)
+		}
+		// Whatever happens to this run, PostgreSQL is left running: other
+		// tests share it.
+		defer func() {
+			if err := pg.ensureRunning(cfg.databaseURL); err != nil {
+				fmt.Fprintln(os.Stderr, "loadtest: PostgreSQL is not running:", err)
+			}
+		}()
+	}
+
+	tmp, err := os.MkdirTemp("", "idem-loadtest")
+	if err != nil {
+		return fail(err)
+	}
+	keepLogs := cfg.keep
+	defer func() {
+		if keepLogs {
+			fmt.Printf("server logs kept in %s\n", tmp)
+		} else {
+			os.RemoveAll(tmp)
+		}
+	}()
+	bin := cfg.serverBin
+	if bin == "" {
+		if bin, err = buildServer(tmp); err != nil {
+			return fail(err)
+		}
+	}
+	db, err := openDatabase(ctx, cfg.databaseURL, cfg.schema)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if cfg.keep {
+			fmt.Printf("schema %s kept\n", db.schema)
+			return
+		}
+		if pg.version != "" {
+			_ = pg.ensureRunning(cfg.databaseURL) // an interrupted restart may have left it stopped
+		}
+		if err := db.drop(); err != nil {
+			fmt.Fprintf(os.Stderr, "loadtest: drop schema %s: %v\n", db.schema, err)
+		}
+	}()
+
+	if cfg.bench {
+		if err := runBench(ctx, cfg, bin, tmp, db, pg); err != nil {
+			keepLogs = true
+			return fail(err)
+		}
+		return 0
+	}
+	code := runLoad(ctx, cfg, bin, tmp, db, pg, started)
+	if code != 0 {
+		keepLogs = true
+	}
+	return code
+}
+
+// serverArgs are the flags every server of a load run gets.
+func serverArgs(cfg *config) []string {
+	return []string{
+		"-lease", cfg.lease.String(),
+		"-wait-in-flight", cfg.waitInFlight.String(),
+		"-materialize-every", "0", // the page-view folder is not under test
+	}
+}
+
+func runLoad(ctx context.Context, cfg *config, bin, tmp string, db *database, pg cluster, started time.Time) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		return 2
+	}
+	steady := profile{name: "steady", latency: cfg.providerLatency, responseLatency: cfg.responseLatency, failureRate: cfg.failureRate}
+	spike := profile{name: "spiking", latency: cfg.spikeLatency, responseLatency: cfg.spikeLatency, failureRate: cfg.failureRate}
+	// The servers' connections carry the schema's name, so that the tool
+	// can count them among everyone's.
+	app := "loadtest_" + db.schema
+	env := []string{"DATABASE_URL=" + db.url(dsnParams("application_name", app))}
+	f := &fleet{bin: bin, env: env, args: serverArgs(cfg), logDir: tmp, newPort: cfg.newPort}
+	defer f.stop()
+	for i := range cfg.servers {
+		p := steady
+		if cfg.spikeLatency > 0 && cfg.servers > 1 && i == cfg.servers-1 {
+			p = spike // one spiking server from the start
+		}
+		if err := f.add(ctx, p); err != nil {
+			return fail(err)
+		}
+	}
+	fmt.Printf("loadtest: %d servers on schema %s, %d clients, %.0f customers/s for %v (+ up to %v to drain), %d kills, %d PostgreSQL restarts\n",
+		cfg.servers, db.schema, cfg.clients, cfg.rate, cfg.duration, cfg.drain, cfg.kills, cfg.pgRestarts)
+
+	sum := &summary{cfg: cfg, st: &stats{}, v: &violations{}, maxConns: db.maxConnections(ctx)}
+	reg := &registry{}
+	w := &workload{cfg: cfg, client: newClient(cfg, f, sum.st), stats: sum.st, reg: reg, prefix: runID()}
+	watch, endWatch := context.WithCancel(ctx)
+	peak := db.connectionPeak(watch, app)
+	load, endLoad := context.WithTimeout(ctx, cfg.duration)
+	defer endLoad()
+	deadline, endDeadline := context.WithTimeout(ctx, cfg.duration+cfg.drain)
+	defer endDeadline()
+	faultsDone := make(chan struct{})
+	go func() {
+		injectFaults(load, cfg, f, pg, sum.st, sum.v, steady, spike)
+		close(faultsDone)
+	}()
+	loadStart := time.Now()
+	sum.setup = loadStart.Sub(started)
+	w.run(load, deadline)
+	<-faultsDone
+	sum.answered = time.Since(loadStart)
+	endWatch()
+	sum.peakConns = peak()
+	f.stop()
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
+
+	// The audit: the database as the run left it, then a fresh replay of
+	// every intent from a server started for the purpose.
+	auditStart := time.Now()
+	if pg.version != "" {
+		if err := pg.ensureRunning(cfg.databaseURL); err != nil {
+			return fail(err)
+		}
+	}
+	sum.intents = reg.all()
+	sdb, err := db.open()
+	if err != nil {
+		return fail(err)
+	}
+	sum.snap, err = readSnapshot(ctx, sdb)
+	sdb.Close()
+	if err != nil {
+		return fail(err)
+	}
+	sum.audit = auditDatabase(sum.intents, sum.snap, sum.v)
+	sum.logs = f.logCounts(logPatterns)
+
+	auditFleet := &fleet{bin: bin, env: env, args: serverArgs(cfg), logDir: filepath.Join(tmp, "audit")}
+	defer auditFleet.stop()
+	if err := os.MkdirAll(auditFleet.logDir, 0o755); err == nil {
+		err = auditFleet.add(ctx, profile{name: "audit"})
+	}
+	if err != nil {
+		return fail(fmt.Errorf("audit server: %w", err))
+	}
+	auditStats := &stats{}
+	sum.audit.replays = auditReplays(ctx, newClient(cfg, auditFleet, auditStats), 0, sum.intents, sum.v)
+	auditFleet.stop()
+	sum.st.auditRequests.Store(auditStats.requests.Load())
+	sum.auditTime = time.Since(auditStart)
+	sum.wall = time.Since(started)
+
+	sum.print(os.Stdout)
+	if sum.v.total() > 0 {
+		return 1
+	}
+	return 0
+}
+
+// logPatterns name the server log lines the summary counts (messages of
+// execute.go and cmd/server). A line counts for the first pattern all of
+// whose parts it contains.
+var logPatterns = []logPattern{
+	{"store unavailable, request cancelled", []string{"idempotency store unavailable", "context canceled"}},
+	{"store unavailable", []string{"idempotency store unavailable"}},
+	{"store failed while storing a result", []string{"idempotency store failed while storing a result"}},
+	{"claims taken over", []string{"idempotency claim taken over"}},
+	{"attempts fenced out (lost their claim)", []string{"idempotent attempt lost its claim"}},
+	{"retryable failures, claim released", []string{"retryable error; claim released"}},
+	{"claim releases failed", []string{"could not release idempotency claim"}},
+	{"resolver errors", []string{"resolver error"}},
+	{"failed starts (migration)", []string{"server: migrate:"}},
+	{"panics", []string{"panic"}},
+}
+
+// summary is what a load run reports.
+type summary struct {
+	cfg     *config
+	st      *stats
+	v       *violations
+	audit   auditReport
+	snap    *snapshot
+	logs    map[string]int
+	intents []*intent
+
+	peakConns, maxConns              int
+	setup, answered, auditTime, wall time.Duration
+}
+
+func (s *summary) print(w io.Writer) {
+	p := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-14s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	st := s.st
+	fmt.Fprintln(w, "\n== loadtest summary")
+	p("requests", "%d (load, until every intent was answered) + %d (audit replays)", st.requests.Load(), st.auditRequests.Load())
+	p("intents", "%d: %s", st.intents.total(), &st.intents)
+	p("duplicates", "%d intents sent by several clients at once (%d extra copies)", st.duplicated.Load(), st.copies.Load())
+	p("answers", "%d final: %s", st.answers.total(), &st.answers)
+	p("retries", "%d: %s", st.retries.total(), &st.retries)
+	var lat []time.Duration
+	for _, in := range s.intents {
+		if _, ok := in.result(); ok {
+			lat = append(lat, in.latency)
+		}
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))].Round(time.Millisecond) }
+		p("intent time", "until the first final answer: p50 %v, p90 %v, p99 %v, max %v", q(0.5), q(0.9), q(0.99), q(1))
+	}
+	p("faults", "%s", &st.faults)
+	for _, e := range st.sortedEvents() {
+		p("", "%7v %s", e.at.Round(time.Millisecond), e.text)
+	}
+	var lines []string
+	for _, lp := range logPatterns {
+		if n := s.logs[lp.label]; n > 0 {
+			lines = append(lines, fmt.Sprintf("%s %d", lp.label, n))
+		}
+	}
+	if len(lines) == 0 {
+		lines = []string{"nothing notable"}
+	}
+	p("server logs", "%s", lines[0])
+	for _, l := range lines[1:] {
+		p("", "%s", l)
+	}
+	p("database", "%d orders, %d payments, %d provider charges; the provider deduplicated %d requests on %d keys",
+		len(s.snap.orders), len(s.snap.payments), len(s.snap.charges), s.audit.dedupedRequests, s.audit.dedupedKeys)
+	p("connections", "at most %d to PostgreSQL (max_connections %d)", s.peakConns, s.maxConns)
+	if s.audit.orphanCharges > 0 {
+		p("notice", "%d orphan charges: the provider charged a payment intent whose final answer is ORDER_ALREADY_PAID "+
+			"(an attempt charged, then rolled back, and the competing payment won; the example does not refund)", s.audit.orphanCharges)
+	}
+	p("audit", "%d fresh replays compared", s.audit.replays)
+	p("time", "setup %v, load and answers %v, audit %v, %v in all",
+		s.setup.Round(time.Millisecond), s.answered.Round(time.Millisecond), s.auditTime.Round(time.Millisecond), s.wall.Round(time.Millisecond))
+	if s.v.total() == 0 {
+		p("violations", "none")
+		fmt.Fprintln(w, "PASS")
+		return
+	}
+	p("violations", "%d: %s", s.v.total(), &s.v.counts)
+	kinds := make([]string, 0, len(s.v.examples))
+	for k := range s.v.examples {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		for _, e := range s.v.examples[k] {
+			p("", "%s: %s", k, e)
+		}
+	}
+	fmt.Fprintln(w, "FAIL")
+}
+
+// dsnParams returns extra runtime parameters for the servers' connections.
+func dsnParams(pairs ...string) url.Values {
+	q := url.Values{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		q.Set(pairs[i], pairs[i+1])
+	}
+	return q
+}
