@@ -309,6 +309,7 @@ func (e *Extension) execute(ctx context.Context, r *request, cs *claimState, clo
 	}
 	fieldCtx := graphql.WithFreshResponseContext(withCall(withClaim(ctx, c.claim), c))
 	res := next(fieldCtx)
+	c.stopHeartbeat()
 	errs := graphql.GetErrors(fieldCtx)
 
 	if c.tx == nil {
@@ -389,9 +390,18 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 func (e *Extension) release(ctx context.Context, r *request, attempt int) {
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	clock, err := e.store.Now(ctx, e.cfg.Backend.DB())
-	if err == nil {
-		err = e.store.Release(ctx, e.cfg.Backend.DB(), r.spec.table, r.tenant, r.key, attempt, clock.Now())
+	// A release is fenced, so trying again is safe; it is worth it, since a
+	// claim left behind blocks its key until the lease runs out. (A pooled
+	// connection broken by a cancelled request fails a first try.)
+	var err error
+	for try := range 3 {
+		var clock store.Clock
+		if clock, err = e.store.Now(ctx, e.cfg.Backend.DB()); err == nil {
+			err = e.store.Release(ctx, e.cfg.Backend.DB(), r.spec.table, r.tenant, r.key, attempt, clock.Now())
+		}
+		if err == nil || sleep(ctx, time.Duration(try+1)*50*time.Millisecond) != nil {
+			break
+		}
 	}
 	if err != nil {
 		e.log(ctx, slog.LevelWarn, "could not release idempotency claim; it frees itself when its lease runs out", r, slog.Any("error", err))
@@ -503,6 +513,9 @@ type call struct {
 	inputErr error
 	tx       Tx
 
+	// stopHeartbeat ends the lease renewals, if any; set by begin.
+	stop func()
+
 	// Set by the field tree, whose resolvers may run concurrently.
 	mu        sync.Mutex
 	retryable bool
@@ -550,6 +563,7 @@ func (c *call) begin(ctx context.Context, args map[string]any) (context.Context,
 			return ctx, errNotRun
 		}
 		c.tx = tx
+		c.startHeartbeat(ctx)
 		return txCtx, nil
 	}
 	txCtx, tx, err := e.cfg.Backend.BeginTx(ctx)
@@ -568,6 +582,52 @@ func (c *call) begin(ctx context.Context, args map[string]any) (context.Context,
 	}
 	c.tx = tx
 	return txCtx, nil
+}
+
+// startHeartbeat renews the lease every third of its length while the
+// resolver runs, so that a live attempt that runs longer than its lease is
+// not taken over (and fenced out) by every retry: only a dead attempt's
+// lease runs out. On SQLite a live attempt holds the write lock, which a
+// takeover needs too, so there is nothing to renew.
+func (c *call) startHeartbeat(ctx context.Context) {
+	e, r := c.ext, c.req
+	if e.store.Dialect() != store.Postgres {
+		return
+	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.spec.lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			// The renewal may wait for a row lock that this attempt's own
+			// transaction holds: stop cancels it.
+			ok, err := e.store.Renew(hctx, e.cfg.Backend.DB(), r.spec.table, r.tenant, r.key, c.claim.Attempt, c.clock.Now().Add(r.spec.lease))
+			if hctx.Err() != nil || (err == nil && !ok) {
+				return // stopped, or the claim is lost: completion will be fenced
+			}
+			if err != nil {
+				e.log(ctx, slog.LevelWarn, "could not renew the idempotency lease", r, slog.Any("error", err))
+			}
+		}
+	}()
+	c.stop = func() {
+		cancel()
+		<-done
+	}
+}
+
+// stopHeartbeat ends the renewals and waits for the last one.
+func (c *call) stopHeartbeat() {
+	if c.stop != nil {
+		c.stop()
+	}
 }
 
 // insertClaim inserts the claim row and records why it did not, if it did

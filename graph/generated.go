@@ -72,6 +72,7 @@ type ComplexityRoot struct {
 		IdempotencyKey func(childComplexity int) int
 		OrderID        func(childComplexity int) int
 		Requests       func(childComplexity int) int
+		Voided         func(childComplexity int) int
 	}
 
 	Query struct {
@@ -277,6 +278,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ProviderCharge.Requests(childComplexity), true
+	case "ProviderCharge.voided":
+		if e.ComplexityRoot.ProviderCharge.Voided == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ProviderCharge.Voided(childComplexity), true
 
 	case "Query.order":
 		if e.ComplexityRoot.Query.Order == nil {
@@ -492,6 +499,8 @@ func (ec *executionContext) childFields_ProviderCharge(ctx context.Context, fiel
 		return ec.fieldContext_ProviderCharge_idempotencyKey(ctx, field)
 	case "requests":
 		return ec.fieldContext_ProviderCharge_requests(ctx, field)
+	case "voided":
+		return ec.fieldContext_ProviderCharge_voided(ctx, field)
 	case "createdAt":
 		return ec.fieldContext_ProviderCharge_createdAt(ctx, field)
 	}
@@ -1446,6 +1455,29 @@ func (ec *executionContext) _ProviderCharge_requests(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_ProviderCharge_requests(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ProviderCharge", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ProviderCharge_voided(ctx context.Context, field graphql.CollectedField, obj *provider.Charge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ProviderCharge_voided(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Voided, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ProviderCharge_voided(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ProviderCharge", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _ProviderCharge_createdAt(ctx context.Context, field graphql.CollectedField, obj *provider.Charge) (ret graphql.Marshaler) {
@@ -3175,6 +3207,11 @@ func (ec *executionContext) _ProviderCharge(ctx context.Context, sel ast.Selecti
 			}
 		case "requests":
 			out.Values[i] = ec._ProviderCharge_requests(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "voided":
+			out.Values[i] = ec._ProviderCharge_voided(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

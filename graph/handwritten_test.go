@@ -8,9 +8,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/counter"
@@ -229,6 +231,60 @@ func TestPageViewsCountEachKeyOnce(t *testing.T) {
 		}
 		if other := a.do("evil", `{ pageViews(page: "/pricing") }`, nil); string(other.Data) != `{"pageViews":0}` {
 			t.Fatalf("another tenant's count: %s", other.Body)
+		}
+	})
+}
+
+// The article's partial success, settled: a payment's attempt charges, then
+// is rolled back (its client went away); a competing payment of the order
+// wins; the first payment's retry finds the order paid and voids its own
+// charge before answering ORDER_ALREADY_PAID, so the customer pays once.
+func TestLosingPaymentVoidsItsCharge(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b)
+		order := a.newOrder("acme", 900)
+
+		a.provider.ResponseLatency = 500 * time.Millisecond
+		body, _ := json.Marshal(map[string]any{"query": createPayment, "variables": map[string]any{"key": "loser", "order": order, "amount": 900}})
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.server.URL+"/query", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(graph.TenantHeader, "acme")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+			t.Fatal("the first attempt answered before its client gave up")
+		}
+		cancel()
+		a.provider.ResponseLatency = 0
+		// The abandoned attempt is rolled back and its claim released; wait
+		// for that, then let the competing payment win.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if cs := a.charges("acme", order); len(cs) == 1 {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the first attempt did not charge: %+v", cs)
+			}
+		}
+		if r := a.pay("acme", "winner", order, 900); len(r.Errors) > 0 {
+			t.Fatalf("competing payment: %s", r.Body)
+		}
+		var retry *response
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			retry = a.pay("acme", "loser", order, 900)
+			if retry.code() != string(idem.CodeInProgress) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if retry.code() != "ORDER_ALREADY_PAID" {
+			t.Fatalf("the first payment's retry: %s", retry.Body)
+		}
+		cs := a.charges("acme", order)
+		voided := map[string]bool{}
+		for _, c := range cs {
+			voided[c.IdempotencyKey] = c.Voided
+		}
+		if len(cs) != 2 || !voided["loser"] || voided["winner"] {
+			t.Fatalf("charges %+v: want the loser's voided and the winner's kept", cs)
 		}
 	})
 }

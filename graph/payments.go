@@ -65,10 +65,18 @@ func (r *Resolver) pay(ctx context.Context, p *ent.Payment) (*ent.Payment, error
 	if err != nil {
 		return nil, err
 	}
+	key, _ := idem.KeyFromContext(ctx)
 	if n == 0 {
+		// Paid by another payment. An earlier attempt of this one may have
+		// charged before it was rolled back (a crash, a lost lease): give
+		// that money back before answering, or the customer pays twice.
+		if idem.ClaimFromContext(ctx).Attempt > 1 {
+			if _, err := r.provider.Void(ctx, tenant, key); err != nil {
+				return nil, err // retryable: the next attempt voids again
+			}
+		}
 		return nil, finalError("ORDER_ALREADY_PAID", "order is already paid")
 	}
-	key, _ := idem.KeyFromContext(ctx)
 	charge, err := r.provider.Charge(ctx, provider.ChargeRequest{
 		Tenant:   tenant,
 		Key:      key,

@@ -59,6 +59,7 @@ type (
 		orderID  int
 		amount   int
 		requests int
+		voided   bool
 	}
 )
 
@@ -87,9 +88,9 @@ func readSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 		})
 	}
 	if err == nil {
-		err = eachRow(ctx, db, `SELECT id, tenant, idempotency_key, order_id, amount, requests FROM provider_charges`, func(rows *sql.Rows) error {
+		err = eachRow(ctx, db, `SELECT id, tenant, idempotency_key, order_id, amount, requests, voided FROM provider_charges`, func(rows *sql.Rows) error {
 			var r chargeRow
-			err := rows.Scan(&r.id, &r.tenant, &r.key, &r.orderID, &r.amount, &r.requests)
+			err := rows.Scan(&r.id, &r.tenant, &r.key, &r.orderID, &r.amount, &r.requests, &r.voided)
 			s.charges = append(s.charges, r)
 			return err
 		})
@@ -255,6 +256,13 @@ func auditPayment(in *intent, a answer, rows []paymentRow, charges []chargeRow, 
 		if len(rows) != 1 || rows[0].status.String != "failed" {
 			v.add("payment-rows", "createPayment %s failed for good, but its key has %d payment rows (want 1, failed)", in.key, len(rows))
 		}
+		// An attempt may have charged before losing: the example voids
+		// that charge before it answers ORDER_ALREADY_PAID.
+		for _, c := range charges {
+			if !c.voided {
+				v.add("charges", "createPayment %s failed for good, but its charge %s was not voided: the customer paid twice", in.key, c.id)
+			}
+		}
 		return len(charges) > 0
 	}
 	var res paymentResult
@@ -276,7 +284,7 @@ func auditPayment(in *intent, a answer, rows []paymentRow, charges []chargeRow, 
 		v.add("charges", "createPayment %s succeeded with %d provider charges (want exactly 1)", in.key, len(charges))
 		return false
 	}
-	if c := charges[0]; c.id != r.chargeID.String || strconv.Itoa(c.orderID) != in.orderID || c.amount != in.amount || c.tenant != in.tenant {
+	if c := charges[0]; c.voided || c.id != r.chargeID.String || strconv.Itoa(c.orderID) != in.orderID || c.amount != in.amount || c.tenant != in.tenant {
 		v.add("charges", "createPayment %s: the provider's charge %s (order %d, amount %d) is not the payment's (charge %s, order %s, amount %d)",
 			in.key, c.id, c.orderID, c.amount, r.chargeID.String, in.orderID, in.amount)
 	}

@@ -462,8 +462,8 @@ func (s *summary) print(w io.Writer) {
 		len(s.snap.orders), len(s.snap.payments), len(s.snap.charges), s.audit.dedupedRequests, s.audit.dedupedKeys)
 	p("connections", "at most %d to PostgreSQL (max_connections %d)", s.peakConns, s.maxConns)
 	if s.audit.orphanCharges > 0 {
-		p("notice", "%d orphan charges: the provider charged a payment intent whose final answer is ORDER_ALREADY_PAID "+
-			"(an attempt charged, then rolled back, and the competing payment won; the example does not refund)", s.audit.orphanCharges)
+		p("notice", "%d charges voided: an attempt of a payment intent charged, was rolled back, and the competing payment won; "+
+			"the intent voided its charge before answering ORDER_ALREADY_PAID", s.audit.orphanCharges)
 	}
 	p("audit", "%d fresh replays compared", s.audit.replays)
 	p("time", "setup %v, load and answers %v, audit %v, %v in all",

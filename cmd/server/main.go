@@ -149,6 +149,9 @@ func openProvider(ctx context.Context, dsn string) (*provider.Simulated, func(),
 	if err != nil {
 		return nil, nil, err
 	}
+	// Bounded like the application's pool, and kept open between charges.
+	db.SetMaxOpenConns(10)
+	db.SetMaxIdleConns(10)
 	p, err := provider.NewSimulated(ctx, db, idemdb.IsPostgres(dsn))
 	if err != nil {
 		db.Close()

@@ -27,6 +27,9 @@ type Provider interface {
 	// Charges lists the charges executed for an order of a tenant, oldest
 	// first.
 	Charges(ctx context.Context, tenant string, orderID int) ([]*Charge, error)
+	// Void cancels the charge made with (tenant, key), if there is one, and
+	// reports whether there was. Voiding twice is voiding once.
+	Void(ctx context.Context, tenant, key string) (bool, error)
 }
 
 // ChargeRequest asks for one charge.
@@ -47,7 +50,10 @@ type Charge struct {
 	IdempotencyKey string
 	// Requests counts the requests with this charge's key that reached the
 	// provider: 1 unless a retry was deduplicated.
-	Requests  int
+	Requests int
+	// Voided: the money was given back (an attempt that charged lost to a
+	// competing payment).
+	Voided    bool
 	CreatedAt time.Time
 }
 
@@ -89,6 +95,7 @@ func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, e
 		amount BIGINT NOT NULL,
 		currency TEXT NOT NULL,
 		requests INTEGER NOT NULL DEFAULT 1,
+		voided BOOLEAN NOT NULL DEFAULT false,
 		created_at `+ts+` NOT NULL,
 		UNIQUE (tenant, idempotency_key))`)
 	if err != nil {
@@ -114,7 +121,7 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 		(id, tenant, idempotency_key, order_id, amount, currency, requests, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, 1, $7)
 		ON CONFLICT (tenant, idempotency_key) DO UPDATE SET requests = provider_charges.requests + 1
-		RETURNING id, order_id, amount, currency, idempotency_key, requests, created_at`),
+		RETURNING id, order_id, amount, currency, idempotency_key, requests, voided, created_at`),
 		"ch_"+hex.EncodeToString(id), req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, s.now())
 	c, err := s.scan(row)
 	if err != nil {
@@ -145,7 +152,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // Charges implements Provider.
 func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]*Charge, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, order_id, amount, currency, idempotency_key, requests, created_at
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, order_id, amount, currency, idempotency_key, requests, voided, created_at
 		FROM provider_charges WHERE tenant = $1 AND order_id = $2 ORDER BY created_at, id`), tenant, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("provider: list charges: %w", err)
@@ -162,6 +169,16 @@ func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]
 	return out, rows.Err()
 }
 
+// Void implements Provider.
+func (s *Simulated) Void(ctx context.Context, tenant, key string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE provider_charges SET voided = true WHERE tenant = $1 AND idempotency_key = $2`), tenant, key)
+	if err != nil {
+		return false, fmt.Errorf("provider: void: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
 type scanner interface{ Scan(...any) error }
 
 func (s *Simulated) scan(r scanner) (*Charge, error) {
@@ -169,7 +186,7 @@ func (s *Simulated) scan(r scanner) (*Charge, error) {
 		c       Charge
 		created any
 	)
-	if err := r.Scan(&c.ID, &c.OrderID, &c.Amount, &c.Currency, &c.IdempotencyKey, &c.Requests, &created); err != nil {
+	if err := r.Scan(&c.ID, &c.OrderID, &c.Amount, &c.Currency, &c.IdempotencyKey, &c.Requests, &c.Voided, &created); err != nil {
 		return nil, err
 	}
 	switch v := created.(type) {

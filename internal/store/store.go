@@ -109,7 +109,7 @@ func New(dialect string, offset func() time.Duration) (*Store, error) {
 func (s *Store) Dialect() string { return s.dialect }
 
 type statements struct {
-	lookup, takeOver, release, complete string
+	lookup, takeOver, setLease, complete string
 }
 
 const recordColumns = "idempotency_status, idempotency_fingerprint, idempotency_response, idempotency_attempt, " +
@@ -134,12 +134,12 @@ func (s *Store) statements(t Table) *statements {
 		takeOver: fmt.Sprintf("UPDATE %s SET idempotency_attempt = idempotency_attempt + 1, idempotency_lease_expires_at = %s "+
 			"WHERE %s AND idempotency_status = 'pending' AND idempotency_attempt = %s AND idempotency_lease_expires_at <= %s",
 			table, p(3), where, p(4), p(5)),
-		// Completion and release are fenced by the attempt: a worker that
-		// lost its claim changes nothing.
+		// Completion and lease changes (release, renewal) are fenced by the
+		// attempt: a worker that lost its claim changes nothing.
 		complete: fmt.Sprintf("UPDATE %s SET idempotency_status = %s, idempotency_response = %s, idempotency_completed_at = %s "+
 			"WHERE %s AND idempotency_status = 'pending' AND idempotency_attempt = %s",
 			table, p(3), p(4), p(5), where, p(6)),
-		release: fmt.Sprintf("UPDATE %s SET idempotency_lease_expires_at = %s "+
+		setLease: fmt.Sprintf("UPDATE %s SET idempotency_lease_expires_at = %s "+
 			"WHERE %s AND idempotency_status = 'pending' AND idempotency_attempt = %s",
 			table, p(3), where, p(4)),
 	}
@@ -266,8 +266,14 @@ func (s *Store) Complete(ctx context.Context, ex Executor, t Table, tenant, key 
 // Release ends the lease of attempt at now, so that the next request with
 // the key takes the claim over at once.
 func (s *Store) Release(ctx context.Context, ex Executor, t Table, tenant, key string, attempt int, now time.Time) error {
-	_, err := s.update(ctx, ex, "release", s.statements(t).release, tenant, key, now.UTC(), attempt)
+	_, err := s.update(ctx, ex, "release", s.statements(t).setLease, tenant, key, now.UTC(), attempt)
 	return err
+}
+
+// Renew extends the lease of attempt to until, while the attempt runs. It
+// reports false when the attempt no longer holds the claim.
+func (s *Store) Renew(ctx context.Context, ex Executor, t Table, tenant, key string, attempt int, until time.Time) (bool, error) {
+	return s.update(ctx, ex, "renew", s.statements(t).setLease, tenant, key, until.UTC(), attempt)
 }
 
 func (s *Store) update(ctx context.Context, ex Executor, op, query string, args ...any) (bool, error) {

@@ -423,3 +423,44 @@ func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
 		}
 	})
 }
+
+// A live attempt that runs longer than its lease renews it: a retry meanwhile
+// is told the key is in progress, instead of taking the claim over and
+// fencing the running attempt out (which, retried, would never finish).
+// PostgreSQL only: on SQLite the running attempt holds the write lock, which
+// a takeover needs too.
+func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
+	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
+		t.Run(string(b), func(t *testing.T) {
+			t.Parallel()
+			be := newBench(t, b, idem.Config{Lease: 900 * time.Millisecond})
+			created := be.post("org-1", "ship", 100)
+			var calls atomic.Int32
+			started := make(chan struct{})
+			be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+				if calls.Add(1) == 1 {
+					close(started)
+				}
+				time.Sleep(2500 * time.Millisecond)
+				return nil
+			}
+			approve := func() result {
+				return be.gql("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "slow", id: $id) { id label } }`,
+					map[string]any{"id": shipmentID(t, created)})
+			}
+			first := make(chan result)
+			go func() { first <- approve() }()
+			<-started
+			time.Sleep(1500 * time.Millisecond) // well past the 900ms lease
+			if r := approve(); r.code() != string(idem.CodeInProgress) {
+				t.Fatalf("a retry during a long run: %s", r.Body)
+			}
+			if r := <-first; len(r.Errors) > 0 {
+				t.Fatalf("the long run: %s", r.Body)
+			}
+			if calls.Load() != 1 {
+				t.Fatalf("the mutation ran %d times", calls.Load())
+			}
+		})
+	}
+}
