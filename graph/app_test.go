@@ -4,83 +4,39 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
-	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/exampletest"
 	"github.com/goovo/idem/internal/provider"
 )
 
-// app is the example server of one test, on one backend.
+// app is the example server of one test, on one backend
+// (internal/exampletest), with the requests this suite sends.
 type app struct {
-	t        testing.TB
-	backend  idemtest.Backend
-	db       *idemtest.DB
-	client   *ent.Client
-	provider *provider.Simulated
-	clock    *idem.Clock
-	server   *httptest.Server
+	*exampletest.App
+	t     testing.TB
+	clock *idem.Clock
 }
 
 type appOption func(*graph.Options)
 
 func newApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
 	t.Helper()
-	db := idemtest.Open(t, backend)
-	client := ent.NewClient(ent.Driver(db.Driver))
-	if err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	a := &app{t: t, backend: backend, db: db, client: client, clock: &idem.Clock{}}
-	a.provider = newProvider(t, db)
-	o := graph.Options{Clock: a.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	clock := &idem.Clock{}
+	o := graph.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	a.server = httptest.NewServer(a.handler(client, o))
-	t.Cleanup(a.server.Close)
-	return a
-}
-
-func (a *app) handler(client *ent.Client, o graph.Options) http.Handler {
-	h, err := graph.NewHandler(client, a.provider, o)
-	if err != nil {
-		a.t.Fatalf("handler: %v", err)
-	}
-	return h
-}
-
-// newProvider opens the simulated provider's ledger: the test's PostgreSQL
-// schema, or a SQLite file of its own.
-func newProvider(t testing.TB, db *idemtest.DB) *provider.Simulated {
-	t.Helper()
-	dsn := db.DSN
-	if db.Backend == idemtest.SQLite {
-		dsn = filepath.Join(filepath.Dir(db.DSN), "provider.db")
-	}
-	name, source, _ := idemdb.Resolve(dsn)
-	pdb, err := sql.Open(name, source)
-	if err != nil {
-		t.Fatalf("provider: %v", err)
-	}
-	t.Cleanup(func() { pdb.Close() })
-	p, err := provider.NewSimulated(context.Background(), pdb, db.Backend.IsPostgres())
-	if err != nil {
-		t.Fatalf("provider: %v", err)
-	}
-	return p
+	return &app{App: exampletest.Start(t, backend, exampletest.Config{Options: o}), t: t, clock: clock}
 }
 
 // gqlError is one error of a GraphQL response.
@@ -125,7 +81,7 @@ func (a *app) do(tenant, query string, vars map[string]any) *response {
 
 func (a *app) send(tenant, query string, vars map[string]any, header http.Header) (*response, error) {
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, err := http.NewRequest(http.MethodPost, a.server.URL+"/query", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, a.URL+"/query", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +143,7 @@ func (a *app) pay(tenant, key, orderID string, amount int) *response {
 // allPayments counts payment rows, finished or not.
 func (a *app) allPayments() int {
 	a.t.Helper()
-	n, err := a.client.Payment.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+	n, err := a.Client.Payment.Query().Count(idemschema.IncludeUnfinished(context.Background()))
 	if err != nil {
 		a.t.Fatalf("count payments: %v", err)
 	}
@@ -199,7 +155,7 @@ func (a *app) charges(tenant, orderID string) []*provider.Charge {
 	a.t.Helper()
 	var id int
 	fmt.Sscan(orderID, &id)
-	cs, err := a.provider.Charges(context.Background(), tenant, id)
+	cs, err := a.Provider.Charges(context.Background(), tenant, id)
 	if err != nil {
 		a.t.Fatalf("charges: %v", err)
 	}

@@ -43,7 +43,7 @@ func (a *app) refunded(paymentID string) (refunds, total int) {
 	if id == 0 {
 		id = atoi(paymentID)
 	}
-	p, err := a.client.Payment.Query().Where(payment.ID(id)).Only(ctx)
+	p, err := a.Client.Payment.Query().Where(payment.ID(id)).Only(ctx)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 		}
 
 		orders := func() int {
-			n, err := a.client.Order.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+			n, err := a.Client.Order.Query().Count(idemschema.IncludeUnfinished(context.Background()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,11 +213,11 @@ func TestPageViewsCountEachKeyOnce(t *testing.T) {
 		// everything unfolded.
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := counter.Fold(ctx, a.client, 100); err == nil {
+		if _, err := counter.Fold(ctx, a.Client, 100); err == nil {
 			t.Fatal("cancelled fold succeeded")
 		}
 		for {
-			n, err := counter.Fold(context.Background(), a.client, 7)
+			n, err := counter.Fold(context.Background(), a.Client, 7)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,10 +244,10 @@ func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 900)
 
-		a.provider.ResponseLatency = 500 * time.Millisecond
+		a.Provider.ResponseLatency = 500 * time.Millisecond
 		body, _ := json.Marshal(map[string]any{"query": createPayment, "variables": map[string]any{"key": "loser", "order": order, "amount": 900}})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.server.URL+"/query", bytes.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/query", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(graph.TenantHeader, "acme")
 		if res, err := http.DefaultClient.Do(req); err == nil {
@@ -255,7 +255,7 @@ func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 			t.Fatal("the first attempt answered before its client gave up")
 		}
 		cancel()
-		a.provider.ResponseLatency = 0
+		a.Provider.ResponseLatency = 0
 		// The abandoned attempt is rolled back and its claim released; wait
 		// for that, then let the competing payment win.
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -37,7 +37,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 			t.Fatalf("first call: %s", first.Body)
 		}
 		idemtest.RequireExecuted(t, first.Body, "createPayment")
-		idemtest.RequireState(t, a.client.IdempotencyBackend(), "acme", "pay-1", idemtest.Succeeded)
+		idemtest.RequireState(t, a.Client.IdempotencyBackend(), "acme", "pay-1", idemtest.Succeeded)
 		second := a.pay("acme", "pay-1", order, 1200)
 		idemtest.RequireReplayed(t, second.Body, "createPayment")
 		if !bytes.Equal(first.Data, second.Data) {
@@ -65,7 +65,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
-		a.provider.Latency = 50 * time.Millisecond
+		a.Provider.Latency = 50 * time.Millisecond
 		order := a.newOrder("acme", 500)
 
 		const n = 50
@@ -256,7 +256,7 @@ func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
 		if cs := a.charges("acme", order); len(cs) != 0 {
 			t.Fatalf("provider charged: %+v", cs)
 		}
-		idemtest.RequireState(t, a.client.IdempotencyBackend(), "acme", "bad", idemtest.Failed)
+		idemtest.RequireState(t, a.Client.IdempotencyBackend(), "acme", "bad", idemtest.Failed)
 	})
 }
 
@@ -294,8 +294,8 @@ func TestStoreDownAnswersUnavailable(t *testing.T) {
 			t.Fatal(err)
 		}
 		down := ent.NewClient(ent.Driver(drv))
-		srv := a.handler(down, graph.Options{Clock: a.clock})
-		a.server.Config.Handler = srv
+		srv := a.Handler(down, graph.Options{Clock: a.clock})
+		a.Server.Config.Handler = srv
 
 		r := a.pay("acme", "pay-down", order, 100)
 		if r.code() != string(idem.CodeUnavailable) {
@@ -360,7 +360,7 @@ func TestAtomicCreateOrderDuplicates(t *testing.T) {
 		if replays != n-1 {
 			t.Fatalf("%d replays, want %d", replays, n-1)
 		}
-		count, err := a.client.Order.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+		count, err := a.Client.Order.Query().Count(idemschema.IncludeUnfinished(context.Background()))
 		if err != nil || count != 1 {
 			t.Fatalf("%d orders (%v), want 1", count, err)
 		}

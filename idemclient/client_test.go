@@ -3,28 +3,24 @@ package idemclient_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	mathrand "math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemclient"
-	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/exampletest"
 	"github.com/goovo/idem/internal/provider"
 )
 
@@ -96,13 +92,13 @@ type intentResult struct {
 
 func testEveryIntentOnce(t *testing.T, backend idemtest.Backend) {
 	start := time.Now()
-	srv, ec := startSlowFlakyServer(t, backend)
+	app := startSlowFlakyServer(t, backend)
 	stats := &retryStats{reasons: map[idemclient.Reason]int{}}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 2 * intents
 	t.Cleanup(transport.CloseIdleConnections)
 	c := &idemclient.Client{
-		URL:               srv.URL + "/query",
+		URL:               app.URL + "/query",
 		HTTP:              &http.Client{Transport: transport},
 		Header:            http.Header{graph.TenantHeader: {"acme"}},
 		MaxAttempts:       30,
@@ -153,7 +149,7 @@ func testEveryIntentOnce(t *testing.T, backend idemtest.Backend) {
 				Requests       int
 			}
 		}
-		query(t, srv.URL, checkQuery, map[string]any{"id": r.orderID}, &got)
+		query(t, app.URL, checkQuery, map[string]any{"id": r.orderID}, &got)
 		if !got.Order.Paid {
 			t.Errorf("intent %d: order %s is not paid", i, r.orderID)
 		}
@@ -173,10 +169,10 @@ func testEveryIntentOnce(t *testing.T, backend idemtest.Backend) {
 		}
 	}
 	all := idemschema.IncludeUnfinished(context.Background())
-	if n := ec.Payment.Query().CountX(all); n != intents {
+	if n := app.Client.Payment.Query().CountX(all); n != intents {
 		t.Errorf("%d payment rows, want %d", n, intents)
 	}
-	if n := ec.Order.Query().CountX(all); n != intents {
+	if n := app.Client.Order.Query().CountX(all); n != intents {
 		t.Errorf("%d order rows, want %d", n, intents)
 	}
 
@@ -285,52 +281,23 @@ func runIntent(ctx context.Context, c *idemclient.Client, i int) *intentResult {
 }
 
 // startSlowFlakyServer runs the example application in-process on a fresh
-// database of backend, as graph/app_test.go does, with a slow and flaky
-// payment provider.
-func startSlowFlakyServer(t *testing.T, backend idemtest.Backend) (*httptest.Server, *ent.Client) {
+// database of backend (internal/exampletest, as graph's suite does), with a
+// slow and flaky payment provider.
+func startSlowFlakyServer(t *testing.T, backend idemtest.Backend) *exampletest.App {
 	t.Helper()
-	db := idemtest.Open(t, backend)
-	client := ent.NewClient(ent.Driver(db.Driver))
-	if err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	sim := newProvider(t, db)
-	sim.Latency = providerLatency
-	sim.ResponseLatency = providerResponseLatency
-	sim.FailureRate = providerFailureRate
-	prov := &jitteryProvider{Simulated: sim, jitter: providerJitter}
 	var logw io.Writer = io.Discard
 	if os.Getenv("IDEMCLIENT_DEBUG") != "" { // the server's log, to diagnose a failure
 		logw = os.Stderr
 	}
-	h, err := graph.NewHandler(client, prov, graph.Options{Lease: serverLease, Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatalf("handler: %v", err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv, client
-}
-
-// newProvider opens the simulated provider's ledger: the test's PostgreSQL
-// schema, or a SQLite file of its own (as in graph/app_test.go).
-func newProvider(t *testing.T, db *idemtest.DB) *provider.Simulated {
-	t.Helper()
-	dsn := db.DSN
-	if db.Backend == idemtest.SQLite {
-		dsn = filepath.Join(filepath.Dir(db.DSN), "provider.db")
-	}
-	name, source, _ := idemdb.Resolve(dsn)
-	pdb, err := sql.Open(name, source)
-	if err != nil {
-		t.Fatalf("provider: %v", err)
-	}
-	t.Cleanup(func() { pdb.Close() })
-	p, err := provider.NewSimulated(context.Background(), pdb, db.Backend.IsPostgres())
-	if err != nil {
-		t.Fatalf("provider: %v", err)
-	}
-	return p
+	return exampletest.Start(t, backend, exampletest.Config{
+		Options: graph.Options{Lease: serverLease, Logger: slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))},
+		Provider: func(sim *provider.Simulated) provider.Provider {
+			sim.Latency = providerLatency
+			sim.ResponseLatency = providerResponseLatency
+			sim.FailureRate = providerFailureRate
+			return &jitteryProvider{Simulated: sim, jitter: providerJitter}
+		},
+	})
 }
 
 // jitteryProvider adds a random latency of up to jitter to the simulated

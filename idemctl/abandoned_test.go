@@ -20,13 +20,13 @@ import (
 func TestAbandonedClaimIsForgottenPastTheHorizon(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
-		be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			return errors.New("connection reset") // the attempt dies: the claim stays pending
 		}
-		if r := be.gql("org-1", createShipment, map[string]any{"k": "abandoned", "g": 100}); len(r.Errors) == 0 {
+		if r := be.Post("org-1", "abandoned", 100); len(r.Errors) == 0 {
 			t.Fatalf("the attempt should fail: %s", r.Body)
 		}
-		be.clock.Advance(idem.DefaultTombstoneHorizon + 24*time.Hour)
+		be.Clock.Advance(idem.DefaultTombstoneHorizon + 24*time.Hour)
 		var doc sweepDoc
 		be.run("-json", "sweep").ok(t).json(t, &doc)
 		var st statsDoc

@@ -8,66 +8,33 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testapp"
 	"github.com/goovo/idem/internal/testapp/ent"
-	"github.com/goovo/idem/internal/testapp/graph"
 )
 
-// bench is the test application on one backend, with the hook installed,
-// and the command line over the same database and clock.
+// bench is the test application (testapp.Bench), with the command line
+// over the same database and clock.
 type bench struct {
-	t        testing.TB
-	db       *idemtest.DB
-	server   *httptest.Server
-	client   *ent.Client
-	resolver *graph.Resolver
-	clock    *idem.Clock
+	*testapp.Bench
+	t testing.TB
 }
 
 func newBench(t testing.TB, b idemtest.Backend) *bench {
 	t.Helper()
-	db := idemtest.Open(t, b)
-	client := ent.NewClient(ent.Driver(db.Driver))
-	setupMu.Lock() // ent's Schema.Create is not safe for concurrent use (it writes the package's table descriptions)
-	err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create)
-	setupMu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	be := &bench{t: t, db: db, client: client, resolver: &graph.Resolver{Client: client}, clock: &idem.Clock{}}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.resolver}))
-	srv.AddTransport(transport.POST{})
-	h, err := idem.Install(srv, idem.Config{
-		Backend: client.IdempotencyBackend(),
-		Tenant:  graph.OrgFromContext,
-		Clock:   be.clock,
-		Logger:  quiet,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	be.server = httptest.NewServer(graph.WithOrg(h))
-	t.Cleanup(be.server.Close)
-	return be
+	return &bench{Bench: testapp.NewBench(t, b, idem.Config{Logger: quiet}), t: t}
 }
-
-var setupMu sync.Mutex
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -80,7 +47,7 @@ func (be *bench) run(args ...string) cli {
 // cliConfig is the command line's configuration: the bench's database and
 // clock.
 func (be *bench) cliConfig() idem.Config {
-	return idem.Config{Backend: be.client.IdempotencyBackend(), Clock: be.clock, Logger: quiet}
+	return idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock, Logger: quiet}
 }
 
 type cli struct {
@@ -137,48 +104,10 @@ func (r cli) json(t testing.TB, v any) {
 	}
 }
 
-type result struct {
-	Data   json.RawMessage
-	Errors []struct {
-		Message    string
-		Extensions map[string]any
-	}
-	Body string
-}
-
-func (r result) code() string {
-	if len(r.Errors) == 0 {
-		return ""
-	}
-	s, _ := r.Errors[0].Extensions["code"].(string)
-	return s
-}
-
-func (be *bench) gql(org, query string, vars map[string]any) result {
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, be.server.URL, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Org", org)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		be.t.Error(err)
-		return result{}
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var r result
-	if err := json.Unmarshal(raw, &r); err != nil {
-		be.t.Errorf("decode %s: %v", raw, err)
-	}
-	r.Body = string(raw)
-	return r
-}
-
-const createShipment = `mutation($k: String!, $g: Int!) { createShipment(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: $g}) { id destination weightGrams label } }`
-
-func (be *bench) ship(org, key string) result {
+// ship creates a shipment of 100 g as org, with key.
+func (be *bench) ship(org, key string) testapp.Result {
 	be.t.Helper()
-	r := be.gql(org, createShipment, map[string]any{"k": key, "g": 100})
+	r := be.Post(org, key, 100)
 	if len(r.Errors) > 0 {
 		be.t.Fatalf("createShipment %s: %s", key, r.Body)
 	}
@@ -186,7 +115,7 @@ func (be *bench) ship(org, key string) result {
 }
 
 // field returns the data of the response's only field, as stored.
-func field(t testing.TB, r result) json.RawMessage {
+func field(t testing.TB, r testapp.Result) json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(r.Data, &m); err != nil || len(m) != 1 {
@@ -198,7 +127,7 @@ func field(t testing.TB, r result) json.RawMessage {
 	return nil
 }
 
-func idOf(t testing.TB, r result) string {
+func idOf(t testing.TB, r testapp.Result) string {
 	var s struct{ ID string }
 	_ = json.Unmarshal(field(t, r), &s)
 	if s.ID == "" {
@@ -243,7 +172,7 @@ func TestInspect(t *testing.T) {
 		created := be.ship("org-1", "same-key")
 		// The same key in another record table: approveShipment's records
 		// are IdempotencyRecord rows.
-		approved := be.gql("org-1", `mutation($k: String!, $id: ID!) { approveShipment(idempotencyKey: $k, id: $id) { id label } }`,
+		approved := be.GQL("org-1", `mutation($k: String!, $id: ID!) { approveShipment(idempotencyKey: $k, id: $id) { id label } }`,
 			map[string]any{"k": "same-key", "id": idOf(t, created)})
 		if len(approved.Errors) > 0 {
 			t.Fatalf("approve: %s", approved.Body)
@@ -284,7 +213,7 @@ func TestInspect(t *testing.T) {
 		}
 
 		// Past retention, before and after the sweep.
-		be.clock.Advance(idem.DefaultRetention + time.Hour)
+		be.Clock.Advance(idem.DefaultRetention + time.Hour)
 		if text := be.run("inspect", "-tenant", "org-1", "-key", "same-key").ok(t).stdout; strings.Count(text, "IDEMPOTENCY_KEY_EXPIRED (past retention") != 2 {
 			t.Fatalf("expired records, not yet swept:\n%s", text)
 		}
@@ -337,7 +266,7 @@ func TestInspect(t *testing.T) {
 func TestStuck(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
-		be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			if strings.HasPrefix(keyOf(ctx), "stuck") {
 				return errors.New("connection reset") // retryable: the claim stays pending
 			}
@@ -345,15 +274,15 @@ func TestStuck(t *testing.T) {
 		}
 		be.ship("org-1", "fine")
 		for _, k := range []string{"stuck-1", "stuck-2"} {
-			if r := be.gql("org-1", createShipment, map[string]any{"k": k, "g": 100}); len(r.Errors) == 0 {
+			if r := be.Post("org-1", k, 100); len(r.Errors) == 0 {
 				t.Fatalf("%s: %s", k, r.Body)
 			}
-			be.clock.Advance(time.Second)
+			be.Clock.Advance(time.Second)
 		}
 		if text := be.run("stuck").ok(t).stdout; text != "No stuck claims: no pending record's lease ran out more than 1m30s ago.\n" {
 			t.Fatalf("fresh claims are not stuck:\n%s", text)
 		}
-		be.clock.Advance(2 * time.Minute)
+		be.Clock.Advance(2 * time.Minute)
 		text := be.run("stuck").ok(t).stdout
 		if !strings.HasPrefix(text, "2 pending claims whose lease ran out more than 1m30s ago (at most 50 per table):") ||
 			!regexp.MustCompile(`(?m)^Shipment +org-1 +"stuck-1" +Mutation.createShipment +1 +\S+Z +\S+Z \(2m\ds ago\)$`).MatchString(text) ||
@@ -381,7 +310,7 @@ func TestStuck(t *testing.T) {
 		if text := be.run("inspect", "-tenant", "org-1", "-key", "stuck-1").ok(t).stdout; !strings.Contains(text, "takes the claim over and runs the mutation again (attempt 2)") {
 			t.Fatalf("inspect a stuck claim:\n%s", text)
 		}
-		be.resolver.Hook = nil
+		be.Resolver.Hook = nil
 		be.ship("org-1", "stuck-1")
 		if text := be.run("stuck").ok(t).stdout; !strings.HasPrefix(text, "1 pending claim whose") || strings.Contains(text, `"stuck-1"`) {
 			t.Fatalf("after a retry:\n%s", text)
@@ -393,7 +322,7 @@ func TestStuck(t *testing.T) {
 func TestFailed(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
-		be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			if keyOf(ctx) == "no-stock" {
 				return idem.Final(&gqlerror.Error{Message: "out of stock", Extensions: map[string]any{"code": "OUT_OF_STOCK"}})
 			}
@@ -403,11 +332,11 @@ func TestFailed(t *testing.T) {
 			t.Fatalf("no failures:\n%s", text)
 		}
 		be.ship("org-1", "fine")
-		if r := be.gql("org-1", createShipment, map[string]any{"k": "no-stock", "g": 100}); r.code() != "OUT_OF_STOCK" {
+		if r := be.Post("org-1", "no-stock", 100); r.Code() != "OUT_OF_STOCK" {
 			t.Fatalf("final error: %s", r.Body)
 		}
-		be.clock.Advance(time.Second)
-		if r := be.gql("org-2", `mutation { approveShipment(idempotencyKey: "approve-1", id: "00000000-0000-0000-0000-000000000000") { id } }`, nil); len(r.Errors) == 0 {
+		be.Clock.Advance(time.Second)
+		if r := be.GQL("org-2", `mutation { approveShipment(idempotencyKey: "approve-1", id: "00000000-0000-0000-0000-000000000000") { id } }`, nil); len(r.Errors) == 0 {
 			t.Fatalf("approve a missing shipment: %s", r.Body)
 		}
 		text := be.run("failed").ok(t).stdout
@@ -455,7 +384,7 @@ func (s statsDoc) of(entity string) (pending, succeeded, failed, tombstones int6
 func TestStats(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
-		be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			switch keyOf(ctx) {
 			case "pending":
 				return errors.New("connection reset")
@@ -465,9 +394,9 @@ func TestStats(t *testing.T) {
 			return nil
 		}
 		for _, k := range []string{"a", "b", "c", "pending", "failed"} {
-			be.gql("org-1", createShipment, map[string]any{"k": k, "g": 100})
+			be.Post("org-1", k, 100)
 		}
-		be.clock.Advance(idem.DefaultRetention + time.Hour)
+		be.Clock.Advance(idem.DefaultRetention + time.Hour)
 		be.run("sweep").ok(t) // a, b, c and failed archived; pending stays
 		be.ship("org-1", "d")
 
@@ -520,7 +449,7 @@ func TestSweep(t *testing.T) {
 		if !doc.DryRun || doc.Archived != 0 || doc.Purged != 0 || len(doc.Tables) != 2 || !doc.Complete {
 			t.Fatalf("dry run inside retention: %+v", doc)
 		}
-		be.clock.Advance(idem.DefaultRetention + time.Minute)
+		be.Clock.Advance(idem.DefaultRetention + time.Minute)
 		be.run("-json", "sweep", "-dry-run").ok(t).json(t, &doc)
 		if !doc.DryRun || doc.Archived != 5 || doc.Purged != 0 {
 			t.Fatalf("dry run past retention: %+v", doc)
@@ -555,13 +484,13 @@ func TestSweep(t *testing.T) {
 		if r := be.run("inspect", "-tenant", "org-1", "-key", "a").ok(t); !strings.Contains(r.stdout, "tombstone") {
 			t.Fatalf("inspect after the sweep:\n%s", r)
 		}
-		if r := be.gql("org-1", createShipment, map[string]any{"k": "a", "g": 100}); r.code() != string(idem.CodeKeyExpired) {
+		if r := be.Post("org-1", "a", 100); r.Code() != string(idem.CodeKeyExpired) {
 			t.Fatalf("a swept key: %s", r.Body)
 		}
 
 		// Past the horizon the tombstones go, the archive stays, and the
 		// key runs again as a new intent.
-		be.clock.Advance(idem.DefaultTombstoneHorizon)
+		be.Clock.Advance(idem.DefaultTombstoneHorizon)
 		doc = sweepDoc{}
 		be.run("-json", "sweep", "-batch", "2").ok(t).json(t, &doc)
 		if doc.Archived != 0 || doc.Purged != 5 || doc.Tables[1].Entity != "Shipment" || doc.Tables[1].Purged != 5 || !doc.Complete {
@@ -575,7 +504,7 @@ func TestSweep(t *testing.T) {
 		if r := be.run("-json", "inspect", "-tenant", "org-1", "-key", "a").ok(t); strings.Count(r.stdout, `"state": "archived"`) != 1 {
 			t.Fatalf("the archive is kept:\n%s", r)
 		}
-		if r := be.gql("org-1", createShipment, map[string]any{"k": "a", "g": 100}); len(r.Errors) > 0 {
+		if r := be.Post("org-1", "a", 100); len(r.Errors) > 0 {
 			t.Fatalf("a forgotten key runs as new: %s", r.Body)
 		}
 	})
@@ -589,7 +518,7 @@ func TestSweepInterrupted(t *testing.T) {
 		for _, k := range []string{"a", "b", "c", "d"} {
 			be.ship("org-1", k)
 		}
-		be.clock.Advance(idem.DefaultRetention + time.Minute)
+		be.Clock.Advance(idem.DefaultRetention + time.Minute)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		time.AfterFunc(700*time.Millisecond, cancel) // like ^C

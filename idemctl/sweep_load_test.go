@@ -18,6 +18,7 @@ import (
 
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testapp"
 )
 
 // The sweep at scale, on PostgreSQL, while clients keep making new claims:
@@ -48,7 +49,7 @@ func TestSweepUnderLoad(t *testing.T) {
 	}
 	const baseline = 3 * time.Second
 	be := newBench(t, idemtest.Postgres)
-	db := be.db.Driver.DB()
+	db := be.DB.Driver.DB()
 
 	start := time.Now()
 	fillShipments(t, db, "old-a-", n)
@@ -241,8 +242,8 @@ func startLoad(t *testing.T, be *bench, workers int) *loadGen {
 				for l.paused.Load() && ctx.Err() == nil {
 					time.Sleep(10 * time.Millisecond)
 				}
-				body, _ := json.Marshal(map[string]any{"query": createShipment, "variables": map[string]any{"k": fmt.Sprintf("load-%d-%d", w, i), "g": 100 + i%900}})
-				req, _ := http.NewRequest(http.MethodPost, be.server.URL, bytes.NewReader(body))
+				body, _ := json.Marshal(map[string]any{"query": testapp.CreateShipment, "variables": map[string]any{"k": fmt.Sprintf("load-%d-%d", w, i), "g": 100 + i%900}})
+				req, _ := http.NewRequest(http.MethodPost, be.Server.URL, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Org", fmt.Sprintf("org-%d", i%50))
 				at := time.Now()
@@ -253,7 +254,7 @@ func startLoad(t *testing.T, be *bench, workers int) *loadGen {
 					res.Body.Close()
 				}
 				took := time.Since(at)
-				var r result
+				var r testapp.Result
 				if err == nil {
 					err = json.Unmarshal(raw, &r)
 				}

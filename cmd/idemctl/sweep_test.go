@@ -12,17 +12,16 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/proctest"
 )
 
 // A sweeper killed with SIGKILL in the middle of its work, again and
@@ -37,7 +36,7 @@ import (
 //
 // KILL_SWEEP_ROWS sets the number of expired records (default 20,000).
 func TestKilledSweeperLosesNothing(t *testing.T) {
-	bin := buildIdemctl(t)
+	bin := proctest.Build(t, ".")
 	for _, b := range idemtest.Backends() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
@@ -82,22 +81,14 @@ func TestKilledSweeperLosesNothing(t *testing.T) {
 			// moment later, until `kills` runs died; then let one finish.
 			const wantKills = 10
 			var kills, midBatch, runs, archivedSoFar int
-			var out bytes.Buffer
+			var run *proctest.Process
 			sweepStart := time.Now()
 			for done := false; !done; {
 				runs++
-				out.Reset()
-				cmd := exec.Command(bin, args...)
-				cmd.Env = append(os.Environ(), env...)
-				cmd.Stdout, cmd.Stderr = &out, &out
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
+				run = proctest.Start(t, bin, env, args)
 				if kills == wantKills {
-					if err := <-exited; err != nil {
-						t.Fatalf("idemctl sweep: %v\n%s", err, out.String())
+					if err := run.Wait(); err != nil {
+						t.Fatalf("idemctl sweep: %v\n%s", err, run.Output())
 					}
 					break
 				}
@@ -105,31 +96,27 @@ func TestKilledSweeperLosesNothing(t *testing.T) {
 				// and at work), then a moment more: 0 to 3 batches' time.
 				for deadline := time.Now().Add(30 * time.Second); archiveRows(t, conn) == archivedSoFar; time.Sleep(2 * time.Millisecond) {
 					if time.Now().After(deadline) {
-						t.Fatalf("run %d archived nothing in 30s:\n%s", runs, out.String())
+						t.Fatalf("run %d archived nothing in 30s:\n%s", runs, run.Output())
 					}
-					if cmd.ProcessState != nil {
+					if run.Exited() {
 						break
 					}
 				}
 				time.Sleep(time.Duration(rand.IntN(15)) * time.Millisecond)
 				select {
-				case err := <-exited:
+				case <-run.Done():
 					// It finished before the kill: the records ran out.
-					if err != nil {
-						t.Fatalf("idemctl sweep: %v\n%s", err, out.String())
+					if err := run.Wait(); err != nil {
+						t.Fatalf("idemctl sweep: %v\n%s", err, run.Output())
 					}
 					done = true
 				default:
 					if b.IsPostgres() && inTransaction(t, conn, app) {
 						midBatch++
 					}
-					if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-						t.Fatal(err)
-					}
-					err := <-exited
-					if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					if run.Kill(t) {
 						kills++
-					} else if err == nil {
+					} else if run.Wait() == nil {
 						done = true // it finished just before the signal
 					}
 					if b.IsPostgres() {
@@ -154,7 +141,7 @@ func TestKilledSweeperLosesNothing(t *testing.T) {
 				inside = fmt.Sprintf("%d of them inside a batch's transaction per pg_stat_activity", midBatch)
 			}
 			t.Logf("%s: %d runs, %d killed with SIGKILL (%s), %d records archived in %v; last run:\n%s",
-				b, runs, kills, inside, n, elapsed.Round(time.Millisecond), out.String())
+				b, runs, kills, inside, n, elapsed.Round(time.Millisecond), run.Output())
 
 			// Nothing left: a new sweep archives nothing, and stats agrees.
 			res := runIdemctl(t, bin, env, append(slices.Clip(global), "-json", "sweep"))
@@ -416,28 +403,3 @@ func runIdemctl(t *testing.T, bin string, env, args []string) string {
 }
 
 var setupMu sync.Mutex
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func buildIdemctl(t *testing.T) string {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "idemctl")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "idemctl")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +27,7 @@ import (
 	entmigrate "github.com/goovo/idem/ent/migrate"
 	"github.com/goovo/idem/ent/migrate/migrations"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/proctest"
 )
 
 // repoDir is the committed migration directory, seen from this package.
@@ -630,40 +630,11 @@ func TestServerStartsOnTheMigratedDatabase(t *testing.T) {
 	}
 	before := inspectEnt(t, db.DSN)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "-addr", addr)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+db.DSN)
-	log := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the server exited on the migrated database: %v\n%s", err, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not start:\n%s", log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The server must start on the migrated database: WaitListening fails
+	// the test, with the server's output, if it exits instead.
+	addr := proctest.FreeAddr(t)
+	server := proctest.Start(t, bin, []string{"DATABASE_URL=" + db.DSN}, []string{"-addr", addr})
+	server.WaitListening(t, addr, 30*time.Second)
 
 	body := `{"query":"mutation { createOrder(idempotencyKey: \"order-1\", input: {amount: 1200, currency: \"EUR\"}) { id amount currency paid } }"}`
 	post := func() (*http.Response, []byte) {
@@ -692,7 +663,7 @@ func TestServerStartsOnTheMigratedDatabase(t *testing.T) {
 		Errors []any
 	}
 	if err := json.Unmarshal(b, &got); err != nil || res.StatusCode != http.StatusOK || len(got.Errors) > 0 {
-		t.Fatalf("createOrder: %d %s (%v)\n%s", res.StatusCode, b, err, log)
+		t.Fatalf("createOrder: %d %s (%v)\n%s", res.StatusCode, b, err, server.Output())
 	}
 	if o := got.Data.CreateOrder; o.ID == "" || o.Amount != 1200 || o.Currency != "EUR" || o.Paid {
 		t.Fatalf("createOrder: %s", b)
@@ -750,21 +721,4 @@ func diffSchemas(t *testing.T, dsn string, from, to *atlas.Schema) []atlas.Chang
 		t.Fatal(err)
 	}
 	return changes
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/proctest"
 )
 
 // The article's counter under duress: 1,000 page views, 300 of them
@@ -16,7 +17,7 @@ import (
 // second process folds them into the count and is killed with SIGKILL and
 // restarted several times. The count equals the number of distinct keys.
 func TestPageViewCountSurvivesAKilledMaterializer(t *testing.T) {
-	bin := buildServer(t)
+	bin := proctest.Build(t, ".")
 	// Plain PostgreSQL and SQLite only: the servers make their own tables
 	// with ent's Schema.Create (see TestKilledServerIsRecovered).
 	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
@@ -74,7 +75,7 @@ func TestPageViewCountSurvivesAKilledMaterializer(t *testing.T) {
 					sending = false
 				case <-time.After(time.Duration(50+rand.IntN(150)) * time.Millisecond):
 				}
-				m.kill(t)
+				m.Kill(t)
 				kills++
 			}
 			failed.Range(func(k, v any) bool {

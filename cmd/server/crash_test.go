@@ -7,20 +7,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/proctest"
 	"github.com/goovo/idem/internal/provider"
 )
 
@@ -37,7 +33,7 @@ func TestKilledServerIsRecovered(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("CRASH_TRIALS")); err == nil && n > 0 {
 		trials = n
 	}
-	bin := buildServer(t)
+	bin := proctest.Build(t, ".")
 	// Not idemtest.Backends(): the server processes make their tables
 	// themselves (ent's Schema.Create at start), which the partitioned
 	// layout forbids (it would be undone), so PostgresPartitioned has no
@@ -75,7 +71,7 @@ func TestKilledServerIsRecovered(t *testing.T) {
 				go victim.pay("acme", key, order)
 				killAt := latency/3 + time.Duration(rand.Int64N(int64(latency*7/5)))
 				time.Sleep(killAt)
-				victim.kill(t)
+				victim.Kill(t)
 				charged := len(charges(t, prov, order)) == 1
 				if charged {
 					afterCharge++
@@ -110,77 +106,21 @@ func TestKilledServerIsRecovered(t *testing.T) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-func buildServer(t *testing.T) string {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "idem-server")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "server")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
+// serverProcess is a server started by startServer, with its GraphQL
+// endpoint.
 type serverProcess struct {
+	*proctest.Process
 	url string
-	cmd *exec.Cmd
-	log *bytes.Buffer
 }
 
+// startServer starts the server binary on a free loopback port and returns
+// once it accepts connections.
 func startServer(t *testing.T, bin string, env, args []string) *serverProcess {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProcess{url: "http://" + addr + "/query", cmd: cmd, log: &log}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
-	})
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not start: %s", log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (p *serverProcess) kill(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = p.cmd.Wait()
+	addr := proctest.FreeAddr(t)
+	p := proctest.Start(t, bin, env, append([]string{"-addr", addr}, args...))
+	p.WaitListening(t, addr, 15*time.Second)
+	return &serverProcess{Process: p, url: "http://" + addr + "/query"}
 }
 
 type gqlResult struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testapp"
 )
 
 // BenchmarkCreate measures one create mutation through the whole stack
@@ -27,13 +28,13 @@ import (
 func BenchmarkCreate(b *testing.B) {
 	for _, backend := range idemtest.Backends() {
 		b.Run(string(backend), func(b *testing.B) {
-			benchCreate(b, newBench(b, backend, idem.Config{}))
+			benchCreate(b, testapp.NewBench(b, backend, idem.Config{}))
 		})
 	}
 }
 
-func benchCreate(b *testing.B, be *bench) {
-	h := be.server.Config.Handler
+func benchCreate(b *testing.B, be *testapp.Bench) {
+	h := be.Server.Config.Handler
 	send := func(body string) {
 		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testapp"
 	"github.com/goovo/idem/internal/testapp/ent"
 )
 
@@ -30,15 +31,15 @@ func TestTelemetry(t *testing.T) {
 		spans := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 		var logs safeBuffer
-		be := newBench(t, b, idem.Config{
+		be := testapp.NewBench(t, b, idem.Config{
 			MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
 			TracerProvider: tp,
 			Logger:         slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		})
 		// Every request runs under a span of its own, as gqlgen's or the
 		// HTTP server's tracing would make.
-		inner := be.server.Config.Handler
-		be.server.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner := be.Server.Config.Handler
+		be.Server.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx, span := tp.Tracer("test").Start(r.Context(), "operation")
 			defer span.End()
 			inner.ServeHTTP(w, r.WithContext(ctx))
@@ -49,7 +50,7 @@ func TestTelemetry(t *testing.T) {
 		var once, releaseOnce sync.Once
 		unblock := func() { releaseOnce.Do(func() { close(release) }) }
 		t.Cleanup(unblock) // a failed assertion must not leave a handler blocked
-		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			key, _ := idem.KeyFromContext(ctx)
 			switch key {
 			case "blocked":
@@ -61,21 +62,21 @@ func TestTelemetry(t *testing.T) {
 			return nil
 		}
 
-		if r := be.post("org-1", secretKey, 4242); len(r.Errors) > 0 { // claim
+		if r := be.Post("org-1", secretKey, 4242); len(r.Errors) > 0 { // claim
 			t.Fatal(r.Body)
 		}
-		if r := be.post("org-1", secretKey, 4242); !r.Replayed { // replay
+		if r := be.Post("org-1", secretKey, 4242); !r.Replayed { // replay
 			t.Fatal(r.Body)
 		}
-		first := make(chan result)
-		go func() { first <- be.post("org-1", "blocked", 1) }() // claim
+		first := make(chan testapp.Result)
+		go func() { first <- be.Post("org-1", "blocked", 1) }() // claim
 		<-started
-		if r := be.post("org-1", "blocked", 1); r.code() != string(idem.CodeInProgress) { // in progress
+		if r := be.Post("org-1", "blocked", 1); r.Code() != string(idem.CodeInProgress) { // in progress
 			t.Fatal(r.Body)
 		}
 		unblock()
 		<-first
-		if r := be.post("org-1", "failing", 1); r.outcome() != idem.OutcomeExecuted { // claim, final failure
+		if r := be.Post("org-1", "failing", 1); r.Outcome() != idem.OutcomeExecuted { // claim, final failure
 			t.Fatal(r.Body)
 		}
 
@@ -146,22 +147,22 @@ func TestTelemetry(t *testing.T) {
 // of running again.
 func TestLimits(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{MaxResponseBytes: 100, MaxArgumentBytes: 80})
+		be := testapp.NewBench(t, b, idem.Config{MaxResponseBytes: 100, MaxArgumentBytes: 80})
 		var calls int
-		be.resolver.Hook = func(context.Context, *ent.Shipment) error { calls++; return nil }
+		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls++; return nil }
 
-		long := be.gql("org-1", `mutation($k: String!, $d: String!) { createShipment(idempotencyKey: $k, input: {destination: $d, weightGrams: 1}) { id } }`,
+		long := be.GQL("org-1", `mutation($k: String!, $d: String!) { createShipment(idempotencyKey: $k, input: {destination: $d, weightGrams: 1}) { id } }`,
 			map[string]any{"k": "big-args", "d": strings.Repeat("x", 100)})
-		if long.code() != string(idem.CodeRequestTooLarge) || calls != 0 || be.count() != 0 {
+		if long.Code() != string(idem.CodeRequestTooLarge) || calls != 0 || be.Count() != 0 {
 			t.Fatalf("oversized arguments: %s (calls %d)", long.Body, calls)
 		}
 
-		first := be.post("org-1", "big-result", 1)
+		first := be.Post("org-1", "big-result", 1)
 		if len(first.Errors) > 0 || !strings.Contains(string(first.Data), `"label":"attempt-1"`) {
 			t.Fatalf("oversized result: %s", first.Body)
 		}
-		again := be.post("org-1", "big-result", 1)
-		if again.code() != string(idem.CodeResponseNotStored) || calls != 1 {
+		again := be.Post("org-1", "big-result", 1)
+		if again.Code() != string(idem.CodeResponseNotStored) || calls != 1 {
 			t.Fatalf("retry of an unstored result: %s (calls %d)", again.Body, calls)
 		}
 	})

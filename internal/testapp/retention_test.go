@@ -11,16 +11,18 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testapp"
 	"github.com/goovo/idem/internal/testapp/ent"
 	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
 )
 
-func (be *bench) admin() *idem.Admin {
-	be.t.Helper()
-	a, err := idem.NewAdmin(idem.Config{Backend: be.client.IdempotencyBackend(), Clock: be.clock})
+// admin is an Admin over the bench's database, with its clock.
+func admin(t testing.TB, be *testapp.Bench) *idem.Admin {
+	t.Helper()
+	a, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
 	if err != nil {
-		be.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return a
 }
@@ -30,47 +32,47 @@ func (be *bench) admin() *idem.Admin {
 // it), and never runs again.
 func TestRecordExpiresAndIsArchived(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
+		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
-		be.resolver.Hook = func(context.Context, *ent.Shipment) error { calls.Add(1); return nil }
-		first := be.post("org-1", "old", 100)
+		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls.Add(1); return nil }
+		first := be.Post("org-1", "old", 100)
 		if len(first.Errors) > 0 {
 			t.Fatalf("first: %s", first.Body)
 		}
 
-		be.clock.Advance(idem.DefaultRetention - time.Minute)
-		if r := be.post("org-1", "old", 100); !r.Replayed || !bytes.Equal(r.Data, first.Data) {
+		be.Clock.Advance(idem.DefaultRetention - time.Minute)
+		if r := be.Post("org-1", "old", 100); !r.Replayed || !bytes.Equal(r.Data, first.Data) {
 			t.Fatalf("inside the window: %s", r.Body)
 		}
-		be.clock.Advance(2 * time.Minute)
-		if r := be.post("org-1", "old", 100); r.code() != string(idem.CodeKeyExpired) || r.Errors[0].Extensions["idempotencyKey"] != "old" {
+		be.Clock.Advance(2 * time.Minute)
+		if r := be.Post("org-1", "old", 100); r.Code() != string(idem.CodeKeyExpired) || r.Errors[0].Extensions["idempotencyKey"] != "old" {
 			t.Fatalf("past the window, not yet swept: %s", r.Body)
 		}
 
-		report, err := be.admin().Sweep(context.Background(), idem.SweepOptions{})
+		report, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{})
 		if err != nil || report.Archived() != 1 || report.Purged() != 0 {
 			t.Fatalf("sweep: %+v %v", report, err)
 		}
 		ctx := idemschema.IncludeUnfinished(context.Background())
-		rec := be.record("org-1", "old")
+		rec := be.Record("org-1", "old")
 		if (rec.IdempotencyResponse != nil && len(*rec.IdempotencyResponse) > 0) || rec.IdempotencyArchivedAt == nil || *rec.IdempotencyStatus != shipment.IdempotencyStatusSucceeded {
 			t.Fatalf("tombstone: %+v", rec)
 		}
-		archived, err := be.client.IdempotencyArchive.Query().Where(idempotencyarchive.IdempotencyKey("old")).Only(ctx)
+		archived, err := be.Client.IdempotencyArchive.Query().Where(idempotencyarchive.IdempotencyKey("old")).Only(ctx)
 		if err != nil || archived.RecordTable != shipment.Table || archived.TenantID != "org-1" || !bytes.Contains(archived.IdempotencyResponse, []byte(`"destination":"Lyon","weightGrams":100,"label":"attempt-1"`)) {
 			t.Fatalf("archive: %+v %v", archived, err)
 		}
-		if r := be.post("org-1", "old", 100); r.code() != string(idem.CodeKeyExpired) {
+		if r := be.Post("org-1", "old", 100); r.Code() != string(idem.CodeKeyExpired) {
 			t.Fatalf("after the sweep: %s", r.Body)
 		}
-		if again, err := be.admin().Sweep(context.Background(), idem.SweepOptions{}); err != nil || again.Archived() != 0 {
+		if again, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{}); err != nil || again.Archived() != 0 {
 			t.Fatalf("a second sweep archived again: %+v %v", again, err)
 		}
 		if calls.Load() != 1 {
 			t.Fatalf("resolver ran %d times", calls.Load())
 		}
 		// The business row itself stays: only the response moved.
-		if n, _ := be.client.Shipment.Query().Count(context.Background()); n != 1 {
+		if n, _ := be.Client.Shipment.Query().Count(context.Background()); n != 1 {
 			t.Fatalf("%d shipments visible, want 1", n)
 		}
 	})
@@ -81,49 +83,49 @@ func TestRecordExpiresAndIsArchived(t *testing.T) {
 // the key runs as a new intent.
 func TestTombstonesArePurgedAfterTheHorizon(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
-		created := be.post("org-1", "ancient", 100)
-		approve := be.gql("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "ancient-approval", id: $id) { id } }`,
+		be := testapp.NewBench(t, b, idem.Config{})
+		created := be.Post("org-1", "ancient", 100)
+		approve := be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "ancient-approval", id: $id) { id } }`,
 			map[string]any{"id": shipmentID(t, created)})
 		if len(approve.Errors) > 0 {
 			t.Fatalf("approve: %s", approve.Body)
 		}
-		be.clock.Advance(idem.DefaultRetention + time.Hour)
-		if _, err := be.admin().Sweep(context.Background(), idem.SweepOptions{}); err != nil {
+		be.Clock.Advance(idem.DefaultRetention + time.Hour)
+		if _, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		dry, err := be.admin().Sweep(context.Background(), idem.SweepOptions{DryRun: true})
+		dry, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{DryRun: true})
 		if err != nil || dry.Purged() != 0 {
 			t.Fatalf("dry run before the horizon: %+v %v", dry, err)
 		}
-		be.clock.Advance(idem.DefaultTombstoneHorizon)
-		dry, err = be.admin().Sweep(context.Background(), idem.SweepOptions{DryRun: true})
+		be.Clock.Advance(idem.DefaultTombstoneHorizon)
+		dry, err = admin(t, be).Sweep(context.Background(), idem.SweepOptions{DryRun: true})
 		if err != nil || dry.Purged() != 2 {
 			t.Fatalf("dry run past the horizon: %+v %v", dry, err)
 		}
-		report, err := be.admin().Sweep(context.Background(), idem.SweepOptions{})
+		report, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{})
 		if err != nil || report.Purged() != 2 {
 			t.Fatalf("purge: %+v %v", report, err)
 		}
 		ctx := idemschema.IncludeUnfinished(context.Background())
-		if n, _ := be.client.IdempotencyRecord.Query().Count(ctx); n != 0 {
+		if n, _ := be.Client.IdempotencyRecord.Query().Count(ctx); n != 0 {
 			t.Fatalf("%d general records left", n)
 		}
-		s, err := be.client.Shipment.Query().Only(ctx)
+		s, err := be.Client.Shipment.Query().Only(ctx)
 		if err != nil || s.IdempotencyKey != nil || s.IdempotencyStatus != nil || s.Destination != "Lyon" {
 			t.Fatalf("business row after the purge: %+v %v", s, err)
 		}
-		if r := be.post("org-1", "ancient", 100); len(r.Errors) > 0 || r.Replayed {
+		if r := be.Post("org-1", "ancient", 100); len(r.Errors) > 0 || r.Replayed {
 			t.Fatalf("a forgotten key runs as new: %s", r.Body)
 		}
-		archived, _ := be.client.IdempotencyArchive.Query().Count(ctx)
+		archived, _ := be.Client.IdempotencyArchive.Query().Count(ctx)
 		if archived != 2 {
 			t.Fatalf("the archive lost rows: %d", archived)
 		}
 	})
 }
 
-func shipmentID(t *testing.T, r result) string {
+func shipmentID(t *testing.T, r testapp.Result) string {
 	t.Helper()
 	var d struct{ CreateShipment struct{ ID string } }
 	if err := json.Unmarshal(r.Data, &d); err != nil || d.CreateShipment.ID == "" {

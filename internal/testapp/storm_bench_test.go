@@ -15,6 +15,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testapp"
 )
 
 // stormSize is how many requests with one key arrive at once.
@@ -47,13 +48,13 @@ func BenchmarkStorm(b *testing.B) {
 		{"lease-wait", "createShipmentLease", idem.Config{WaitForInFlight: 10 * time.Second}},
 	} {
 		b.Run(m.name, func(b *testing.B) {
-			benchStorm(b, newBench(b, idemtest.Postgres, m.cfg), m.field)
+			benchStorm(b, testapp.NewBench(b, idemtest.Postgres, m.cfg), m.field)
 		})
 	}
 }
 
-func benchStorm(b *testing.B, be *bench, field string) {
-	h := be.server.Config.Handler
+func benchStorm(b *testing.B, be *testapp.Bench, field string) {
+	h := be.Server.Config.Handler
 	body := func(field, key string) string {
 		keyArg := ""
 		if key != "" {

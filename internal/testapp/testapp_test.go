@@ -5,130 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
-
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testapp"
 	"github.com/goovo/idem/internal/testapp/ent"
-	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
 	"github.com/goovo/idem/internal/testapp/ent/shipment"
-	"github.com/goovo/idem/internal/testapp/graph"
 )
-
-// bench is the test application on one backend.
-type bench struct {
-	t        testing.TB
-	server   *httptest.Server
-	client   *ent.Client
-	resolver *graph.Resolver
-	clock    *idem.Clock
-}
-
-func newBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *bench {
-	t.Helper()
-	db := idemtest.Open(t, b)
-	client := ent.NewClient(ent.Driver(db.Driver))
-	if err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create); err != nil {
-		t.Fatal(err)
-	}
-	be := &bench{t: t, client: client, resolver: &graph.Resolver{Client: client}, clock: &idem.Clock{}}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.resolver}))
-	srv.AddTransport(transport.POST{})
-	cfg.Backend = client.IdempotencyBackend()
-	cfg.Tenant = graph.OrgFromContext
-	cfg.Clock = be.clock
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	h, err := idem.Install(srv, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	be.server = httptest.NewServer(graph.WithOrg(h))
-	t.Cleanup(be.server.Close)
-	return be
-}
-
-type result struct {
-	Data   json.RawMessage
-	Errors []struct {
-		Message    string
-		Extensions map[string]any
-	}
-	Extensions struct {
-		Idempotency map[string]idem.FieldReport
-	}
-	Replayed bool
-	Body     string
-}
-
-func (r result) outcome() string { return r.Extensions.Idempotency["createShipment"].Outcome }
-
-func (r result) code() string {
-	if len(r.Errors) == 0 {
-		return ""
-	}
-	s, _ := r.Errors[0].Extensions["code"].(string)
-	return s
-}
-
-func (be *bench) post(org, key string, grams int) result {
-	return be.gql(org, `mutation($k: String!, $g: Int!) { createShipment(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: $g}) { id destination weightGrams label } }`,
-		map[string]any{"k": key, "g": grams})
-}
-
-func (be *bench) gql(org, query string, vars map[string]any) result {
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, be.server.URL, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Org", org)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		be.t.Error(err)
-		return result{}
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var r result
-	if err := json.Unmarshal(raw, &r); err != nil {
-		be.t.Errorf("decode %s: %v", raw, err)
-	}
-	r.Body = string(raw)
-	r.Replayed = res.Header.Get(idem.HeaderReplayed) == "true"
-	return r
-}
-
-func (be *bench) record(org, key string) *ent.Shipment {
-	be.t.Helper()
-	s, err := be.client.Shipment.Query().
-		Where(shipment.Org(org), shipment.IdempotencyKey(key)).
-		Only(idemschema.IncludeUnfinished(context.Background()))
-	if err != nil {
-		be.t.Fatalf("record %s/%s: %v", org, key, err)
-	}
-	return s
-}
-
-func (be *bench) count() int {
-	be.t.Helper()
-	n, err := be.client.Shipment.Query().Count(idemschema.IncludeUnfinished(context.Background()))
-	if err != nil {
-		be.t.Fatal(err)
-	}
-	return n
-}
 
 func eachBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
 	for _, b := range idemtest.Backends() {
@@ -143,32 +32,32 @@ func eachBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
 // tenant field as the scope, gets the same behaviour.
 func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
-		first := be.post("org-1", "ship-1", 1500)
-		second := be.post("org-1", "ship-1", 1500)
+		be := testapp.NewBench(t, b, idem.Config{})
+		first := be.Post("org-1", "ship-1", 1500)
+		second := be.Post("org-1", "ship-1", 1500)
 		if len(first.Errors) > 0 || first.Replayed || !bytes.Equal(first.Data, second.Data) || !second.Replayed {
 			t.Fatalf("replay:\n%s\n%s", first.Body, second.Body)
 		}
-		other := be.post("org-2", "ship-1", 1500)
+		other := be.Post("org-2", "ship-1", 1500)
 		if len(other.Errors) > 0 || other.Replayed || bytes.Equal(other.Data, first.Data) {
 			t.Fatalf("another org with the same key: %s", other.Body)
 		}
-		if r := be.post("org-1", "ship-1", 2000); r.code() != string(idem.CodeKeyReused) {
+		if r := be.Post("org-1", "ship-1", 2000); r.Code() != string(idem.CodeKeyReused) {
 			t.Fatalf("reused key: %s", r.Body)
 		}
 		// The entity's own validator rejects the input at the claim:
 		// nothing is stored, the answer says why.
-		if r := be.post("org-1", "ship-2", 0); r.code() != string(idem.CodeBadInput) || !strings.Contains(r.Errors[0].Message, "weight_grams") {
+		if r := be.Post("org-1", "ship-2", 0); r.Code() != string(idem.CodeBadInput) || !strings.Contains(r.Errors[0].Message, "weight_grams") {
 			t.Fatalf("invalid weight: %s", r.Body)
 		}
-		if n := be.count(); n != 2 {
+		if n := be.Count(); n != 2 {
 			t.Fatalf("%d shipments, want 2", n)
 		}
-		if rec := be.record("org-2", "ship-1"); rec.Org != "org-2" {
+		if rec := be.Record("org-2", "ship-1"); rec.Org != "org-2" {
 			t.Fatalf("scope field not set from the context: %+v", rec)
 		}
 		// The schema's own lease (10s), not the hook's default (30s).
-		rec := be.record("org-1", "ship-1")
+		rec := be.Record("org-1", "ship-1")
 		if got := rec.IdempotencyLeaseExpiresAt.Sub(*rec.IdempotencyClaimedAt); got != 10*time.Second {
 			t.Fatalf("lease %v, want the schema's 10s", got)
 		}
@@ -180,21 +69,21 @@ func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
 // come back when the lease ends.
 func TestExpiredClaimIsTakenOver(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
+		be := testapp.NewBench(t, b, idem.Config{})
 		// Make a claim with the request's fingerprint: a first attempt fails
 		// (and releases the claim), then the record is put back as a worker
 		// that died mid-run leaves it: pending, its lease still live. (The
 		// crash of a real process is tested in cmd/server.)
 		crashed := true
-		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			if crashed {
 				crashed = false
 				return errors.New("connection reset")
 			}
 			return nil
 		}
-		_ = be.post("org-1", "k", 100)
-		rec := be.record("org-1", "k")
+		_ = be.Post("org-1", "k", 100)
+		rec := be.Record("org-1", "k")
 		if *rec.IdempotencyStatus != shipment.IdempotencyStatusPending {
 			t.Fatalf("status %s", *rec.IdempotencyStatus)
 		}
@@ -203,19 +92,19 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		busy := be.post("org-1", "k", 100)
-		if busy.code() != string(idem.CodeInProgress) {
+		busy := be.Post("org-1", "k", 100)
+		if busy.Code() != string(idem.CodeInProgress) {
 			t.Fatalf("live lease: %s", busy.Body)
 		}
 		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 7 || ra > 9 {
 			t.Fatalf("retryAfterSeconds = %v, want about 8", ra)
 		}
-		be.clock.Advance(9 * time.Second)
-		done := be.post("org-1", "k", 100)
+		be.Clock.Advance(9 * time.Second)
+		done := be.Post("org-1", "k", 100)
 		if len(done.Errors) > 0 || !strings.Contains(string(done.Data), `"label":"attempt-2"`) {
 			t.Fatalf("takeover: %s", done.Body)
 		}
-		if got := be.record("org-1", "k"); got.IdempotencyAttempt != 2 || *got.IdempotencyStatus != shipment.IdempotencyStatusSucceeded {
+		if got := be.Record("org-1", "k"); got.IdempotencyAttempt != 2 || *got.IdempotencyStatus != shipment.IdempotencyStatusSucceeded {
 			t.Fatalf("record after takeover: attempt %d status %s", got.IdempotencyAttempt, *got.IdempotencyStatus)
 		}
 	})
@@ -227,22 +116,22 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 // on SQLite a live worker holds the database's write lock for its whole
 // transaction, so it cannot be taken over while it runs (only once it dies).
 func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
-	be := newBench(t, idemtest.Postgres, idem.Config{})
+	be := testapp.NewBench(t, idemtest.Postgres, idem.Config{})
 	woke := make(chan struct{})
 	blocked := make(chan struct{})
-	be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+	be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 		if idem.ClaimFromContext(ctx).Attempt == 1 {
 			close(blocked)
 			<-woke
 		}
 		return nil
 	}
-	slow := make(chan result)
-	go func() { slow <- be.post("org-1", "race", 100) }()
+	slow := make(chan testapp.Result)
+	go func() { slow <- be.Post("org-1", "race", 100) }()
 	<-blocked
 
-	be.clock.Advance(11 * time.Second) // past the 10s lease
-	winner := be.post("org-1", "race", 100)
+	be.Clock.Advance(11 * time.Second) // past the 10s lease
+	winner := be.Post("org-1", "race", 100)
 	if len(winner.Errors) > 0 || !strings.Contains(string(winner.Data), `"label":"attempt-2"`) {
 		t.Fatalf("takeover: %s", winner.Body)
 	}
@@ -251,10 +140,10 @@ func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 	if !bytes.Equal(loser.Data, winner.Data) {
 		t.Fatalf("the worker that lost its lease answered with its own result:\nloser:  %s\nwinner: %s", loser.Body, winner.Body)
 	}
-	if later := be.post("org-1", "race", 100); !bytes.Equal(later.Data, winner.Data) || !later.Replayed {
+	if later := be.Post("org-1", "race", 100); !bytes.Equal(later.Data, winner.Data) || !later.Replayed {
 		t.Fatalf("later retry: %s", later.Body)
 	}
-	rec := be.record("org-1", "race")
+	rec := be.Record("org-1", "race")
 	if rec.Label != "attempt-2" || rec.IdempotencyAttempt != 2 {
 		t.Fatalf("the old worker's write survived: label %q attempt %d", rec.Label, rec.IdempotencyAttempt)
 	}
@@ -264,9 +153,9 @@ func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 // key at once: the retry runs again, without waiting for the lease.
 func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
+		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
-		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			if calls.Add(1) == 1 {
 				if _, err := s.Update().SetLabel("half-done").Save(ctx); err != nil {
 					return err
@@ -275,14 +164,14 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 			}
 			return nil
 		}
-		first := be.post("org-1", "k", 100)
-		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.outcome() != idem.OutcomeReleased {
+		first := be.Post("org-1", "k", 100)
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome() != idem.OutcomeReleased {
 			t.Fatalf("first: %s", first.Body)
 		}
-		if rec := be.record("org-1", "k"); rec.Label != "" {
+		if rec := be.Record("org-1", "k"); rec.Label != "" {
 			t.Fatalf("failed attempt's write survived: %q", rec.Label)
 		}
-		second := be.post("org-1", "k", 100)
+		second := be.Post("org-1", "k", 100)
 		if len(second.Errors) > 0 || second.Replayed || !strings.Contains(string(second.Data), `"label":"attempt-2"`) {
 			t.Fatalf("retry did not run again: %s", second.Body)
 		}
@@ -293,23 +182,23 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 // the server keeps serving.
 func TestPanicReleasesTheClaim(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
+		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
-		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			if calls.Add(1) == 1 {
 				panic("resolver bug")
 			}
 			return nil
 		}
-		first := be.post("org-1", "k", 100)
+		first := be.Post("org-1", "k", 100)
 		if len(first.Errors) == 0 || string(first.Data) != "null" {
 			t.Fatalf("panic: %s", first.Body)
 		}
-		second := be.post("org-1", "k", 100)
+		second := be.Post("org-1", "k", 100)
 		if len(second.Errors) > 0 || !strings.Contains(string(second.Data), `"label":"attempt-2"`) {
 			t.Fatalf("retry after panic: %s", second.Body)
 		}
-		if other := be.post("org-1", "other", 100); len(other.Errors) > 0 {
+		if other := be.Post("org-1", "other", 100); len(other.Errors) > 0 {
 			t.Fatalf("server stopped serving: %s", other.Body)
 		}
 	})
@@ -319,18 +208,18 @@ func TestPanicReleasesTheClaim(t *testing.T) {
 // and is replayed to every retry.
 func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
+		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
-		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			calls.Add(1)
 			if _, err := s.Update().SetLabel("half-done").Save(ctx); err != nil {
 				return err
 			}
 			return idem.Final(errors.New("destination not served"))
 		}
-		first := be.post("org-1", "k", 100)
-		second := be.post("org-1", "k", 100)
-		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.outcome() != idem.OutcomeExecuted {
+		first := be.Post("org-1", "k", 100)
+		second := be.Post("org-1", "k", 100)
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome() != idem.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {
@@ -339,12 +228,12 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 		if calls.Load() != 1 {
 			t.Fatalf("resolver ran %d times", calls.Load())
 		}
-		rec := be.record("org-1", "k")
+		rec := be.Record("org-1", "k")
 		if *rec.IdempotencyStatus != shipment.IdempotencyStatusFailed || rec.Label != "" {
 			t.Fatalf("record: status %s label %q", *rec.IdempotencyStatus, rec.Label)
 		}
 		// The failed record is not a business fact: queries do not see it.
-		if n, _ := be.client.Shipment.Query().Count(context.Background()); n != 0 {
+		if n, _ := be.Client.Shipment.Query().Count(context.Background()); n != 0 {
 			t.Fatalf("a failed claim is visible to queries (%d rows)", n)
 		}
 	})
@@ -354,18 +243,18 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 // for the result and replays it instead of answering IN_PROGRESS.
 func TestDuplicateWaitsForTheResult(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{WaitForInFlight: 5 * time.Second})
+		be := testapp.NewBench(t, b, idem.Config{WaitForInFlight: 5 * time.Second})
 		started := make(chan struct{})
 		var once sync.Once
-		be.resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			once.Do(func() { close(started) })
 			time.Sleep(300 * time.Millisecond)
 			return nil
 		}
-		first := make(chan result)
-		go func() { first <- be.post("org-1", "k", 100) }()
+		first := make(chan testapp.Result)
+		go func() { first <- be.Post("org-1", "k", 100) }()
 		<-started
-		dup := be.post("org-1", "k", 100)
+		dup := be.Post("org-1", "k", 100)
 		orig := <-first
 		if len(dup.Errors) > 0 || !dup.Replayed || !bytes.Equal(dup.Data, orig.Data) {
 			t.Fatalf("duplicate did not wait and replay:\norig: %s\ndup:  %s", orig.Body, dup.Body)
@@ -378,23 +267,23 @@ func TestDuplicateWaitsForTheResult(t *testing.T) {
 // and concurrent duplicates are told to wait.
 func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be := newBench(t, b, idem.Config{})
-		created := be.post("org-1", "ship", 100)
+		be := testapp.NewBench(t, b, idem.Config{})
+		created := be.Post("org-1", "ship", 100)
 		var d struct{ CreateShipment struct{ ID string } }
 		if err := json.Unmarshal(created.Data, &d); err != nil || d.CreateShipment.ID == "" {
 			t.Fatalf("create: %s", created.Body)
 		}
 		var calls atomic.Int32
-		be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			calls.Add(1)
 			time.Sleep(20 * time.Millisecond)
 			return nil
 		}
-		approve := func(key string) result {
-			return be.gql("org-1", `mutation($k: String!, $id: ID!) { approveShipment(idempotencyKey: $k, id: $id) { id label } }`,
+		approve := func(key string) testapp.Result {
+			return be.GQL("org-1", `mutation($k: String!, $id: ID!) { approveShipment(idempotencyKey: $k, id: $id) { id label } }`,
 				map[string]any{"k": key, "id": d.CreateShipment.ID})
 		}
-		results := make([]result, 10)
+		results := make([]testapp.Result, 10)
 		var wg sync.WaitGroup
 		for i := range results {
 			wg.Go(func() { results[i] = approve("approve-1") })
@@ -405,20 +294,20 @@ func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
 			t.Fatalf("approve: %s", final.Body)
 		}
 		for i, r := range results {
-			if !bytes.Equal(r.Data, final.Data) && r.code() != string(idem.CodeInProgress) {
+			if !bytes.Equal(r.Data, final.Data) && r.Code() != string(idem.CodeInProgress) {
 				t.Fatalf("concurrent approval %d: %s", i, r.Body)
 			}
 		}
 		if calls.Load() != 1 {
 			t.Fatalf("resolver ran %d times", calls.Load())
 		}
-		n, err := be.client.IdempotencyRecord.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+		n, err := be.Client.IdempotencyRecord.Query().Count(idemschema.IncludeUnfinished(context.Background()))
 		if err != nil || n != 1 {
 			t.Fatalf("%d records (%v), want 1", n, err)
 		}
 		// The argument is required by the schema (the test app does not
 		// enable the header form).
-		if r := be.gql("org-1", `mutation($id: ID!) { approveShipment(id: $id) { id } }`, map[string]any{"id": d.CreateShipment.ID}); len(r.Errors) == 0 {
+		if r := be.GQL("org-1", `mutation($id: ID!) { approveShipment(id: $id) { id } }`, map[string]any{"id": d.CreateShipment.ID}); len(r.Errors) == 0 {
 			t.Fatalf("approval without a key: %s", r.Body)
 		}
 	})
@@ -433,26 +322,26 @@ func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
 	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
-			be := newBench(t, b, idem.Config{Lease: 900 * time.Millisecond})
-			created := be.post("org-1", "ship", 100)
+			be := testapp.NewBench(t, b, idem.Config{Lease: 900 * time.Millisecond})
+			created := be.Post("org-1", "ship", 100)
 			var calls atomic.Int32
 			started := make(chan struct{})
-			be.resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+			be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 				if calls.Add(1) == 1 {
 					close(started)
 				}
 				time.Sleep(2500 * time.Millisecond)
 				return nil
 			}
-			approve := func() result {
-				return be.gql("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "slow", id: $id) { id label } }`,
+			approve := func() testapp.Result {
+				return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "slow", id: $id) { id label } }`,
 					map[string]any{"id": shipmentID(t, created)})
 			}
-			first := make(chan result)
+			first := make(chan testapp.Result)
 			go func() { first <- approve() }()
 			<-started
 			time.Sleep(1500 * time.Millisecond) // well past the 900ms lease
-			if r := approve(); r.code() != string(idem.CodeInProgress) {
+			if r := approve(); r.Code() != string(idem.CodeInProgress) {
 				t.Fatalf("a retry during a long run: %s", r.Body)
 			}
 			if r := <-first; len(r.Errors) > 0 {

@@ -1,0 +1,118 @@
+// Package exampletest is test support for the example application (package
+// graph, the orders and payments server of cmd/server): it runs the
+// application in-process, on a fresh database of a test backend, with its
+// simulated payment provider, behind a local HTTP server. The suites of
+// graph and idemclient share it, so that they test the same application.
+//
+// It imports testing and is meant for _test.go files only.
+package exampletest
+
+import (
+	"context"
+	"database/sql"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/provider"
+)
+
+// Config is what a test chooses about the application it starts.
+type Config struct {
+	// Options are the handler's (graph.NewHandler). A nil Logger is
+	// slog.Default(), as in graph.NewHandler.
+	Options graph.Options
+	// Provider, if not nil, is given the simulated provider before the
+	// handler is made and returns the provider the handler calls: the
+	// simulated one with its latencies set, or a wrapper around it. Nil:
+	// the simulated provider as it is.
+	Provider func(*provider.Simulated) provider.Provider
+}
+
+// App is the example application of one test, serving over HTTP. Everything
+// is closed by the test's cleanup.
+type App struct {
+	// DB is the test's database (idemtest.Open), set up with the example's
+	// schema.
+	DB *idemtest.DB
+	// Client is the ent client over DB.
+	Client *ent.Client
+	// Provider is the simulated payment provider, its ledger in DB's
+	// PostgreSQL schema or, on SQLite, in a file of its own beside DB's. A
+	// test may change its latencies and failure rate between requests.
+	Provider *provider.Simulated
+	// Server serves the handler; a test may replace Server.Config.Handler
+	// (with one from Handler, say).
+	Server *httptest.Server
+	// URL is Server.URL: the GraphQL endpoint is URL+"/query".
+	URL string
+
+	t    testing.TB
+	prov provider.Provider // the provider the handler calls
+}
+
+// setupMu serializes the schema's creation: ent's Schema.Create is not safe
+// for concurrent use (it writes the package's table descriptions), and the
+// suites run their backends in parallel.
+var setupMu sync.Mutex
+
+// Start starts the example application on a fresh database of backend.
+func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
+	t.Helper()
+	db := idemtest.Open(t, backend)
+	client := ent.NewClient(ent.Driver(db.Driver))
+	setupMu.Lock()
+	err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create)
+	setupMu.Unlock()
+	if err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	a := &App{t: t, DB: db, Client: client, Provider: openProvider(t, db)}
+	a.prov = a.Provider
+	if cfg.Provider != nil {
+		a.prov = cfg.Provider(a.Provider)
+	}
+	a.Server = httptest.NewServer(a.Handler(client, cfg.Options))
+	a.URL = a.Server.URL
+	t.Cleanup(a.Server.Close)
+	return a
+}
+
+// Handler returns the example's handler over client (Client, or another
+// one, such as a client of a database that is down) with the app's
+// provider and opts.
+func (a *App) Handler(client *ent.Client, opts graph.Options) http.Handler {
+	a.t.Helper()
+	h, err := graph.NewHandler(client, a.prov, opts)
+	if err != nil {
+		a.t.Fatalf("handler: %v", err)
+	}
+	return h
+}
+
+// openProvider opens the simulated provider's ledger: the test's PostgreSQL
+// schema, or a SQLite file of its own.
+func openProvider(t testing.TB, db *idemtest.DB) *provider.Simulated {
+	t.Helper()
+	dsn := db.DSN
+	if db.Backend == idemtest.SQLite {
+		dsn = filepath.Join(filepath.Dir(db.DSN), "provider.db")
+	}
+	name, source, _ := idemdb.Resolve(dsn)
+	pdb, err := sql.Open(name, source)
+	if err != nil {
+		t.Fatalf("provider: %v", err)
+	}
+	t.Cleanup(func() { pdb.Close() })
+	p, err := provider.NewSimulated(context.Background(), pdb, db.Backend.IsPostgres())
+	if err != nil {
+		t.Fatalf("provider: %v", err)
+	}
+	return p
+}
