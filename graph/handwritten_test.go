@@ -242,9 +242,12 @@ func TestPageViewsCountEachKeyOnce(t *testing.T) {
 func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
+		// Every charge answers slowly (set before any request, so no
+		// handler reads it while it changes): the first attempt's client
+		// gives up after the charge, before its answer.
+		a.Provider.ResponseLatency = 500 * time.Millisecond
 		order := a.newOrder("acme", 900)
 
-		a.Provider.ResponseLatency = 500 * time.Millisecond
 		body, _ := json.Marshal(map[string]any{"query": createPayment, "variables": map[string]any{"key": "loser", "order": order, "amount": 900}})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/query", bytes.NewReader(body))
@@ -255,7 +258,6 @@ func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 			t.Fatal("the first attempt answered before its client gave up")
 		}
 		cancel()
-		a.Provider.ResponseLatency = 0
 		// The abandoned attempt is rolled back and its claim released; wait
 		// for that, then let the competing payment win.
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
