@@ -500,9 +500,9 @@ func addErrors(ctx context.Context, errs gqlerror.List) {
 type call struct {
 	ext    *Extension
 	req    *request
-	field  *ast.Field
+	field  *ast.Field // the root field: InterceptField claims when it reaches it
 	claim  *Claim
-	insert bool
+	insert bool // a fresh claim to insert (else one taken over)
 	clock  store.Clock
 
 	// Set by begin, on the resolver's goroutine, before the resolver runs.
@@ -513,7 +513,8 @@ type call struct {
 	inputErr error
 	tx       Tx
 
-	// stopHeartbeat ends the lease renewals, if any; set by begin.
+	// stop ends the lease renewals, if any (see stopHeartbeat); set by
+	// begin.
 	stop func()
 
 	// Set by the field tree, whose resolvers may run concurrently.
