@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -44,7 +45,15 @@ func FuzzCanonical(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.query, s.vars)
 	}
+	// A document that is not valid UTF-8 is not GraphQL source text (the
+	// spec's SourceCharacter is Unicode); gqlparser still parses some, but
+	// its formatter then re-escapes the invalid bytes as other characters,
+	// which changes the request: the fingerprint rightly changes with it.
+	f.Add("mutation($m:[[Int!]]){createItem(input:{name:\"\x9e\"}matrix:$m){id}}", "{}")
 	f.Fuzz(func(t *testing.T, query, varsJSON string) {
+		if !utf8.ValidString(query) {
+			return
+		}
 		doc, errs := gqlparser.LoadQuery(testSchema, query)
 		if len(errs) > 0 {
 			return
