@@ -16,7 +16,9 @@ import (
 	"testing"
 
 	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
@@ -71,6 +73,9 @@ func NewBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
 	be := &Bench{t: t, DB: db, Client: client, Resolver: &graph.Resolver{Client: client}, Clock: &idem.Clock{}}
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
 	srv.AddTransport(transport.POST{})
+	// As a production server does (handler.NewDefaultServer sets one):
+	// without it every request parses and validates its operation again.
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	cfg.Backend = client.IdempotencyBackend()
 	cfg.Tenant = graph.OrgFromContext
 	cfg.Clock = be.Clock
