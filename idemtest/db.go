@@ -1,22 +1,3 @@
-// Package idemtest helps applications test their idempotent mutations
-// against real databases: a fresh, isolated database per test on SQLite,
-// PostgreSQL, or PostgreSQL with the tables hash-partitioned by tenant, and
-// the list of backends to run a suite on.
-//
-//	for _, backend := range idemtest.Backends() {
-//		t.Run(string(backend), func(t *testing.T) {
-//			db := idemtest.Open(t, backend)
-//			client := ent.NewClient(ent.Driver(db.Driver))
-//			if err := db.Setup(ctx, client.IdempotencyBackend(), client.Schema.Create); err != nil {
-//				t.Fatal(err)
-//			}
-//			...
-//		})
-//	}
-//
-// PostgreSQL tests read TEST_DATABASE_URL (default
-// postgres://postgres@127.0.0.1:5432/test?sslmode=disable). A database that
-// cannot be reached fails the test: it is never skipped.
 package idemtest
 
 import (
@@ -24,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -86,7 +68,8 @@ type DB struct {
 	// PostgresPartitioned; nil on the other backends.
 	Partitioning *idemdb.Partitioning
 
-	setUp bool
+	setUp  bool
+	remove func() error // drops what Connect made
 }
 
 // Setup makes the application's tables: create (the ent client's
@@ -111,27 +94,22 @@ func (db *DB) Setup(ctx context.Context, backend idem.Backend, create func(conte
 	return nil
 }
 
-// Open returns an empty database for t: a SQLite file in t.TempDir(), or a
-// PostgreSQL schema of its own (dropped when the test ends), selected with
-// search_path so that the application's tables need no prefix. Make the
-// tables with DB.Setup: on PostgresPartitioned it partitions them.
+// Open returns an empty database for t: a SQLite file in a directory of
+// its own, or a PostgreSQL schema of its own, selected with search_path so
+// that the application's tables need no prefix; it is removed when the test
+// ends. Make the tables with DB.Setup: on PostgresPartitioned it partitions
+// them.
 func Open(t testing.TB, backend Backend) *DB {
 	t.Helper()
-	var dsn string
-	switch backend {
-	case SQLite:
-		dsn = filepath.Join(t.TempDir(), "test.db")
-	case Postgres, PostgresPartitioned:
-		dsn = newPostgresSchema(t)
-	default:
-		t.Fatalf("idemtest: unknown backend %q", backend)
-	}
-	drv, err := idemdb.Open(dsn)
+	db, err := Connect(context.Background(), backend)
 	if err != nil {
-		t.Fatalf("idemtest: %v", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { drv.Close() })
-	db := &DB{Backend: backend, DSN: dsn, Driver: drv}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Logf("%v", err)
+		}
+	})
 	if backend == PostgresPartitioned {
 		// A suite that made its tables without Setup ran on plain
 		// PostgreSQL: say so rather than pass as if partitioned.
@@ -144,47 +122,83 @@ func Open(t testing.TB, backend Backend) *DB {
 	return db
 }
 
+// Connect is Open for code that has no testing.TB: a TestMain that shares
+// one database among the tests of a package, or an example. Close removes
+// the database.
+func Connect(ctx context.Context, backend Backend) (*DB, error) {
+	var (
+		dsn    string
+		remove func() error
+		err    error
+	)
+	switch backend {
+	case SQLite:
+		var dir string
+		if dir, err = os.MkdirTemp("", "idemtest-"); err != nil {
+			return nil, fmt.Errorf("idemtest: %w", err)
+		}
+		dsn, remove = filepath.Join(dir, "test.db"), func() error { return os.RemoveAll(dir) }
+	case Postgres, PostgresPartitioned:
+		if dsn, remove, err = newPostgresSchema(ctx); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("idemtest: unknown backend %q", backend)
+	}
+	drv, err := idemdb.Open(dsn)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("idemtest: %w", err), remove())
+	}
+	return &DB{Backend: backend, DSN: dsn, Driver: drv, remove: remove}, nil
+}
+
+// Close closes the driver and removes the database: the SQLite file, or
+// the PostgreSQL schema with everything in it.
+func (db *DB) Close() error {
+	return errors.Join(db.Driver.Close(), db.remove())
+}
+
 // newPostgresSchema creates a schema and returns a URL whose search_path is
-// that schema.
-func newPostgresSchema(t testing.TB) string {
-	t.Helper()
+// that schema, and a func that drops it.
+func newPostgresSchema(ctx context.Context) (dsn string, drop func() error, err error) {
 	base := PostgresURL()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("idemtest: TEST_DATABASE_URL: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
-		t.Fatalf("idemtest: %v", err)
+		return "", nil, fmt.Errorf("idemtest: %w", err)
 	}
 	defer admin.Close()
 	if err := admin.PingContext(ctx); err != nil {
-		t.Fatalf("idemtest: PostgreSQL at %s is unreachable (set TEST_DATABASE_URL, or start it): %v", redact(base), err)
+		return "", nil, fmt.Errorf("idemtest: PostgreSQL at %s is unreachable (set TEST_DATABASE_URL, or start it): %w", redact(base), err)
 	}
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
 	schema := "idemtest_" + hex.EncodeToString(suffix)
 	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatalf("idemtest: create schema: %v", err)
+		return "", nil, fmt.Errorf("idemtest: create schema: %w", err)
 	}
-	t.Cleanup(func() {
+	drop = func() error {
 		db, err := sql.Open("pgx", base)
 		if err != nil {
-			return
+			return fmt.Errorf("idemtest: drop schema %s: %w", schema, err)
 		}
 		defer db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := db.ExecContext(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Logf("idemtest: drop schema %s: %v", schema, err)
+			return fmt.Errorf("idemtest: drop schema %s: %w", schema, err)
 		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("idemtest: TEST_DATABASE_URL: %v", err)
+		return nil
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), drop, nil
 }
 
 func redact(dsn string) string {

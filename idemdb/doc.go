@@ -1,0 +1,15 @@
+// Package idemdb opens the two databases the framework supports, configured
+// the way the claim protocol needs them, as ent drivers:
+//
+//	drv, err := idemdb.Open("postgres://postgres@127.0.0.1:5432/app")
+//	drv, err := idemdb.Open("sqlite:app.db") // or just "app.db"
+//	client := ent.NewClient(ent.Driver(drv))
+//
+// PostgreSQL goes through pgx (github.com/jackc/pgx/v5/stdlib). SQLite is the
+// embedded, pure-Go modernc.org/sqlite, opened in WAL mode with immediate
+// transactions, a busy timeout and foreign keys on: without immediate
+// transactions concurrent claims fail with SQLITE_BUSY instead of waiting.
+//
+// PartitionByTenant turns an ent schema's tables into tables
+// hash-partitioned by tenant on PostgreSQL (docs/scale-out.md).
+package idemdb
