@@ -151,17 +151,21 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 // run is the protocol: claim the key, or look it up and replay, refuse or
 // take it over, and look again whenever a race was lost.
 //
-// On PostgreSQL in lease mode the first round claims without looking first:
-// for a new key (the common case) the insert is the lookup, and saves a
-// round trip; when the key exists the insert changes nothing and the lookup
-// follows. In atomic mode the claim sits inside a transaction, which a
-// lookup-first spares a duplicate from opening. On SQLite a duplicate's
-// insert would wait for the database's single write lock, which the first
-// attempt holds until it commits, where a lookup (a read) answers at once.
+// On PostgreSQL the first round claims without looking first: for a new key
+// (the common case) the insert is the lookup, and saves a round trip. When
+// the key exists the insert changes nothing and the lookup follows, so a
+// retry of a finished key pays instead: two statements where a lookup alone
+// would do in lease mode; in atomic mode, where the claim sits in the
+// transaction, begin, the insert and rollback before the lookup. Retries are
+// the exception, and a concurrent duplicate in atomic mode needs the
+// transaction anyway, to wait on the unique index for the first attempt.
+// On SQLite a duplicate's insert would wait for the database's single write
+// lock, which the first attempt holds until it commits, where a lookup (a
+// read) answers at once.
 func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	db := e.cfg.Backend.DB()
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
-	claimFirst := r.spec.mode == ModeLease && e.store.Dialect() == store.Postgres
+	claimFirst := e.store.Dialect() == store.Postgres
 	ran := false // this request already ran the resolver once
 	for round := 0; round < maxRounds; {
 		var (
@@ -385,14 +389,40 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // release ends the lease of a claim whose attempt will not complete, so that
-// a retry takes it over at once. It runs even when the client has gone away;
-// if it fails, the lease runs out by itself.
+// a retry takes it over at once. It runs even when the client has gone away.
+// A release is fenced, so trying again is always safe, and worth it: a claim
+// left behind blocks its key until its lease runs out. When the first tries
+// fail (a pooled connection broken by a cancelled request; a row lock on
+// PostgreSQL; on SQLite, other transactions holding the write lock past the
+// busy timeout), release answers and goes on trying in the background until
+// the lease would have run out anyway.
 func (e *Extension) release(ctx context.Context, r *request, attempt int) {
-	ctx, cancel := detached(ctx)
-	defer cancel()
-	// A release is fenced, so trying again is safe; it is worth it, since a
-	// claim left behind blocks its key until the lease runs out. (A pooled
-	// connection broken by a cancelled request fails a first try.)
+	dctx, cancel := detached(ctx)
+	err := e.tryRelease(dctx, r, attempt)
+	cancel()
+	if err == nil {
+		return
+	}
+	e.log(ctx, slog.LevelWarn, "could not release idempotency claim yet; trying again in the background", r, slog.Any("error", err))
+	leaseOver := time.Now().Add(r.spec.lease)
+	bg := context.WithoutCancel(ctx)
+	go func() {
+		for delay := 100 * time.Millisecond; time.Now().Add(delay).Before(leaseOver); delay = min(2*delay, 2*time.Second) {
+			time.Sleep(delay)
+			ctx, cancel := context.WithDeadline(bg, leaseOver)
+			err = e.tryRelease(ctx, r, attempt)
+			cancel()
+			if err == nil {
+				e.log(bg, slog.LevelInfo, "idempotency claim released after retries", r)
+				return
+			}
+		}
+		e.log(bg, slog.LevelWarn, "could not release idempotency claim; it frees itself when its lease runs out", r, slog.Any("error", err))
+	}()
+}
+
+// tryRelease releases the claim of attempt, with up to three tries.
+func (e *Extension) tryRelease(ctx context.Context, r *request, attempt int) error {
 	var err error
 	for try := range 3 {
 		var clock store.Clock
@@ -403,9 +433,7 @@ func (e *Extension) release(ctx context.Context, r *request, attempt int) {
 			break
 		}
 	}
-	if err != nil {
-		e.log(ctx, slog.LevelWarn, "could not release idempotency claim; it frees itself when its lease runs out", r, slog.Any("error", err))
-	}
+	return err
 }
 
 func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (graphql.Marshaler, error) {
@@ -535,8 +563,9 @@ func callFrom(ctx context.Context) *call {
 }
 
 // errNotRun ends a field whose claim or transaction could not be made; the
-// root interceptor answers for it (and drops this error).
-var errNotRun = &gqlerror.Error{Message: "idempotent mutation did not run"}
+// root interceptor answers for it (and drops this error). A new error each
+// time: gqlgen writes the field's path and location into it.
+func errNotRun() error { return &gqlerror.Error{Message: "idempotent mutation did not run"} }
 
 // begin claims the key (unless it was taken over already) and opens the
 // transaction the resolver's writes go into. In lease mode the claim commits
@@ -554,14 +583,14 @@ func (c *call) begin(ctx context.Context, args map[string]any) (context.Context,
 			claimed := c.insertClaim(dctx, nil, args)
 			cancel()
 			if !claimed {
-				return ctx, errNotRun
+				return ctx, errNotRun()
 			}
 			c.claimed = true
 		}
 		txCtx, tx, err := e.cfg.Backend.BeginTx(ctx)
 		if err != nil {
 			c.storeErr = &store.Error{Op: "begin", Err: err}
-			return ctx, errNotRun
+			return ctx, errNotRun()
 		}
 		c.tx = tx
 		c.startHeartbeat(ctx)
@@ -570,16 +599,16 @@ func (c *call) begin(ctx context.Context, args map[string]any) (context.Context,
 	txCtx, tx, err := e.cfg.Backend.BeginTx(ctx)
 	if err != nil {
 		c.storeErr = &store.Error{Op: "begin", Err: err}
-		return ctx, errNotRun
+		return ctx, errNotRun()
 	}
 	if c.insert && !c.insertClaim(txCtx, tx, args) {
 		_ = tx.Rollback()
-		return ctx, errNotRun
+		return ctx, errNotRun()
 	}
 	if err := e.store.Savepoint(txCtx, tx); err != nil {
 		_ = tx.Rollback()
 		c.storeErr = err
-		return ctx, errNotRun
+		return ctx, errNotRun()
 	}
 	c.tx = tx
 	return txCtx, nil

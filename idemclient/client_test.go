@@ -98,10 +98,15 @@ func testEveryIntentOnce(t *testing.T, backend idemtest.Backend) {
 	transport.MaxIdleConnsPerHost = 2 * intents
 	t.Cleanup(transport.CloseIdleConnections)
 	c := &idemclient.Client{
-		URL:               app.URL + "/query",
-		HTTP:              &http.Client{Transport: transport},
-		Header:            http.Header{graph.TenantHeader: {"acme"}},
-		MaxAttempts:       30,
+		URL:    app.URL + "/query",
+		HTTP:   &http.Client{Transport: transport},
+		Header: http.Header{graph.TenantHeader: {"acme"}},
+		// On SQLite every attempt's transaction, provider call included,
+		// waits for the one write lock, so a claim can stay pending for
+		// seconds while 40 intents take turns: a call needs up to about
+		// 20 attempts, more under the race detector. The budget is the
+		// context's 45 s, not a count.
+		MaxAttempts:       100,
 		BaseBackoff:       10 * time.Millisecond,
 		MaxBackoff:        250 * time.Millisecond,
 		AttemptTimeout:    attemptTimeout,

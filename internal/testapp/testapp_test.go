@@ -178,6 +178,71 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 	})
 }
 
+// A release that cannot get through at once is retried in the background:
+// the key is free again as soon as the obstacle goes, not only when the
+// lease runs out. Here a trigger makes every release fail until the test
+// lifts it; in production the obstacle is a broken connection, or, on
+// SQLite, writers holding the database's lock past the busy timeout.
+func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
+	be := testapp.NewBench(t, idemtest.Postgres, idem.Config{})
+	db := be.DB.Driver.DB()
+	ctx := context.Background()
+	for _, stmt := range []string{
+		`CREATE TABLE releases_blocked (one int)`,
+		`INSERT INTO releases_blocked VALUES (1)`,
+		// A release moves a pending claim's lease and nothing else.
+		`CREATE FUNCTION block_releases() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF EXISTS (SELECT FROM releases_blocked) AND NEW.idempotency_status = 'pending'
+				AND NEW.idempotency_attempt = OLD.idempotency_attempt
+				AND NEW.idempotency_lease_expires_at < OLD.idempotency_lease_expires_at THEN
+				RAISE EXCEPTION 'release blocked by the test';
+			END IF;
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER block_releases BEFORE UPDATE ON shipments FOR EACH ROW EXECUTE FUNCTION block_releases()`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls atomic.Int32
+	be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		if calls.Add(1) == 1 {
+			return errors.New("downstream timeout") // retryable: the claim is to be released
+		}
+		return nil
+	}
+	if first := be.Post("org-1", "k", 100); first.Outcome() != idem.OutcomeReleased {
+		t.Fatalf("first: %s", first.Body)
+	}
+	blocked := be.Post("org-1", "k", 100)
+	if blocked.Code() != string(idem.CodeInProgress) {
+		t.Fatalf("the release went through although it was blocked: %s", blocked.Body)
+	}
+	leaseLeft := time.Duration(blocked.Errors[0].Extensions["retryAfterSeconds"].(float64)) * time.Second
+	time.Sleep(time.Second)
+	if _, err := db.ExecContext(ctx, `DELETE FROM releases_blocked`); err != nil {
+		t.Fatal(err)
+	}
+	lifted := time.Now()
+	for {
+		res := be.Post("org-1", "k", 100)
+		if len(res.Errors) == 0 {
+			if !strings.Contains(string(res.Data), `"label":"attempt-2"`) {
+				t.Fatalf("retry: %s", res.Body)
+			}
+			return
+		}
+		// The background retries back off to at most 2 s; the lease runs
+		// out by itself about 8 s after the lift.
+		if time.Since(lifted) > 5*time.Second {
+			t.Fatalf("the key was still blocked %v after the releases could go through (the lease had %v left): %s", time.Since(lifted), leaseLeft, res.Body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // A panic in a resolver is a retryable failure: the claim is released and
 // the server keeps serving.
 func TestPanicReleasesTheClaim(t *testing.T) {
