@@ -185,11 +185,8 @@ func cmdDiff(ctx context.Context, stdout io.Writer, dirPath, devURL, name string
 	if err := checkName(name); err != nil {
 		return err
 	}
-	dir, dirName, err := openDir(dirPath)
+	dir, dirName, err := openValidDir(dirPath)
 	if err != nil {
-		return err
-	}
-	if err := validateDir(dir, dirName); err != nil {
 		return err
 	}
 	res, err := entDiff(ctx, devURL, dir, name)
@@ -215,11 +212,8 @@ var errDrift = errors.New("migrations out of date")
 // cmdCheck: the migrations, replayed on an empty schema, produce exactly the
 // ent schema, and atlas.sum matches the files. Nothing is written.
 func cmdCheck(ctx context.Context, stdout io.Writer, dirPath, devURL string) error {
-	dir, dirName, err := openDir(dirPath)
+	dir, dirName, err := openValidDir(dirPath)
 	if err != nil {
-		return err
-	}
-	if err := validateDir(dir, dirName); err != nil {
 		return err
 	}
 	files, err := dir.Files()
@@ -274,11 +268,8 @@ func cmdNew(stdout io.Writer, dirPath, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	dir, dirName, err := openDir(dirPath)
+	dir, dirName, err := openValidDir(dirPath)
 	if err != nil {
-		return err
-	}
-	if err := validateDir(dir, dirName); err != nil {
 		return err
 	}
 	file := migrate.NewVersion() + "_" + name + ".sql"

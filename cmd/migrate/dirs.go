@@ -35,6 +35,19 @@ func openDir(path string) (migrate.Dir, string, error) {
 	return d, embeddedName, err
 }
 
+// openValidDir opens the migration directory at path, as openDir does, and
+// refuses it unless its atlas.sum matches its files (validateDir).
+func openValidDir(path string) (migrate.Dir, string, error) {
+	d, name, err := openDir(path)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := validateDir(d, name); err != nil {
+		return nil, "", err
+	}
+	return d, name, nil
+}
+
 // memDir copies the .sql files and atlas.sum of fsys into a migrate.MemDir.
 func memDir(fsys fs.FS) (*migrate.MemDir, error) {
 	d := &migrate.MemDir{}
