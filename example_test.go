@@ -17,9 +17,9 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/internal/testapp/ent"
-	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
-	"github.com/goovo/idem/internal/testapp/graph"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
+	"github.com/goovo/idem/internal/testkit/testapp/graph"
 )
 
 // Install the hook on a gqlgen server and send the same mutation twice: the

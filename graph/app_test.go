@@ -15,12 +15,12 @@ import (
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/exampletest"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/testkit/exampletest"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // app is the example server of one test, on one backend
-// (internal/exampletest), with the requests this suite sends.
+// (internal/testkit/exampletest), with the requests this suite sends.
 type app struct {
 	*exampletest.App
 	t     testing.TB

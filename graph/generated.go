@@ -17,7 +17,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/provider"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -1561,7 +1561,7 @@ func (ec *executionContext) _Query_providerCharges(ctx context.Context, field gr
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*provider.Charge) graphql.Marshaler {
-			return ec.marshalNProviderCharge2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋproviderᚐChargeᚄ(ctx, selections, v)
+			return ec.marshalNProviderCharge2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋproviderᚐChargeᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -3798,11 +3798,11 @@ func (ec *executionContext) marshalNPayment2ᚖgithubᚗcomᚋgoovoᚋidemᚋent
 	return ec._Payment(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalNProviderCharge2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋproviderᚐChargeᚄ(ctx context.Context, sel ast.SelectionSet, v []*provider.Charge) graphql.Marshaler {
+func (ec *executionContext) marshalNProviderCharge2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋproviderᚐChargeᚄ(ctx context.Context, sel ast.SelectionSet, v []*provider.Charge) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNProviderCharge2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋproviderᚐCharge(ctx, sel, v[i])
+		return ec.marshalNProviderCharge2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋproviderᚐCharge(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -3814,7 +3814,7 @@ func (ec *executionContext) marshalNProviderCharge2ᚕᚖgithubᚗcomᚋgoovoᚋ
 	return ret
 }
 
-func (ec *executionContext) marshalNProviderCharge2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋproviderᚐCharge(ctx context.Context, sel ast.SelectionSet, v *provider.Charge) graphql.Marshaler {
+func (ec *executionContext) marshalNProviderCharge2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋproviderᚐCharge(ctx context.Context, sel ast.SelectionSet, v *provider.Charge) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "ProviderCharge!")
 		return graphql.Null

@@ -15,7 +15,7 @@ import (
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/counter"
+	"github.com/goovo/idem/internal/example/counter"
 )
 
 const refundPayment = `mutation($key: String, $payment: ID!, $amount: Int!) {

@@ -11,7 +11,7 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)

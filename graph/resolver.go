@@ -4,7 +4,7 @@ package graph
 
 import (
 	"github.com/goovo/idem/ent"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // Resolver is the root resolver. It holds the non-transactional client;

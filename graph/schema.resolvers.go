@@ -10,8 +10,8 @@ import (
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
-	"github.com/goovo/idem/internal/counter"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/counter"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // RefundPayment is the resolver for the refundPayment field.

@@ -20,7 +20,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // Options configure the example server.

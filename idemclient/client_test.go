@@ -20,8 +20,8 @@ import (
 	"github.com/goovo/idem/idemclient"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/exampletest"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/testkit/exampletest"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // The acceptance test of the client: against the example server whose
@@ -286,7 +286,7 @@ func runIntent(ctx context.Context, c *idemclient.Client, i int) *intentResult {
 }
 
 // startSlowFlakyServer runs the example application in-process on a fresh
-// database of backend (internal/exampletest, as graph's suite does), with a
+// database of backend (internal/testkit/exampletest, as graph's suite does), with a
 // slow and flaky payment provider.
 func startSlowFlakyServer(t *testing.T, backend idemtest.Backend) *exampletest.App {
 	t.Helper()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
 // A claim abandoned in pending (its worker died, its client never retried)

@@ -17,9 +17,9 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/internal/testapp/ent"
-	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
-	"github.com/goovo/idem/internal/testapp/graph"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
+	"github.com/goovo/idem/internal/testkit/testapp/graph"
 )
 
 // Count the records of a database by state, as one JSON document. Two

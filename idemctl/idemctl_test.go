@@ -20,8 +20,8 @@ import (
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp"
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
 // bench is the test application (testapp.Bench), with the command line

@@ -18,7 +18,7 @@ import (
 
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp"
 )
 
 // The sweep at scale, on PostgreSQL, while clients keep making new claims:

@@ -11,7 +11,7 @@ import (
 )
 
 func TestRecordsOfAGraph(t *testing.T) {
-	g, err := entc.LoadGraph("../internal/testapp/ent/schema", &gen.Config{})
+	g, err := entc.LoadGraph("../internal/testkit/testapp/ent/schema", &gen.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

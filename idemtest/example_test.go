@@ -6,8 +6,8 @@ import (
 	"log"
 
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp/ent"
-	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
 )
 
 // Connect opens a fresh database outside a test, as a TestMain does to

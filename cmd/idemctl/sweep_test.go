@@ -21,7 +21,7 @@ import (
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/proctest"
+	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
 // A sweeper killed with SIGKILL in the middle of its work, again and

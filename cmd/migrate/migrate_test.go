@@ -27,7 +27,7 @@ import (
 	entmigrate "github.com/goovo/idem/ent/migrate"
 	"github.com/goovo/idem/ent/migrate/migrations"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/proctest"
+	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
 // repoDir is the committed migration directory, seen from this package.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/proctest"
+	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
 // The article's counter under duress: 1,000 page views, 300 of them

@@ -16,8 +16,8 @@ import (
 
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/proctest"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/testkit/proctest"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // The article's hardest case, with real processes: a server is killed with
@@ -37,7 +37,7 @@ func TestKilledServerIsRecovered(t *testing.T) {
 	// Not idemtest.Backends(): the server processes make their tables
 	// themselves (ent's Schema.Create at start), which the partitioned
 	// layout forbids (it would be undone), so PostgresPartitioned has no
-	// meaning here; the in-process suites (graph, internal/testapp,
+	// meaning here; the in-process suites (graph, internal/testkit/testapp,
 	// idemclient) cover it.
 	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {

@@ -31,8 +31,8 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/internal/counter"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/counter"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 func main() {

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/goovo/idem/internal/proctest"
+	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
 // TestMain removes the binaries the process tests built.

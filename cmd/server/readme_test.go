@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem/internal/proctest"
+	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
 // The README promises that `go run ./cmd/server` works on a bare machine and

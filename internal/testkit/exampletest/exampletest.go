@@ -20,7 +20,7 @@ import (
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // Config is what a test chooses about the application it starts.

@@ -23,10 +23,10 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp/ent"
-	_ "github.com/goovo/idem/internal/testapp/ent/runtime" // the idemschema mixin's interceptors and the fields' validators
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
-	"github.com/goovo/idem/internal/testapp/graph"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime" // the idemschema mixin's interceptors and the fields' validators
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/graph"
 )
 
 // Bench is the test application of one test, on one backend: a fresh

@@ -11,7 +11,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp"
 )
 
 // BenchmarkCreate measures one create mutation through the whole stack

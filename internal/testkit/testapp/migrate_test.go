@@ -8,7 +8,7 @@ import (
 	"entgo.io/ent/dialect/sql/schema"
 
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
 // ent's automatic migration finds nothing to change on a database it made:

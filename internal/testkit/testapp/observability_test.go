@@ -18,8 +18,8 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp"
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
 // A scripted sequence (a claim, a replay, an in-progress answer, a final

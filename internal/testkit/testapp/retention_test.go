@@ -11,10 +11,10 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp"
-	"github.com/goovo/idem/internal/testapp/ent"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // admin is an Admin over the bench's database, with its clock.

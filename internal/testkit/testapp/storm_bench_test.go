@@ -15,7 +15,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp"
 )
 
 // stormSize is how many requests with one key arrive at once.

@@ -14,9 +14,9 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testapp"
-	"github.com/goovo/idem/internal/testapp/ent"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 func eachBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {

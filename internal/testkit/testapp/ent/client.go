@@ -10,14 +10,14 @@ import (
 	"reflect"
 
 	"github.com/google/uuid"
-	"github.com/goovo/idem/internal/testapp/ent/migrate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/migrate"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 
 	stdsql "database/sql"
 )

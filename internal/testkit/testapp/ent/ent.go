@@ -12,9 +12,9 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // ent aliases to avoid import conflicts in user's code.

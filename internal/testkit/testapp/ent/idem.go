@@ -11,10 +11,10 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"github.com/goovo/idem"
 
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
-	"github.com/goovo/idem/internal/testapp/ent/predicate"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/predicate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // IdempotencyBackend returns the backend of the idempotency hook for this

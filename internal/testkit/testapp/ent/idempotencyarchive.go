@@ -9,7 +9,7 @@ import (
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
 )
 
 // IdempotencyArchive is the model entity for the IdempotencyArchive schema.

@@ -11,7 +11,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
 )
 
 // IdempotencyArchiveCreate is the builder for creating a IdempotencyArchive entity.

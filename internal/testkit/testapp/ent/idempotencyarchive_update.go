@@ -10,8 +10,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyarchive"
-	"github.com/goovo/idem/internal/testapp/ent/predicate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/predicate"
 )
 
 // IdempotencyArchiveUpdate is the builder for updating IdempotencyArchive entities.

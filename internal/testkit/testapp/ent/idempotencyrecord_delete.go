@@ -8,8 +8,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
-	"github.com/goovo/idem/internal/testapp/ent/predicate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/predicate"
 )
 
 // IdempotencyRecordDelete is the builder for deleting a IdempotencyRecord entity.

@@ -11,8 +11,8 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
-	"github.com/goovo/idem/internal/testapp/ent/predicate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/predicate"
 )
 
 // IdempotencyRecordQuery is the builder for querying IdempotencyRecord entities.

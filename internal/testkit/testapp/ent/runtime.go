@@ -2,4 +2,4 @@
 
 package ent
 
-// The schema-stitching logic is generated in github.com/goovo/idem/internal/testapp/ent/runtime/runtime.go
+// The schema-stitching logic is generated in github.com/goovo/idem/internal/testkit/testapp/ent/runtime/runtime.go

@@ -10,7 +10,7 @@ import (
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // Shipment is the model entity for the Shipment schema.

@@ -12,8 +12,8 @@ import (
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"entgo.io/ent/schema/field"
 	"github.com/google/uuid"
-	"github.com/goovo/idem/internal/testapp/ent/predicate"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/predicate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // ShipmentQuery is the builder for querying Shipment entities.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/internal/testapp/ent"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // CreateShipmentPlain is the resolver for the createShipmentPlain field.

@@ -10,7 +10,7 @@ import (
 	"fmt"
 
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
 // CreateShipment is the resolver for the createShipment field.

@@ -16,7 +16,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/google/uuid"
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -470,7 +470,7 @@ func (ec *executionContext) field_Mutation_createShipmentAtomic_args(ctx context
 	args["idempotencyKey"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
-			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -492,7 +492,7 @@ func (ec *executionContext) field_Mutation_createShipmentLease_args(ctx context.
 	args["idempotencyKey"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
-			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -506,7 +506,7 @@ func (ec *executionContext) field_Mutation_createShipmentPlain_args(ctx context.
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
-			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -528,7 +528,7 @@ func (ec *executionContext) field_Mutation_createShipment_args(ctx context.Conte
 	args["idempotencyKey"] = arg0
 	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
 		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
-			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -639,7 +639,7 @@ func (ec *executionContext) _Mutation_createShipment(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
-			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
 		},
 		true,
 		true,
@@ -683,7 +683,7 @@ func (ec *executionContext) _Mutation_createShipmentPlain(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
-			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
 		},
 		true,
 		true,
@@ -727,7 +727,7 @@ func (ec *executionContext) _Mutation_createShipmentLease(ctx context.Context, f
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
-			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
 		},
 		true,
 		true,
@@ -771,7 +771,7 @@ func (ec *executionContext) _Mutation_createShipmentAtomic(ctx context.Context, 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
-			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
 		},
 		true,
 		true,
@@ -815,7 +815,7 @@ func (ec *executionContext) _Mutation_approveShipment(ctx context.Context, field
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
-			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, selections, v)
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
 		},
 		true,
 		true,
@@ -858,7 +858,7 @@ func (ec *executionContext) _Query_shipments(ctx context.Context, field graphql.
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*ent.Shipment) graphql.Marshaler {
-			return ec.marshalNShipment2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipmentᚄ(ctx, selections, v)
+			return ec.marshalNShipment2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipmentᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2789,7 +2789,7 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
-func (ec *executionContext) unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐCreateShipmentInput(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+func (ec *executionContext) unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
 	res, err := ec.unmarshalInputCreateShipmentInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
@@ -2822,11 +2822,11 @@ func (ec *executionContext) marshalNInt2int(ctx context.Context, sel ast.Selecti
 	return res
 }
 
-func (ec *executionContext) marshalNShipment2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Shipment) graphql.Marshaler {
+func (ec *executionContext) marshalNShipment2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipmentᚄ(ctx context.Context, sel ast.SelectionSet, v []*ent.Shipment) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx, sel, v[i])
+		return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {
@@ -2838,7 +2838,7 @@ func (ec *executionContext) marshalNShipment2ᚕᚖgithubᚗcomᚋgoovoᚋidem�
 	return ret
 }
 
-func (ec *executionContext) marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestappᚋentᚐShipment(ctx context.Context, sel ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+func (ec *executionContext) marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx context.Context, sel ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "Shipment!")
 		return graphql.Null

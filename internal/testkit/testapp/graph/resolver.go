@@ -4,7 +4,7 @@ package graph
 import (
 	"context"
 
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
 // Resolver is the root resolver.

@@ -8,8 +8,8 @@ package graph
 import (
 	"context"
 
-	"github.com/goovo/idem/internal/testapp/ent"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // Shipments is the resolver for the shipments field.

@@ -5,12 +5,12 @@ package enttest
 import (
 	"context"
 
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	// required by schema hooks.
-	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
+	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
 
 	"entgo.io/ent/dialect/sql/schema"
-	"github.com/goovo/idem/internal/testapp/ent/migrate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/migrate"
 )
 
 type (

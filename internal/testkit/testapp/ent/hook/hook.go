@@ -6,7 +6,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/goovo/idem/internal/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
 // The IdempotencyArchiveFunc type is an adapter to allow the use of ordinary

@@ -69,7 +69,7 @@ func ValidColumn(column string) bool {
 // package on the initialization of the application. Therefore,
 // it should be imported in the main as follows:
 //
-//	import _ "github.com/goovo/idem/internal/testapp/ent/runtime"
+//	import _ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
 var (
 	Interceptors [1]ent.Interceptor
 	// TenantIDValidator is a validator for the "tenant_id" field. It is called by the builders before save.

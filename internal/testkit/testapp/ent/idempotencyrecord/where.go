@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect/sql"
-	"github.com/goovo/idem/internal/testapp/ent/predicate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/predicate"
 )
 
 // ID filters vertices based on their ID field.

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/goovo/idem/internal/testapp/ent/idempotencyrecord"
-	"github.com/goovo/idem/internal/testapp/ent/schema"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/schema"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // The init function reads all schema descriptors with runtime code

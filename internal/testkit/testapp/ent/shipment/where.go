@@ -7,7 +7,7 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"github.com/google/uuid"
-	"github.com/goovo/idem/internal/testapp/ent/predicate"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/predicate"
 )
 
 // ID filters vertices based on their ID field.
