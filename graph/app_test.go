@@ -15,8 +15,8 @@ import (
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testkit/exampletest"
 	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
 // app is the example server of one test, on one backend

@@ -20,8 +20,8 @@ import (
 	"github.com/goovo/idem/idemclient"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testkit/exampletest"
 	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
 // The acceptance test of the client: against the example server whose

@@ -16,8 +16,8 @@ import (
 
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/testkit/proctest"
 	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
 // The article's hardest case, with real processes: a server is killed with
