@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"time"
+
+	"github.com/goovo/idem/internal/record"
 )
 
 // MaxKeyLength is the longest idempotency key accepted, in bytes.
@@ -18,9 +20,9 @@ type Status string
 // The states of a record. A record is created pending by the claim and ends
 // succeeded or failed; see the state machine in the package documentation.
 const (
-	StatusPending   Status = "pending"
-	StatusSucceeded Status = "succeeded"
-	StatusFailed    Status = "failed"
+	StatusPending   Status = record.StatusPending
+	StatusSucceeded Status = record.StatusSucceeded
+	StatusFailed    Status = record.StatusFailed
 )
 
 // Mode selects how a mutation's claim and its writes are committed.

@@ -8,6 +8,8 @@ import (
 	"entgo.io/ent/schema"
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
+
+	"github.com/goovo/idem/internal/record"
 )
 
 // Archive is the ready-made ent schema of the cold table the sweeper moves
@@ -26,8 +28,8 @@ type Archive struct {
 // Fields of the Archive: what the record held, and where it came from.
 func (Archive) Fields() []ent.Field {
 	return []ent.Field{
-		field.String("record_table").Immutable().Comment("Table the record was archived from."),
-		field.String("tenant_id").Immutable(),
+		field.String(record.ArchiveTable).Immutable().Comment("Table the record was archived from."),
+		field.String(record.ArchiveTenant).Immutable(),
 		field.String(FieldKey).Immutable(),
 		field.String(FieldStatus).Immutable(),
 		field.String(FieldFingerprint).Immutable(),
@@ -46,7 +48,7 @@ func (Archive) Indexes() []ent.Index {
 		// A short name of its own: ent would hash the long default one to
 		// fit PostgreSQL's 63 characters, and SQLite's schema inspection
 		// then misses it.
-		index.Fields("record_table", "tenant_id", FieldKey, FieldClaimedAt).Unique().StorageKey("idempotency_archive_record"),
+		index.Fields(record.ArchiveTable, record.ArchiveTenant, FieldKey, FieldClaimedAt).Unique().StorageKey(record.ArchiveIndex),
 	}
 }
 

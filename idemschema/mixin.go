@@ -15,26 +15,24 @@ import (
 	"entgo.io/ent/schema/mixin"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/internal/record"
 )
 
 // Column names the mixin adds. They are fixed so that one record store can
 // serve every mixed-in table; only the scope column may be renamed.
 const (
-	DefaultScopeField     = "tenant_id"
-	FieldKey              = "idempotency_key"
-	FieldStatus           = "idempotency_status"
-	FieldFingerprint      = "idempotency_fingerprint"
-	FieldResponse         = "idempotency_response"
-	FieldAttempt          = "idempotency_attempt"
-	FieldLeaseExpiresAt   = "idempotency_lease_expires_at"
-	FieldClaimedAt        = "idempotency_claimed_at"
-	FieldCompletedAt      = "idempotency_completed_at"
-	FieldArchivedAt       = "idempotency_archived_at"
+	DefaultScopeField     = record.DefaultScope
+	FieldKey              = record.Key
+	FieldStatus           = record.Status
+	FieldFingerprint      = record.Fingerprint
+	FieldResponse         = record.Response
+	FieldAttempt          = record.Attempt
+	FieldLeaseExpiresAt   = record.LeaseExpiresAt
+	FieldClaimedAt        = record.ClaimedAt
+	FieldCompletedAt      = record.CompletedAt
+	FieldArchivedAt       = record.ArchivedAt
 	maxKeyLength          = idem.MaxKeyLength
 	annotationName        = "Idempotent"
-	statusPending         = string(idem.StatusPending)
-	statusSucceeded       = string(idem.StatusSucceeded)
-	statusFailed          = string(idem.StatusFailed)
 	defaultScopeMaxLength = 255
 	fingerprintMaxLength  = 255
 )
@@ -92,7 +90,7 @@ func (m Mixin) Fields() []ent.Field {
 			Comment("Client-chosen key of the intent that created the row; NULL for rows created without one.").
 			Annotations(hidden),
 		field.Enum(FieldStatus).
-			Values(statusPending, statusSucceeded, statusFailed).
+			Values(record.StatusPending, record.StatusSucceeded, record.StatusFailed).
 			Optional().Nillable().
 			Comment("State of the claim: pending while an attempt runs, then succeeded or failed.").
 			Annotations(hidden),
@@ -128,16 +126,6 @@ func (m Mixin) Fields() []ent.Field {
 	)
 }
 
-// The partial indexes' predicates, written as PostgreSQL prints them back
-// (parenthesised, no casts), so that ent's automatic migration finds
-// nothing to change on a second run, and as SQLite also reads them. A
-// pending claim is one that was claimed and not completed.
-const (
-	predicateToArchive = "(" + FieldCompletedAt + " IS NOT NULL) AND (" + FieldArchivedAt + " IS NULL)"
-	predicateTombstone = "(" + FieldArchivedAt + " IS NOT NULL)"
-	predicatePending   = "(" + FieldClaimedAt + " IS NOT NULL) AND (" + FieldCompletedAt + " IS NULL)"
-)
-
 // Indexes of the mixin.
 //
 // Besides the unique index that decides who owns a key, three partial
@@ -148,11 +136,11 @@ func (m Mixin) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields(m.ScopeField(), FieldKey).Unique(),
 		index.Fields(FieldCompletedAt).
-			Annotations(entsql.IndexWhere(predicateToArchive)),
+			Annotations(entsql.IndexWhere(record.ToArchive)),
 		index.Fields(FieldArchivedAt).
-			Annotations(entsql.IndexWhere(predicateTombstone)),
+			Annotations(entsql.IndexWhere(record.Tombstone)),
 		index.Fields(FieldLeaseExpiresAt).
-			Annotations(entsql.IndexWhere(predicatePending)),
+			Annotations(entsql.IndexWhere(record.Pending)),
 	}
 }
 
@@ -193,7 +181,7 @@ func visible(scope string, own *idem.Claim) func(*sql.Selector) {
 	return func(s *sql.Selector) {
 		preds := []*sql.Predicate{
 			sql.IsNull(s.C(FieldStatus)),
-			sql.EQ(s.C(FieldStatus), statusSucceeded),
+			sql.EQ(s.C(FieldStatus), record.StatusSucceeded),
 		}
 		if own != nil && own.Table == s.TableName() {
 			preds = append(preds, sql.And(

@@ -1,0 +1,64 @@
+// Package record is the one source of the facts every layer shares about
+// an idempotency record: the columns the mixin adds, the states a record
+// goes through, and the predicates of the mixin's partial indexes. The
+// schema (idemschema), the store's SQL (internal/store) and the hook (idem)
+// take them from here; it imports nothing, so that any of them can.
+package record
+
+// Columns of a record table. They are fixed, so that one store serves every
+// table with the mixin; only the scope column may be renamed (Scope).
+const (
+	// DefaultScope is the scope (tenant) column the mixin adds when the
+	// entity names none of its own.
+	DefaultScope   = "tenant_id"
+	Key            = "idempotency_key"
+	Status         = "idempotency_status"
+	Fingerprint    = "idempotency_fingerprint"
+	Response       = "idempotency_response"
+	Attempt        = "idempotency_attempt"
+	LeaseExpiresAt = "idempotency_lease_expires_at"
+	ClaimedAt      = "idempotency_claimed_at"
+	CompletedAt    = "idempotency_completed_at"
+	ArchivedAt     = "idempotency_archived_at"
+)
+
+// Columns lists every column above but the scope, in the order of the
+// mixin's fields.
+var Columns = []string{Key, Status, Fingerprint, Response, Attempt, LeaseExpiresAt, ClaimedAt, CompletedAt, ArchivedAt}
+
+// Archive columns: the archive table holds what a record held, and the
+// table it came from, under a fixed tenant column.
+const (
+	ArchiveTable  = "record_table"
+	ArchiveTenant = "tenant_id"
+	// ArchiveIndex is the archive's unique index: a record is archived
+	// once; a key may be claimed again only after its tombstone was purged,
+	// with a new claim time.
+	ArchiveIndex = "idempotency_archive_record"
+)
+
+// States of a record, as stored in Status. A claim inserts a pending
+// record; it ends succeeded or failed.
+const (
+	StatusPending   = "pending"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+)
+
+// Finished reports whether status is a final state: the record holds a
+// result that retries replay.
+func Finished(status string) bool { return status == StatusSucceeded || status == StatusFailed }
+
+// The predicates of the mixin's partial indexes, written as PostgreSQL
+// prints them back (parenthesised, no casts), so that ent's automatic
+// migration finds nothing to change on a second run, and as SQLite also
+// reads them. The store's batch statements select rows with them, so that
+// the planner uses the index and their cost follows the rows they move.
+const (
+	// ToArchive: finished records that still hold their response.
+	ToArchive = "(" + CompletedAt + " IS NOT NULL) AND (" + ArchivedAt + " IS NULL)"
+	// Tombstone: records whose response the sweeper moved to the archive.
+	Tombstone = "(" + ArchivedAt + " IS NOT NULL)"
+	// Pending: claims that were made and not completed.
+	Pending = "(" + ClaimedAt + " IS NOT NULL) AND (" + CompletedAt + " IS NULL)"
+)
