@@ -12,6 +12,7 @@ import (
 
 	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/internal/timer"
 )
 
 // Admin maintains the records of a backend outside any request: the
@@ -20,7 +21,7 @@ import (
 // command line over it.
 type Admin struct {
 	cfg   Config
-	store *store.Store
+	store store.Driver
 }
 
 // NewAdmin returns the Admin of cfg.Backend. Of Config it uses Backend,
@@ -31,12 +32,17 @@ func NewAdmin(cfg Config) (*Admin, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(cfg.Backend.Dialect(), cfg.Clock.Offset)
+	d, err := openStore(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Admin{cfg: cfg, store: st}, nil
+	return &Admin{cfg: cfg, store: d}, nil
 }
+
+// Ping checks that the backend's database can be reached. Its error, like
+// every error of the Admin's methods, names the database's own problem (for
+// operators, never for clients).
+func (a *Admin) Ping(ctx context.Context) error { return a.store.Ping(ctx) }
 
 // DefaultSweepBatch is the number of records one sweep transaction moves.
 const DefaultSweepBatch = 1000
@@ -116,89 +122,79 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 	}
 	start := time.Now()
 	report := SweepReport{DryRun: opts.DryRun}
-	db := a.cfg.Backend.DB()
 	for _, recs := range a.cfg.Backend.RecordTables() {
-		clock, err := a.store.Now(ctx, db)
+		ts, err := a.sweepTable(ctx, recs, archive, opts, start)
 		if err != nil {
 			return report, err
-		}
-		now := clock.Now()
-		retention := a.cfg.retention(recs)
-		table := store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn}
-		expireBefore := now.Add(-retention)
-		// archived_at is at least completion + retention, so a tombstone
-		// archived before this completed before now - horizon.
-		purgeBefore := now.Add(-(a.cfg.TombstoneHorizon - retention))
-		ts := TableSweep{Entity: recs.Entity, Table: recs.Table}
-		// A claim abandoned in pending is forgotten a horizon after its
-		// lease ran out.
-		abandonedBefore := now.Add(-a.cfg.TombstoneHorizon)
-		if opts.DryRun {
-			if ts.Archived, err = a.store.CountExpired(ctx, db, table, expireBefore); err != nil {
-				return report, err
-			}
-			if ts.Purged, err = a.store.CountPurgeable(ctx, db, table, purgeBefore); err != nil {
-				return report, err
-			}
-			abandoned, err := a.store.CountAbandoned(ctx, db, table, abandonedBefore)
-			if err != nil {
-				return report, err
-			}
-			ts.Purged += abandoned
-			report.Tables = append(report.Tables, ts)
-			continue
-		}
-		batch := func(do func(store.Executor) (int, error)) (int, error) {
-			_, tx, err := a.cfg.Backend.BeginTx(ctx)
-			if err != nil {
-				return 0, &store.Error{Op: "begin", Err: err}
-			}
-			n, err := do(tx)
-			if err != nil {
-				_ = tx.Rollback()
-				return 0, err
-			}
-			if err := tx.Commit(); err != nil {
-				return 0, &store.Error{Op: "commit", Err: err}
-			}
-			return n, nil
-		}
-		steps := []struct {
-			count *int
-			do    func(store.Executor) (int, error)
-		}{
-			{&ts.Archived, func(tx store.Executor) (int, error) {
-				return a.store.ArchiveBatch(ctx, tx, table, archive, expireBefore, clock.Now(), opts.BatchSize)
-			}},
-			{&ts.Purged, func(tx store.Executor) (int, error) {
-				return a.store.PurgeBatch(ctx, tx, table, recs.RecordOnly, purgeBefore, opts.BatchSize)
-			}},
-			{&ts.Purged, func(tx store.Executor) (int, error) {
-				return a.store.PurgeAbandoned(ctx, tx, table, abandonedBefore, opts.BatchSize)
-			}},
-		}
-		for _, step := range steps {
-			for {
-				n, err := batch(step.do)
-				if err != nil {
-					return report, err
-				}
-				*step.count += n
-				if opts.Progress != nil {
-					opts.Progress(SweepProgress{Entity: recs.Entity, Archived: ts.Archived, Purged: ts.Purged, Elapsed: time.Since(start)})
-				}
-				if n < opts.BatchSize {
-					break
-				}
-				if err := sleep(ctx, opts.Pause); err != nil {
-					return report, err
-				}
-			}
 		}
 		report.Tables = append(report.Tables, ts)
 	}
 	report.Elapsed = time.Since(start)
 	return report, nil
+}
+
+// sweepTable archives, purges and forgets what is due in one record table,
+// batch after batch.
+func (a *Admin) sweepTable(ctx context.Context, recs *RecordTable, archive string, opts SweepOptions, start time.Time) (TableSweep, error) {
+	ts := TableSweep{Entity: recs.Entity, Table: recs.Table}
+	reading, err := a.store.Now(ctx)
+	if err != nil {
+		return ts, err
+	}
+	now := reading.Now()
+	retention := a.cfg.retention(recs)
+	table := recs.storeTable()
+	expireBefore := now.Add(-retention)
+	// archived_at is at least completion + retention, so a tombstone
+	// archived before this completed before now - horizon.
+	purgeBefore := now.Add(-(a.cfg.TombstoneHorizon - retention))
+	// A claim abandoned in pending is forgotten a horizon after its lease
+	// ran out.
+	abandonedBefore := now.Add(-a.cfg.TombstoneHorizon)
+	steps := []struct {
+		count *int
+		batch func(dryRun bool) (int, error)
+	}{
+		{&ts.Archived, func(dryRun bool) (int, error) {
+			return a.store.ArchiveBatch(ctx, store.ArchiveBatch{Table: table, Archive: archive,
+				CompletedBefore: expireBefore, Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
+		}},
+		{&ts.Purged, func(dryRun bool) (int, error) {
+			return a.store.PurgeBatch(ctx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
+				ArchivedBefore: purgeBefore, Limit: opts.BatchSize, DryRun: dryRun})
+		}},
+		{&ts.Purged, func(dryRun bool) (int, error) {
+			return a.store.PurgeAbandoned(ctx, store.AbandonedBatch{Table: table,
+				LeaseEndedBefore: abandonedBefore, Limit: opts.BatchSize, DryRun: dryRun})
+		}},
+	}
+	for _, step := range steps {
+		if opts.DryRun {
+			n, err := step.batch(true)
+			if err != nil {
+				return ts, err
+			}
+			*step.count += n
+			continue
+		}
+		for {
+			n, err := step.batch(false)
+			if err != nil {
+				return ts, err
+			}
+			*step.count += n
+			if opts.Progress != nil {
+				opts.Progress(SweepProgress{Entity: recs.Entity, Archived: ts.Archived, Purged: ts.Purged, Elapsed: time.Since(start)})
+			}
+			if n < opts.BatchSize {
+				break
+			}
+			if err := timer.Sleep(ctx, opts.Pause); err != nil {
+				return ts, err
+			}
+		}
+	}
+	return ts, nil
 }
 
 // RunSweeper sweeps every interval until ctx ends, and logs what it did and
@@ -277,40 +273,33 @@ func (a *Admin) Inspect(ctx context.Context, tenant, key string) ([]RecordInfo, 
 	if tenant == "" {
 		return nil, errors.New("idem: a tenant is required")
 	}
-	var out []RecordInfo
-	for _, recs := range a.cfg.Backend.RecordTables() {
-		rows, err := a.store.Find(ctx, a.cfg.Backend.DB(), tableOf(recs), a.cfg.Backend.ArchiveTable(), tenant, key)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			out = append(out, info(recs, r))
-		}
-	}
-	return out, nil
+	return a.list(func(recs *RecordTable) ([]store.Row, error) {
+		return a.store.Find(ctx, store.FindQuery{Table: recs.storeTable(), Archive: a.cfg.Backend.ArchiveTable(), Tenant: tenant, Key: key})
+	})
 }
 
 // Stuck lists pending records whose lease ran out more than olderThan ago
 // (up to limit per table), oldest first.
 func (a *Admin) Stuck(ctx context.Context, olderThan time.Duration, limit int) ([]RecordInfo, error) {
-	clock, err := a.store.Now(ctx, a.cfg.Backend.DB())
+	reading, err := a.store.Now(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return a.list(func(recs *Records) ([]store.Row, error) {
-		return a.store.Stuck(ctx, a.cfg.Backend.DB(), tableOf(recs), clock.Now().Add(-olderThan), limit)
+	return a.list(func(recs *RecordTable) ([]store.Row, error) {
+		return a.store.Stuck(ctx, store.StuckQuery{Table: recs.storeTable(), LeaseEndedBefore: reading.Now().Add(-olderThan), Limit: limit})
 	})
 }
 
 // Failed lists the newest failed records (up to limit per table) that
 // still hold their response (the sweeper has not archived them).
 func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
-	return a.list(func(recs *Records) ([]store.Row, error) {
-		return a.store.Failed(ctx, a.cfg.Backend.DB(), tableOf(recs), limit)
+	return a.list(func(recs *RecordTable) ([]store.Row, error) {
+		return a.store.Failed(ctx, store.FailedQuery{Table: recs.storeTable(), Limit: limit})
 	})
 }
 
-func (a *Admin) list(rows func(*Records) ([]store.Row, error)) ([]RecordInfo, error) {
+// list collects the rows of every record table.
+func (a *Admin) list(rows func(*RecordTable) ([]store.Row, error)) ([]RecordInfo, error) {
 	var out []RecordInfo
 	for _, recs := range a.cfg.Backend.RecordTables() {
 		rs, err := rows(recs)
@@ -348,9 +337,8 @@ type TableStats struct {
 // reads every row that has a key: an operator's command, not a hot path.
 func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	db := a.cfg.Backend.DB()
 	for _, recs := range a.cfg.Backend.RecordTables() {
-		ts, err := a.store.Stats(ctx, db, tableOf(recs))
+		ts, err := a.store.Stats(ctx, recs.storeTable())
 		if err != nil {
 			return st, err
 		}
@@ -362,18 +350,14 @@ func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	}
 	if archive := a.cfg.Backend.ArchiveTable(); archive != "" {
 		var err error
-		if st.ArchivedRecords, st.ArchiveBytes, err = a.store.ArchiveStats(ctx, db, archive); err != nil {
+		if st.ArchivedRecords, st.ArchiveBytes, err = a.store.ArchiveStats(ctx, archive); err != nil {
 			return st, err
 		}
 	}
 	return st, nil
 }
 
-func tableOf(recs *Records) store.Table {
-	return store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn}
-}
-
-func info(recs *Records, r store.Row) RecordInfo {
+func info(recs *RecordTable, r store.Row) RecordInfo {
 	ri := RecordInfo{
 		Entity: recs.Entity, Table: recs.Table, Tenant: r.Tenant, Key: r.Key, State: r.Status, Status: r.Status, Attempt: r.Attempt,
 		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), ClaimedAt: timePtr(r.ClaimedAt),

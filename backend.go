@@ -2,8 +2,9 @@ package idem
 
 import (
 	"context"
-	"database/sql"
 	"time"
+
+	"github.com/goovo/idem/internal/store"
 )
 
 // Backend connects the hook to the ent client whose tables hold the records.
@@ -23,30 +24,28 @@ type Backend interface {
 	// client bound to the transaction (ent.FromContext).
 	BeginTx(ctx context.Context) (context.Context, Tx, error)
 	// Records returns the record table of the named ent type.
-	Records(entity string) (*Records, bool)
+	Records(entity string) (*RecordTable, bool)
 	// RecordTables lists every record table of the ent package.
-	RecordTables() []*Records
+	RecordTables() []*RecordTable
 	// ArchiveTable is the table of the package's idemschema.Archive entity,
 	// where the sweeper moves expired responses; "" when there is none.
 	ArchiveTable() string
 }
 
 // Executor runs SQL: the shape shared by *sql.DB, *sql.Tx and the ent
-// client with the sql/execquery feature.
-type Executor interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
+// client with the sql/execquery feature:
+//
+//	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+//	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+type Executor = store.Executor
 
-// Tx is a transaction started by Backend.BeginTx.
-type Tx interface {
-	Executor
-	Commit() error
-	Rollback() error
-}
+// Tx is a transaction started by Backend.BeginTx: an Executor with
+// Commit() error and Rollback() error.
+type Tx = store.Tx
 
-// Records describes the table of an ent type that carries the mixin.
-type Records struct {
+// RecordTable describes the table of an ent type that carries the mixin:
+// where its records are, and how its claim is inserted.
+type RecordTable struct {
 	// Entity is the ent type name ("Payment").
 	Entity string
 	// Table is its SQL table ("payments").
@@ -66,4 +65,21 @@ type Records struct {
 	// the key is already taken. tx is the mutation's transaction in atomic
 	// mode and nil in lease mode, where the claim commits by itself.
 	Insert func(ctx context.Context, tx Tx, c *Claim, args map[string]any) (inserted bool, err error)
+}
+
+// Records is the former name of RecordTable.
+//
+// Deprecated: use RecordTable; generated code of earlier versions names
+// this one.
+type Records = RecordTable
+
+// storeTable is where the store finds the records of t.
+func (t *RecordTable) storeTable() store.Table {
+	return store.Table{Name: t.Table, Scope: t.ScopeColumn, ID: t.IDColumn}
+}
+
+// openStore returns the store driver of cfg.Backend's dialect, its clock
+// moved by cfg.Clock.
+func openStore(cfg Config) (store.Driver, error) {
+	return store.Open(cfg.Backend.Dialect(), cfg.Backend, store.Options{Offset: cfg.Clock.Offset})
 }

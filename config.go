@@ -67,7 +67,7 @@ type Config struct {
 	// Clock shifts the database clock the hook reads, so that tests can
 	// expire leases and records without waiting. Default nil: the database's
 	// own clock.
-	Clock *Clock
+	Clock *ClockOffset
 
 	// MaxResponseBytes bounds a stored response. A larger result is still
 	// returned to the client that ran the mutation, but the record keeps
@@ -146,24 +146,30 @@ func (c Config) storeDefaults() (Config, error) {
 }
 
 // retention is the retention window of a record table.
-func (c Config) retention(r *Records) time.Duration {
+func (c Config) retention(r *RecordTable) time.Duration {
 	if r.Retention > 0 {
 		return r.Retention
 	}
 	return c.Retention
 }
 
-// Clock shifts the database clock as the hook sees it. The zero value adds
-// nothing. Tests move it forward to expire leases; production leaves it out.
-type Clock struct {
+// ClockOffset is how far tests have moved the database clock as the hook
+// sees it (Config.Clock). The zero value adds nothing. Tests move it
+// forward to expire leases; production leaves it out.
+type ClockOffset struct {
 	offset atomic.Int64
 }
 
+// Clock is the former name of ClockOffset.
+//
+// Deprecated: use ClockOffset.
+type Clock = ClockOffset
+
 // Advance moves the clock forward by d (backward when d is negative).
-func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+func (c *ClockOffset) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // Offset returns how far the clock has been moved.
-func (c *Clock) Offset() time.Duration {
+func (c *ClockOffset) Offset() time.Duration {
 	if c == nil {
 		return 0
 	}

@@ -97,7 +97,7 @@ func ExampleAdmin_Sweep() {
 	if err := client.Schema.Create(context.Background()); err != nil {
 		log.Fatal(err)
 	}
-	clock := &idem.Clock{} // the tests' way to move the database clock
+	clock := &idem.ClockOffset{} // the tests' way to move the database clock
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}}))
 	srv.AddTransport(transport.POST{})
 	h, err := idem.Install(srv, idem.Config{Backend: client.IdempotencyBackend(), Tenant: graph.OrgFromContext, Clock: clock})

@@ -31,7 +31,7 @@ const (
 type Extension struct {
 	cfg    Config
 	tel    *telemetry
-	store  *store.Store
+	store  store.Driver
 	schema *ast.Schema
 	fields map[string]*fieldSpec // by Mutation field name
 }
@@ -39,7 +39,7 @@ type Extension struct {
 // fieldSpec is what the hook knows of one idempotent mutation field.
 type fieldSpec struct {
 	name      string
-	records   *Records
+	records   *RecordTable
 	table     store.Table
 	mode      Mode
 	lease     time.Duration
@@ -60,7 +60,7 @@ func New(cfg Config) (*Extension, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.New(cfg.Backend.Dialect(), cfg.Clock.Offset)
+	st, err := openStore(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)
 	}
 	spec.records = recs
-	spec.table = store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn}
+	spec.table = recs.storeTable()
 	spec.retention = e.cfg.retention(recs)
 	return spec, nil
 }
@@ -212,26 +212,25 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 // the transaction just before the resolver runs, and it watches every
 // resolver error and panic of the field's tree to classify the outcome.
 func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
-	c := callFrom(ctx)
-	if c == nil {
+	a := attemptFrom(ctx)
+	if a == nil {
 		return next(ctx)
 	}
-	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Field == c.field && !c.started {
-		c.started = true
+	if fc := graphql.GetFieldContext(ctx); fc != nil && a.isRoot(fc.Field.Field) && a.begun == nil {
 		var err error
-		if ctx, err = c.begin(ctx, fc.Args); err != nil {
+		if ctx, err = a.begin(ctx, fc.Args); err != nil {
 			return nil, err
 		}
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			c.observe(nil, true)
+			a.observe(nil, true)
 			panic(r)
 		}
 	}()
 	res, err := next(ctx)
 	if err != nil {
-		c.observe(err, false)
+		a.observe(err, false)
 	}
 	return res, err
 }

@@ -24,14 +24,14 @@ import (
 type app struct {
 	*exampletest.App
 	t     testing.TB
-	clock *idem.Clock
+	clock *idem.ClockOffset
 }
 
 type appOption func(*graph.Options)
 
 func newApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
 	t.Helper()
-	clock := &idem.Clock{}
+	clock := &idem.ClockOffset{}
 	o := graph.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, opt := range opts {
 		opt(&o)

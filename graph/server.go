@@ -33,7 +33,7 @@ type Options struct {
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Clock lets tests move the hook's view of the database clock.
-	Clock *idem.Clock
+	Clock *idem.ClockOffset
 	// MeterProvider receives the hook's metrics (default: otel's global).
 	MeterProvider metric.MeterProvider
 }

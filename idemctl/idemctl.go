@@ -12,9 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/internal/store"
 )
 
 // Exit codes of Main and Command.Run.
@@ -216,7 +215,7 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		return fail(ExitUsage, name, errors.New(strings.TrimPrefix(err.Error(), "idem: ")))
 	}
 	e.admin = admin
-	if err := ping(ctx, backend); err != nil {
+	if err := ping(ctx, admin); err != nil {
 		return fail(ExitFailure, name, fmt.Errorf("cannot reach the database: %w", describe(err)))
 	}
 	if err := run(ctx); err != nil {
@@ -321,17 +320,10 @@ func checkDurations(cfg *idem.Config) error {
 
 // ping runs one statement, so that an unreachable database is reported as
 // such before a command starts.
-func ping(ctx context.Context, b idem.Backend) error {
+func ping(ctx context.Context, admin *idem.Admin) error {
 	ctx, cancel := context.WithTimeout(ctx, PingTimeout)
 	defer cancel()
-	rows, err := b.DB().QueryContext(ctx, "SELECT 1")
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-	}
-	return rows.Err()
+	return admin.Ping(ctx)
 }
 
 // describe rewrites the database errors an operator meets into one line
@@ -347,23 +339,18 @@ func describe(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return failure{"timed out: " + oneLine(err.Error())}
 	}
-	var connect *pgconn.ConnectError
-	if errors.As(err, &connect) {
-		return failure{"PostgreSQL: " + oneLine(connect.Error())}
-	}
-	var pg *pgconn.PgError
-	if errors.As(err, &pg) && pg.Code == "42P01" { // undefined_table
-		return failure{fmt.Sprintf("PostgreSQL: %s: is this the application's database, and has it been migrated (start the server once)?", pg.Message)}
-	}
-	var lite interface{ Code() int }
-	if errors.As(err, &lite) {
-		switch lite.Code() & 0xff {
-		case 14: // SQLITE_CANTOPEN
-			return failure{"SQLite cannot open the database file (does its directory exist, and may this user read and write it?): " + oneLine(err.Error())}
-		case 1: // SQLITE_ERROR
-			if strings.Contains(err.Error(), "no such table") {
-				return failure{"SQLite: " + oneLine(err.Error()) + ": is this the application's database, and has it been migrated (start the server once)?"}
-			}
+	// The store has read the driver's error: its kind, the database's own
+	// message and, where the backend knows one, a hint.
+	var se *store.Error
+	if errors.As(err, &se) {
+		msg := se.Backend + ": " + oneLine(se.Detail)
+		switch {
+		case errors.Is(err, store.ErrNoTable):
+			return failure{msg + ": is this the application's database, and has it been migrated (start the server once)?"}
+		case se.Hint != "":
+			return failure{msg + ": " + se.Hint}
+		case se.Kind != nil:
+			return failure{msg}
 		}
 	}
 	return failure{oneLine(err.Error())}

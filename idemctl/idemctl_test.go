@@ -626,7 +626,7 @@ func TestUnreachableDatabase(t *testing.T) {
 		{"postgres no such database", strings.Replace(idemtest.PostgresURL(), "/test?", "/idemctl_no_such_database?", 1),
 			`^idemctl: cannot reach the database: PostgreSQL: .*database "idemctl_no_such_database" does not exist`},
 		{"sqlite no such directory", filepath.Join(t.TempDir(), "missing", "app.db"),
-			`^idemctl: cannot reach the database: SQLite cannot open the database file \(does its directory exist, and may this user read and write it\?\): unable to open database file`},
+			`^idemctl: cannot reach the database: SQLite: unable to open database file.*: does its directory exist, and may this user read and write it\?\n$`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			backend := open(t, c.dsn)

@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/dialect"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/internal/store"
 )
 
 // DefaultPartitions is the number of hash partitions PartitionByTenant makes
@@ -171,9 +172,9 @@ type partitioner struct {
 // dry run's statements are a migration), qualified elsewhere.
 func (p *partitioner) ref(schema, rel string) string {
 	if schema == p.current {
-		return quote(rel)
+		return store.Quote(rel)
 	}
-	return quote(schema) + "." + quote(rel)
+	return store.Quote(schema) + "." + store.Quote(rel)
 }
 
 // ptable is a table to convert, as the catalog describes it.
@@ -231,7 +232,7 @@ type foreignKey struct {
 	def                  string
 }
 
-func (p *partitioner) run(ctx context.Context, records []*idem.Records) error {
+func (p *partitioner) run(ctx context.Context, records []*idem.RecordTable) error {
 	var version string
 	if err := p.queryRow(ctx, "SELECT version(), current_setting('server_version_num'), COALESCE(current_schema(), '')", nil, &version, &p.version, &p.current); err != nil {
 		return err
@@ -282,11 +283,11 @@ func (p *partitioner) run(ctx context.Context, records []*idem.Records) error {
 	// seen as done. (Not part of the statements: their DDL locks anyway.)
 	for _, name := range names {
 		var exists bool
-		if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", []any{quote(name)}, &exists); err != nil {
+		if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", []any{store.Quote(name)}, &exists); err != nil {
 			return err
 		}
 		if exists {
-			if _, err := p.ex.ExecContext(ctx, "LOCK TABLE "+quote(name)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			if _, err := p.ex.ExecContext(ctx, "LOCK TABLE "+store.Quote(name)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 				return fmt.Errorf("lock %s: %w", name, err)
 			}
 		}
@@ -351,7 +352,7 @@ func (p *partitioner) run(ctx context.Context, records []*idem.Records) error {
 		if err != nil {
 			return err
 		}
-		if err := p.exec(ctx, "ALTER TABLE "+childName+" DROP CONSTRAINT "+quote(fk.name)); err != nil {
+		if err := p.exec(ctx, "ALTER TABLE "+childName+" DROP CONSTRAINT "+store.Quote(fk.name)); err != nil {
 			return err
 		}
 	}
@@ -387,7 +388,7 @@ func (p *partitioner) describe(ctx context.Context, name, scope string) (*ptable
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_partitioned_table pt ON pt.partrelid = c.oid
 		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2 AND NOT a.attisdropped AND a.attnum > 0
-		WHERE c.oid = to_regclass($1)`, []any{quote(name), scope},
+		WHERE c.oid = to_regclass($1)`, []any{store.Quote(name), scope},
 		&oid, &t.schema, &t.schemaIdent, &t.name, &kind, &partition, &persistence, &strategy, &partAttrs, &scopeNum, &scopeNotNull)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("table %s does not exist (create the ent schema first)", name)
@@ -534,7 +535,7 @@ func (p *partitioner) inspect(ctx context.Context, t *ptable) error {
 			continue
 		}
 		is := identitySequence{column: s[1], sequence: seq, seqName: s[3]}
-		if err := p.queryRow(ctx, "SELECT last_value, is_called FROM "+quote(s[0])+"."+quote(s[3]), nil, &is.lastValue, &is.isCalled); err != nil {
+		if err := p.queryRow(ctx, "SELECT last_value, is_called FROM "+store.Quote(s[0])+"."+store.Quote(s[3]), nil, &is.lastValue, &is.isCalled); err != nil {
 			return err
 		}
 		t.identitySeqs = append(t.identitySeqs, is)
@@ -566,7 +567,7 @@ const maxIdentifier = 63
 
 func (p *partitioner) nameIsFree(ctx context.Context, t *ptable, name, what string) error {
 	var exists bool
-	if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", []any{quote(t.schema) + "." + quote(name)}, &exists); err != nil {
+	if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", []any{store.Quote(t.schema) + "." + store.Quote(name)}, &exists); err != nil {
 		return err
 	}
 	if exists {
@@ -642,7 +643,7 @@ func (p *partitioner) foreignKeyDDL(ctx context.Context, fk foreignKey, child, p
 	if parent == nil {
 		// A partitioned table may refer to a table that is not partitioned
 		// (a table of reference data): the key stays as it was.
-		return "ALTER TABLE " + childName + " ADD CONSTRAINT " + quote(fk.name) + " " + fk.def, false, nil
+		return "ALTER TABLE " + childName + " ADD CONSTRAINT " + store.Quote(fk.name) + " " + fk.def, false, nil
 	}
 	parentName := parent.qualified
 	if child == nil {
@@ -663,7 +664,7 @@ func (p *partitioner) foreignKeyDDL(ctx context.Context, fk foreignKey, child, p
 	} else if cols[i] != child.scope {
 		return "", false, fmt.Errorf("foreign key %s of %s matches %s.%s with %s, not with its own %s: rows of one tenant would refer to another's", fk.name, child.name, parent.name, parent.scope, cols[i], child.scope)
 	}
-	s := "ALTER TABLE " + childName + " ADD CONSTRAINT " + quote(fk.name) + " FOREIGN KEY (" + quoteAll(cols) + ") REFERENCES " + parentName + " (" + quoteAll(refCols) + ")"
+	s := "ALTER TABLE " + childName + " ADD CONSTRAINT " + store.Quote(fk.name) + " FOREIGN KEY (" + quoteAll(cols) + ") REFERENCES " + parentName + " (" + quoteAll(refCols) + ")"
 	if fk.matchType == "f" {
 		if len(fk.cols) > 1 {
 			return "", false, fmt.Errorf("foreign key %s of %s is MATCH FULL over several columns: with the tenant added it would change meaning; not rewritten", fk.name, child.name)
@@ -707,7 +708,7 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 		// Columns, types, NOT NULL, defaults, identity, generated columns,
 		// checks, comments, storage and statistics; no indexes (they are
 		// made below, with the scope where a partitioned table needs it).
-		"CREATE TABLE " + tmp + " (LIKE " + t.qualified + " INCLUDING ALL EXCLUDING INDEXES) PARTITION BY HASH (" + quote(t.scope) + ")",
+		"CREATE TABLE " + tmp + " (LIKE " + t.qualified + " INCLUDING ALL EXCLUDING INDEXES) PARTITION BY HASH (" + store.Quote(t.scope) + ")",
 	}
 	with := ""
 	if t.reloptions != "" {
@@ -720,11 +721,11 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 	for _, s := range t.ownedSerials {
 		// The copied default still draws from the serial's sequence: it
 		// moves to the new table before the old one is dropped.
-		stmts = append(stmts, "ALTER SEQUENCE "+s.sequence+" OWNED BY "+tmp+"."+quote(s.column))
+		stmts = append(stmts, "ALTER SEQUENCE "+s.sequence+" OWNED BY "+tmp+"."+store.Quote(s.column))
 	}
 	stmts = append(stmts,
 		"DROP TABLE "+t.qualified,
-		"ALTER TABLE "+tmp+" RENAME TO "+quote(t.name),
+		"ALTER TABLE "+tmp+" RENAME TO "+store.Quote(t.name),
 	)
 	for _, s := range stmts {
 		if err := p.exec(ctx, s); err != nil {
@@ -734,10 +735,10 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 	for _, is := range t.identitySeqs {
 		var seqSchema, seqName string
 		if err := p.queryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE c.oid = pg_get_serial_sequence($1, $2)::regclass`, []any{quote(t.schema) + "." + quote(t.name), is.column}, &seqSchema, &seqName); err != nil {
+			WHERE c.oid = pg_get_serial_sequence($1, $2)::regclass`, []any{store.Quote(t.schema) + "." + store.Quote(t.name), is.column}, &seqSchema, &seqName); err != nil {
 			return err
 		}
-		if err := p.exec(ctx, "ALTER SEQUENCE "+p.ref(seqSchema, seqName)+" RENAME TO "+quote(is.seqName)); err != nil {
+		if err := p.exec(ctx, "ALTER SEQUENCE "+p.ref(seqSchema, seqName)+" RENAME TO "+store.Quote(is.seqName)); err != nil {
 			return err
 		}
 		if is.isCalled {
@@ -746,7 +747,7 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 			}
 		}
 	}
-	if err := p.exec(ctx, "ALTER TABLE "+t.qualified+" ADD CONSTRAINT "+quote(t.pkName)+" PRIMARY KEY ("+quoteAll(t.pkCols)+")"); err != nil {
+	if err := p.exec(ctx, "ALTER TABLE "+t.qualified+" ADD CONSTRAINT "+store.Quote(t.pkName)+" PRIMARY KEY ("+quoteAll(t.pkCols)+")"); err != nil {
 		return err
 	}
 	if len(t.formerKey) > 0 && !p.opts.NoIDIndex {
@@ -756,20 +757,20 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 		name := t.name + "_" + strings.Join(t.formerKey, "_") + "_idx"
 		var free bool
 		if len(name) <= maxIdentifier {
-			if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NULL", []any{quote(t.schema) + "." + quote(name)}, &free); err != nil {
+			if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NULL", []any{store.Quote(t.schema) + "." + store.Quote(name)}, &free); err != nil {
 				return err
 			}
 		}
 		stmt := "CREATE INDEX ON " + t.qualified + " (" + quoteAll(t.formerKey) + ")" // PostgreSQL names it
 		if free {
-			stmt = "CREATE INDEX " + quote(name) + " ON " + t.qualified + " (" + quoteAll(t.formerKey) + ")"
+			stmt = "CREATE INDEX " + store.Quote(name) + " ON " + t.qualified + " (" + quoteAll(t.formerKey) + ")"
 		}
 		if err := p.exec(ctx, stmt); err != nil {
 			return err
 		}
 		if !free {
 			if err := p.queryRow(ctx, `SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
-				WHERE i.indrelid = $1::regclass ORDER BY ic.oid DESC LIMIT 1`, []any{quote(t.schema) + "." + quote(t.name)}, &name); err != nil {
+				WHERE i.indrelid = $1::regclass ORDER BY ic.oid DESC LIMIT 1`, []any{store.Quote(t.schema) + "." + store.Quote(t.name)}, &name); err != nil {
 				return err
 			}
 		}
@@ -778,10 +779,10 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 	for _, u := range t.uniqueCons {
 		def := u.def
 		if !u.hasScope {
-			def, _ = insertAfterParen(def, quote(t.scope)+", ")
+			def, _ = insertAfterParen(def, store.Quote(t.scope)+", ")
 			t.report.Widened = append(t.report.Widened, u.name)
 		}
-		if err := p.exec(ctx, "ALTER TABLE "+t.qualified+" ADD CONSTRAINT "+quote(u.name)+" "+def); err != nil {
+		if err := p.exec(ctx, "ALTER TABLE "+t.qualified+" ADD CONSTRAINT "+store.Quote(u.name)+" "+def); err != nil {
 			return err
 		}
 	}
@@ -799,7 +800,7 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 				return fmt.Errorf("index %s: unexpected definition %q", ix.name, def)
 			}
 			i += len(marker)
-			def = def[:i] + quote(t.scope) + ", " + def[i:]
+			def = def[:i] + store.Quote(t.scope) + ", " + def[i:]
 			t.report.Widened = append(t.report.Widened, ix.name)
 		}
 		if err := p.exec(ctx, def); err != nil {
@@ -861,12 +862,10 @@ func (p *partitioner) queryRow(ctx context.Context, query string, args []any, de
 	return rows.Close()
 }
 
-func quote(ident string) string { return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"` }
-
 func quoteAll(idents []string) string {
 	q := make([]string, len(idents))
 	for i, s := range idents {
-		q[i] = quote(s)
+		q[i] = store.Quote(s)
 	}
 	return strings.Join(q, ", ")
 }

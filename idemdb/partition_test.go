@@ -233,7 +233,7 @@ func TestPartitionByTenantAnySchema(t *testing.T) {
 			body text
 		);
 		INSERT INTO currencies VALUES ('EUR');`)
-	backend := sqlBackend{db: sqlDB, records: []*idem.Records{{Entity: "Account", Table: "accounts", ScopeColumn: "org", IDColumn: "id"}}}
+	backend := sqlBackend{db: sqlDB, records: []*idem.RecordTable{{Entity: "Account", Table: "accounts", ScopeColumn: "org", IDColumn: "id"}}}
 
 	p, err := idemdb.PartitionByTenant(ctx, backend, idemdb.PartitionOptions{Partitions: 3})
 	if err != nil {
@@ -402,11 +402,11 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 type sqlBackend struct {
 	idem.Backend
 	db      *sql.DB
-	records []*idem.Records
+	records []*idem.RecordTable
 }
 
-func (b sqlBackend) Dialect() string               { return dialect.Postgres }
-func (b sqlBackend) RecordTables() []*idem.Records { return b.records }
+func (b sqlBackend) Dialect() string                   { return dialect.Postgres }
+func (b sqlBackend) RecordTables() []*idem.RecordTable { return b.records }
 func (b sqlBackend) BeginTx(ctx context.Context) (context.Context, idem.Tx, error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	return ctx, tx, err

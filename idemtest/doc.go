@@ -21,7 +21,7 @@
 // pending, succeeded, failed, or archived to a tombstone); Outcome,
 // RequireExecuted and RequireReplayed read what a response says happened.
 // To move the idempotency clock (lease expiry, retention), give the hook an
-// idem.Clock in idem.Config.Clock and Advance it.
+// idem.ClockOffset in idem.Config.Clock and Advance it.
 //
 // PostgreSQL tests read TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable). A database that

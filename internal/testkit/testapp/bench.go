@@ -44,7 +44,7 @@ type Bench struct {
 	Resolver *graph.Resolver
 	// Clock is the hook's clock: a test advances it to expire leases and
 	// retention windows.
-	Clock *idem.Clock
+	Clock *idem.ClockOffset
 	// Server serves the hook; a test may wrap Server.Config.Handler, or call
 	// it directly.
 	Server *httptest.Server
@@ -70,7 +70,7 @@ func NewBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := &Bench{t: t, DB: db, Client: client, Resolver: &graph.Resolver{Client: client}, Clock: &idem.Clock{}}
+	be := &Bench{t: t, DB: db, Client: client, Resolver: &graph.Resolver{Client: client}, Clock: &idem.ClockOffset{}}
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
 	srv.AddTransport(transport.POST{})
 	// As a production server does (handler.NewDefaultServer sets one):

@@ -1,0 +1,449 @@
+package idem
+
+// One attempt: the resolver runs once under a claim, in a transaction that
+// commits its writes with the stored result, fenced by the attempt. How the
+// claim and the writes commit is the mutation's mode, a strategy (leaseMode,
+// atomicMode); everything else is the same in both.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/goovo/idem/internal/record"
+	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/internal/timer"
+)
+
+// completionTimeout bounds the statements that tidy up after the client has
+// gone away (release of a claim).
+const completionTimeout = 5 * time.Second
+
+// attempt is one run of the resolver under a claim: the state the root
+// interceptor (run), the field interceptor (begin, observe) and the
+// resolver (through its context) share.
+type attempt struct {
+	ext     *Extension
+	req     *request
+	claim   *Claim
+	fresh   bool // a new claim, to insert; else one taken over, already held
+	reading store.Reading
+	mode    mode
+
+	// begun is what became of the claim when the field reached its
+	// resolver; nil if it never did. Set once, on the resolver's
+	// goroutine, before the resolver runs; read after gqlgen's next
+	// returns.
+	begun *begun
+
+	// stopRenewal ends the lease renewals, if any, and waits for the last.
+	stopRenewal func()
+
+	// Set by the field tree, whose resolvers may run concurrently.
+	mu        sync.Mutex
+	retryable bool
+	finals    int
+}
+
+// begun is the typed result of an attempt's start: either the transaction
+// the resolver writes in, or why there is none.
+type begun struct {
+	// tx is the attempt's transaction; nil when the resolver did not run.
+	tx store.Tx
+	// claimed: this attempt committed its claim (lease mode), which it must
+	// release if it goes no further.
+	claimed bool
+	// lost is the record another request claimed the key with, between
+	// the lookup and this attempt's claim.
+	lost *store.Claimed
+	// err is why the attempt could not start: the input breaks the
+	// record entity's rules (an *Error), or the store failed.
+	err error
+}
+
+// newAttempt prepares a fresh claim of r's key at now (attempt 1), which a
+// takeover turns into the next attempt of an existing claim.
+func (e *Extension) newAttempt(r *request, reading store.Reading, now time.Time) *attempt {
+	return &attempt{
+		ext: e, req: r, fresh: true, reading: reading, mode: modes[r.spec.mode],
+		stopRenewal: func() {},
+		claim: &Claim{
+			Tenant:         r.tenant,
+			Key:            r.key,
+			Table:          r.spec.table.Name,
+			Fingerprint:    r.fingerprint,
+			Attempt:        1,
+			Mode:           r.spec.mode,
+			ClaimedAt:      now,
+			LeaseExpiresAt: now.Add(r.spec.lease),
+		},
+	}
+}
+
+// takenOver makes a the attempt after rec's.
+func (a *attempt) takenOver(rec *store.Record) {
+	a.fresh = false
+	a.claim.Attempt = rec.Attempt + 1
+	a.claim.ClaimedAt = rec.ClaimedAt
+}
+
+// holdsClaim reports whether the claim is committed and this attempt's:
+// taken over, or claimed by itself in lease mode. Such a claim must be
+// released when the attempt does not complete.
+func (a *attempt) holdsClaim() bool { return !a.fresh || (a.begun != nil && a.begun.claimed) }
+
+// ended is how an attempt ended.
+type ended struct {
+	res    graphql.Marshaler
+	report string // OutcomeExecuted, OutcomeReleased or OutcomeRefused
+	err    error
+	// again: look at the key again; lost, when set, is what the lost claim
+	// read, to decide on in place of a lookup.
+	again bool
+	lost  *store.Claimed
+	ran   bool // the resolver ran (its writes were rolled back)
+}
+
+// run runs the resolver once under a's claim and stores its result.
+func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolver) ended {
+	r := a.req
+	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(ctx, a.claim), a))
+	res := next(fieldCtx)
+	a.stopRenewal()
+	errs := graphql.GetErrors(fieldCtx)
+
+	if a.begun == nil || a.begun.tx == nil {
+		// The resolver did not run: nothing was written but, perhaps, the
+		// claim.
+		if a.holdsClaim() {
+			e.release(ctx, r, a.claim.Attempt)
+		}
+		if b := a.begun; b != nil {
+			var refusal *Error
+			switch {
+			case b.lost != nil:
+				return ended{again: true, lost: b.lost}
+			case errors.As(b.err, &refusal):
+				return ended{err: refusal}
+			case b.err != nil:
+				return ended{err: e.unavailable(r, b.err)}
+			}
+		}
+		// gqlgen refused the field before its resolver (argument coercion):
+		// the same request would be refused again.
+		addErrors(ctx, errs)
+		return ended{res: res, report: OutcomeRefused}
+	}
+
+	if a.retryable || len(errs) > a.finals || ctx.Err() != nil {
+		// A transient failure: undo everything, free the key for a retry.
+		a.rollback(ctx)
+		e.release(ctx, r, a.claim.Attempt)
+		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
+		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", a.claim.Attempt))
+		addErrors(ctx, errs)
+		return ended{res: graphql.Null, report: OutcomeReleased}
+	}
+
+	status := record.StatusSucceeded
+	if len(errs) > 0 {
+		status = record.StatusFailed
+	}
+	answer, response, tooLarge, err := encodeResponse(res, errs, e.cfg.MaxResponseBytes)
+	if err != nil {
+		a.rollback(ctx)
+		e.release(ctx, r, a.claim.Attempt)
+		return ended{err: e.unavailable(r, err)}
+	}
+	ok, err := a.mode.complete(ctx, a, status, response)
+	if err != nil {
+		// The release is fenced: if the commit did happen after all, it
+		// changes nothing, and the retry replays the result.
+		e.release(ctx, r, a.claim.Attempt)
+		return ended{err: e.unconfirmed(r, err)}
+	}
+	if !ok {
+		// Another attempt took the claim over while this one ran: its result
+		// is the only one; this attempt's writes are rolled back.
+		e.log(ctx, slog.LevelWarn, "idempotent attempt lost its claim; its writes were rolled back", r, slog.Int("attempt", a.claim.Attempt))
+		return ended{again: true, ran: true}
+	}
+	e.tel.responseSize.Record(ctx, int64(len(response)), metric.WithAttributes(attrField.String(r.spec.name)))
+	if status == record.StatusFailed {
+		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("final"))
+	}
+	if tooLarge > 0 {
+		e.log(ctx, slog.LevelWarn, "idempotent mutation's result exceeds Config.MaxResponseBytes and was not stored; retries get IDEMPOTENCY_RESPONSE_NOT_STORED",
+			r, slog.Int("bytes", tooLarge))
+	}
+	addErrors(ctx, errs)
+	return ended{res: answer.marshaler(), report: OutcomeExecuted}
+}
+
+// mode is how an attempt commits its claim and its writes: lease or atomic.
+type mode interface {
+	// begin claims the key, when the attempt is a fresh claim, and opens
+	// the transaction the resolver writes in.
+	begin(ctx context.Context, a *attempt, args map[string]any) (context.Context, *begun)
+	// complete stores the result, fenced by the attempt, with the
+	// resolver's writes (a final failure without them), and commits. It
+	// reports false when the attempt lost its claim.
+	complete(ctx context.Context, a *attempt, status string, response []byte) (bool, error)
+}
+
+var modes = map[Mode]mode{ModeLease: leaseMode{}, ModeAtomic: atomicMode{}}
+
+// leaseMode commits the claim by itself before the resolver runs, so that
+// work outside the database is never done without a claim, and renews the
+// lease while the resolver runs where the store needs it.
+type leaseMode struct{}
+
+func (leaseMode) begin(ctx context.Context, a *attempt, args map[string]any) (context.Context, *begun) {
+	b := &begun{}
+	if a.fresh {
+		// The claim commits by itself: detached from the request, so that
+		// a client going away cannot leave it committed but unknown to us
+		// (and so unreleased).
+		dctx, cancel := detached(ctx)
+		b.lost, b.err = a.claimKey(dctx, nil, args)
+		cancel()
+		if b.lost != nil || b.err != nil {
+			return ctx, b
+		}
+		b.claimed = true
+	}
+	txCtx, tx, err := a.ext.store.Begin(ctx)
+	if err != nil {
+		b.err = err
+		return ctx, b
+	}
+	b.tx = tx
+	if a.ext.store.Traits().RenewLeases {
+		a.startRenewal(ctx)
+	}
+	return txCtx, b
+}
+
+func (leaseMode) complete(ctx context.Context, a *attempt, status string, response []byte) (bool, error) {
+	tx := a.begun.tx
+	if status == record.StatusFailed {
+		// A stored failure keeps none of the resolver's writes: they roll
+		// back, and the failure commits by itself, however the client
+		// leaves.
+		a.rollback(ctx)
+		tx = nil
+		var cancel context.CancelFunc
+		ctx, cancel = detached(ctx)
+		defer cancel()
+	}
+	return a.ext.store.Complete(ctx, tx, a.completion(status, response, false))
+}
+
+// atomicMode makes the claim the transaction's first write: claim, writes
+// and result commit together, and a concurrent duplicate waits on the
+// unique index for the outcome. A savepoint after the claim lets a final
+// error roll back the resolver's writes but keep the claim.
+type atomicMode struct{}
+
+func (atomicMode) begin(ctx context.Context, a *attempt, args map[string]any) (context.Context, *begun) {
+	b := &begun{}
+	txCtx, tx, err := a.ext.store.Begin(ctx)
+	if err != nil {
+		b.err = err
+		return ctx, b
+	}
+	if a.fresh {
+		// A claim that does not win rolls the transaction back.
+		if b.lost, b.err = a.claimKey(txCtx, tx, args); b.lost != nil || b.err != nil {
+			return ctx, b
+		}
+	}
+	if err := a.ext.store.Savepoint(txCtx, tx); err != nil {
+		_ = tx.Rollback()
+		b.err = err
+		return ctx, b
+	}
+	b.tx = tx
+	return txCtx, b
+}
+
+func (atomicMode) complete(ctx context.Context, a *attempt, status string, response []byte) (bool, error) {
+	return a.ext.store.Complete(ctx, a.begun.tx, a.completion(status, response, status == record.StatusFailed))
+}
+
+func (a *attempt) completion(status string, response []byte, discardWrites bool) store.Completion {
+	return store.Completion{Ref: a.req.ref(), Attempt: a.claim.Attempt, Status: status, Response: response,
+		At: a.reading.Now(), DiscardWrites: discardWrites}
+}
+
+// begin starts the attempt when the field reaches its resolver, where the
+// typed arguments are known: the mode claims the key and opens the
+// transaction. An attempt that cannot start ends the field with errNotRun;
+// run answers for it.
+func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Context, error) {
+	txCtx, b := a.mode.begin(ctx, a, args)
+	a.begun = b
+	if b.tx == nil {
+		return ctx, errNotRun()
+	}
+	return txCtx, nil
+}
+
+// claimKey inserts the claim row. lost is the holder's record when the key
+// was taken; err is a refusal of the input (*Error) or a store failure.
+func (a *attempt) claimKey(ctx context.Context, tx store.Tx, args map[string]any) (lost *store.Claimed, err error) {
+	tel, r := a.ext.tel, a.req
+	claimed, err := a.ext.store.Claim(ctx, store.Claim{Ref: r.ref(), Tx: tx,
+		Insert: func(ctx context.Context, tx store.Tx) (bool, error) {
+			start := time.Now()
+			defer func() { tel.claimed(ctx, r, time.Since(start)) }()
+			return r.spec.records.Insert(ctx, tx, a.claim, args)
+		}})
+	var in *inputError
+	switch {
+	case errors.As(err, &in):
+		return nil, errorf(CodeBadInput, a.claim.Key, "%s", in.message)
+	case err != nil:
+		return nil, err
+	case !claimed.Won:
+		return &claimed, nil
+	}
+	tel.add(ctx, tel.claims, r, attrMode.String(string(a.claim.Mode)))
+	trace.SpanFromContext(ctx).AddEvent("claimed")
+	return nil, nil
+}
+
+// startRenewal renews the lease every third of its length while the
+// resolver runs, so that a live attempt that runs longer than its lease is
+// not taken over (and fenced out) by every retry: only a dead attempt's
+// lease runs out.
+func (a *attempt) startRenewal(ctx context.Context) {
+	e, r := a.ext, a.req
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.spec.lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			// The renewal may wait for a row lock that this attempt's own
+			// transaction holds: stopRenewal cancels it.
+			ok, err := e.store.Renew(hctx, store.Lease{Ref: r.ref(), Attempt: a.claim.Attempt, Until: a.reading.Now().Add(r.spec.lease)})
+			if hctx.Err() != nil || (err == nil && !ok) {
+				return // stopped, or the claim is lost: completion will be fenced
+			}
+			if err != nil {
+				e.log(ctx, slog.LevelWarn, "could not renew the idempotency lease", r, slog.Any("error", err))
+			}
+		}
+	}()
+	a.stopRenewal = func() {
+		cancel()
+		<-done
+	}
+}
+
+// observe classifies a resolver error (or panic) of the field's tree.
+func (a *attempt) observe(err error, panicked bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if panicked || !IsFinal(err) {
+		a.retryable = true
+		return
+	}
+	a.finals++
+}
+
+func (a *attempt) rollback(ctx context.Context) {
+	if err := a.begun.tx.Rollback(); err != nil && !errors.Is(err, context.Canceled) {
+		a.ext.log(ctx, slog.LevelDebug, "rollback failed", a.req, slog.Any("error", err))
+	}
+}
+
+// detached returns a context for a statement that must run to its end even
+// when the client has gone away: one that commits by itself, whose outcome
+// the protocol must know.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
+}
+
+// release ends the lease of a claim whose attempt will not complete, so that
+// a retry takes it over at once. It runs even when the client has gone away.
+// A release is fenced, so trying again is always safe, and worth it: a claim
+// left behind blocks its key until its lease runs out. When the first tries
+// fail (a pooled connection broken by a cancelled request; a row lock on
+// PostgreSQL; on SQLite, other transactions holding the write lock past the
+// busy timeout), release answers and goes on trying in the background until
+// the lease would have run out anyway.
+func (e *Extension) release(ctx context.Context, r *request, attempt int) {
+	dctx, cancel := detached(ctx)
+	err := e.tryRelease(dctx, r, attempt)
+	cancel()
+	if err == nil {
+		return
+	}
+	e.log(ctx, slog.LevelWarn, "could not release idempotency claim yet; trying again in the background", r, slog.Any("error", err))
+	leaseOver := time.Now().Add(r.spec.lease)
+	bg := context.WithoutCancel(ctx)
+	go func() {
+		for delay := 100 * time.Millisecond; time.Now().Add(delay).Before(leaseOver); delay = min(2*delay, 2*time.Second) {
+			time.Sleep(delay)
+			ctx, cancel := context.WithDeadline(bg, leaseOver)
+			err = e.tryRelease(ctx, r, attempt)
+			cancel()
+			if err == nil {
+				e.log(bg, slog.LevelInfo, "idempotency claim released after retries", r)
+				return
+			}
+		}
+		e.log(bg, slog.LevelWarn, "could not release idempotency claim; it frees itself when its lease runs out", r, slog.Any("error", err))
+	}()
+}
+
+// tryRelease releases the claim of attempt, with up to three tries.
+func (e *Extension) tryRelease(ctx context.Context, r *request, attempt int) error {
+	var err error
+	for try := range 3 {
+		var reading store.Reading
+		if reading, err = e.store.Now(ctx); err == nil {
+			err = e.store.Release(ctx, store.Lease{Ref: r.ref(), Attempt: attempt, Until: reading.Now()})
+		}
+		if err == nil || timer.Sleep(ctx, time.Duration(try+1)*50*time.Millisecond) != nil {
+			break
+		}
+	}
+	return err
+}
+
+type attemptKey struct{}
+
+func withAttempt(ctx context.Context, a *attempt) context.Context {
+	return context.WithValue(ctx, attemptKey{}, a)
+}
+
+func attemptFrom(ctx context.Context) *attempt {
+	a, _ := ctx.Value(attemptKey{}).(*attempt)
+	return a
+}
+
+// errNotRun ends a field whose claim or transaction could not be made; the
+// root interceptor answers for it (and drops this error). A new error each
+// time: gqlgen writes the field's path and location into it.
+func errNotRun() error { return &gqlerror.Error{Message: "idempotent mutation did not run"} }
+
+// isRoot reports whether field is the attempt's root field, where the
+// attempt begins.
+func (a *attempt) isRoot(field *ast.Field) bool { return field == a.req.field }

@@ -1,0 +1,349 @@
+// Package store runs the statements of the idempotency records: one
+// statement per transition of the state machine, and the batches and reads
+// of their administration. Driver is the seam: the protocol (package idem)
+// and the admin call it and know no SQL and no backend; each backend
+// implements it in a file of its own (postgres.go, sqlite.go), with all of
+// its SQL in one place, and translates its driver's errors into *Error,
+// whose kinds (ErrUnreachable, ErrBusy, …) callers test with errors.Is, so
+// that an outage never reads as an answer.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Executor runs SQL: *sql.DB, *sql.Tx, or an ent client or transaction
+// (with ent's sql/execquery feature). idem.Executor is this type.
+type Executor interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Tx is a transaction: the resolver's writes and the stored result commit
+// in one. idem.Tx is this type.
+type Tx interface {
+	Executor
+	Commit() error
+	Rollback() error
+}
+
+// Conn is what a driver runs its statements on: idem.Backend, which
+// generated code implements, is one.
+type Conn interface {
+	// DB runs statements outside any transaction; each commits by itself.
+	DB() Executor
+	// BeginTx starts a transaction; the returned context carries what the
+	// application's code needs to write in it (an ent client).
+	BeginTx(ctx context.Context) (context.Context, Tx, error)
+}
+
+// Driver runs the record statements of one backend. It is safe for
+// concurrent use.
+type Driver interface {
+	Protocol
+	Maintenance
+}
+
+// Protocol is what a request needs: every transition of a record is one
+// fenced statement, made by exactly one of any number of concurrent
+// callers.
+type Protocol interface {
+	// Traits says where the protocol must adapt to the backend.
+	Traits() Traits
+	// Now reads the database clock, or returns a recent reading.
+	Now(ctx context.Context) (Reading, error)
+	// Lookup reads the record of ref, with the database clock. The record
+	// is nil when the key is unknown.
+	Lookup(ctx context.Context, ref Ref) (*Record, Reading, error)
+	// Begin starts the transaction of an attempt: the claim (in atomic
+	// mode), the resolver's writes and the result commit in it.
+	Begin(ctx context.Context) (context.Context, Tx, error)
+	// Claim claims a key with c.Insert, in c.Tx or, when c.Tx is nil, in a
+	// statement that commits by itself. When the key is taken, the result
+	// carries the record that holds it, read after the insert, so that a
+	// caller that lost the race goes on without another lookup. A claim
+	// that does not win (taken, or failed) rolls c.Tx back: it holds
+	// nothing worth keeping.
+	Claim(ctx context.Context, c Claim) (Claimed, error)
+	// Savepoint marks, in tx, the end of the claim and the start of the
+	// resolver's writes, which Complete with DiscardWrites undoes.
+	Savepoint(ctx context.Context, tx Tx) error
+	// TakeOver gives a pending record whose lease has run out to a new
+	// attempt. It reports false when someone else changed the record first.
+	TakeOver(ctx context.Context, t TakeOver) (bool, error)
+	// Renew extends the lease of an attempt while it runs. It reports false
+	// when the attempt no longer holds the claim.
+	Renew(ctx context.Context, l Lease) (bool, error)
+	// Release ends the lease of an attempt that will not complete, so that
+	// the next request with the key takes the claim over at once.
+	Release(ctx context.Context, l Lease) error
+	// Complete stores the result of an attempt, only while the attempt
+	// still owns the pending record, and commits tx. With a nil tx the
+	// statement commits by itself. It reports false when the attempt lost
+	// its claim, and then tx is rolled back.
+	Complete(ctx context.Context, tx Tx, c Completion) (bool, error)
+}
+
+// Maintenance is what the sweeper and operators need. Each batch runs in a
+// transaction of its own, selects its rows through one of the mixin's
+// partial indexes (so that its cost follows the rows it moves), and on
+// backends that can, skips rows another sweeper holds.
+type Maintenance interface {
+	// Ping checks that the database can be reached.
+	Ping(ctx context.Context) error
+	// ArchiveBatch moves the responses of finished records past retention
+	// to the archive table and leaves tombstones. It returns how many
+	// records it moved (or, with DryRun, would move).
+	ArchiveBatch(ctx context.Context, b ArchiveBatch) (int, error)
+	// PurgeBatch forgets the keys of tombstones past the horizon.
+	PurgeBatch(ctx context.Context, b PurgeBatch) (int, error)
+	// PurgeAbandoned deletes claims abandoned in pending past the horizon.
+	PurgeAbandoned(ctx context.Context, b AbandonedBatch) (int, error)
+	// Stats counts the records of a table by state.
+	Stats(ctx context.Context, t Table) (TableStats, error)
+	// ArchiveStats counts the archive's rows and the bytes of their
+	// responses.
+	ArchiveStats(ctx context.Context, archive string) (rows, bytes int64, err error)
+	// Stuck lists pending records whose lease ended long ago, oldest first.
+	Stuck(ctx context.Context, q StuckQuery) ([]Row, error)
+	// Failed lists failed records that still hold their response, newest
+	// first.
+	Failed(ctx context.Context, q FailedQuery) ([]Row, error)
+	// Find returns the record of a key and its archived versions.
+	Find(ctx context.Context, q FindQuery) ([]Row, error)
+}
+
+// Traits are the backend's differences the protocol adapts to.
+type Traits struct {
+	// ClaimFirst: a claim's insert doubles as its lookup, so a request
+	// claims before it looks: a new key (the common case) costs one
+	// statement, and a duplicate's insert returns at once. Not on SQLite,
+	// where a duplicate's insert would wait for the single write lock,
+	// which the first attempt holds until it commits, while a lookup (a
+	// read) answers at once.
+	ClaimFirst bool
+	// RenewLeases: a live attempt's lease must be renewed while its
+	// resolver runs, or a retry would take a live claim over. Not on
+	// SQLite, where a live attempt holds the write lock that a takeover
+	// needs: only a dead attempt's claim can be taken over.
+	RenewLeases bool
+}
+
+// Options configure a driver.
+type Options struct {
+	// Offset, when not nil, is added to every reading of the database
+	// clock (tests move it forward to expire leases and records).
+	Offset func() time.Duration
+}
+
+// drivers are the backends, by ent dialect name.
+var drivers = map[string]func(Conn, Options) Driver{
+	"postgres": newPostgres,
+	"sqlite3":  newSQLite,
+}
+
+// Open returns the driver of an ent dialect ("postgres" or "sqlite3") over
+// conn.
+func Open(dialect string, conn Conn, opts Options) (Driver, error) {
+	newDriver, ok := drivers[dialect]
+	if !ok {
+		names := make([]string, 0, len(drivers))
+		for n := range drivers {
+			names = append(names, fmt.Sprintf("%q", n))
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("idempotency store: unsupported dialect %q (want %s)", dialect, strings.Join(names, " or "))
+	}
+	if opts.Offset == nil {
+		opts.Offset = func() time.Duration { return 0 }
+	}
+	return newDriver(conn, opts), nil
+}
+
+// Table names a record table, its scope column and its primary key.
+type Table struct {
+	Name  string
+	Scope string
+	ID    string
+}
+
+// Ref names one record: its table and its (tenant, key).
+type Ref struct {
+	Table  Table
+	Tenant string
+	Key    string
+}
+
+// Record is the idempotency state of one (scope, key).
+type Record struct {
+	Status         string
+	Fingerprint    string
+	Response       []byte
+	Attempt        int
+	LeaseExpiresAt time.Time
+	ClaimedAt      time.Time
+	CompletedAt    time.Time
+	// ArchivedAt is set once the sweeper moved the response to the archive:
+	// the record is a tombstone.
+	ArchivedAt time.Time
+}
+
+// Claim is a claim to make.
+type Claim struct {
+	Ref Ref
+	// Tx is the attempt's transaction in atomic mode; nil in lease mode,
+	// where the claim commits by itself.
+	Tx Tx
+	// Insert inserts the claim's row, with INSERT … ON CONFLICT DO
+	// NOTHING: generated code, which builds the row from the mutation's
+	// arguments. It reports false when the key is taken.
+	Insert func(ctx context.Context, tx Tx) (inserted bool, err error)
+}
+
+// Claimed is the outcome of a claim.
+type Claimed struct {
+	// Won: this claim inserted the record.
+	Won bool
+	// Holder is the record that holds the key when the claim lost (nil if
+	// it was gone again by the time it was read), and Reading the database
+	// clock of that read.
+	Holder  *Record
+	Reading Reading
+}
+
+// TakeOver is a takeover of an expired claim.
+type TakeOver struct {
+	Ref Ref
+	// Attempt is the attempt the caller saw holding the record: the
+	// takeover makes Attempt+1, and fails if another took over first.
+	Attempt int
+	// Now is the database time the lease must have run out by.
+	Now time.Time
+	// LeaseUntil is the new attempt's lease.
+	LeaseUntil time.Time
+}
+
+// Lease is a change of an attempt's lease: a renewal, or a release (Until
+// is now).
+type Lease struct {
+	Ref     Ref
+	Attempt int
+	Until   time.Time
+}
+
+// Completion is the result of an attempt.
+type Completion struct {
+	Ref     Ref
+	Attempt int
+	// Status is record.StatusSucceeded or record.StatusFailed.
+	Status   string
+	Response []byte
+	At       time.Time
+	// DiscardWrites undoes the resolver's writes (back to the Savepoint)
+	// before storing the result: atomic mode's final failure.
+	DiscardWrites bool
+}
+
+// ArchiveBatch selects up to Limit records of Table that completed before
+// CompletedBefore, to move to Archive.
+type ArchiveBatch struct {
+	Table           Table
+	Archive         string
+	CompletedBefore time.Time
+	// Now is the archive time stamped on the tombstones.
+	Now   time.Time
+	Limit int
+	// DryRun counts what the batch would move (all of it, not a batch)
+	// and changes nothing.
+	DryRun bool
+}
+
+// PurgeBatch selects up to Limit tombstones of Table archived before
+// ArchivedBefore. Rows that are nothing but records (RecordOnly), and
+// failed claims, are deleted; a succeeded business row stays, without its
+// idempotency columns, like a row created without a key.
+type PurgeBatch struct {
+	Table          Table
+	RecordOnly     bool
+	ArchivedBefore time.Time
+	Limit          int
+	DryRun         bool
+}
+
+// AbandonedBatch selects up to Limit pending claims of Table whose lease
+// ended before LeaseEndedBefore: claims whose worker died and whose client
+// never came back. Such a row is a claim, never a business fact.
+type AbandonedBatch struct {
+	Table            Table
+	LeaseEndedBefore time.Time
+	Limit            int
+	DryRun           bool
+}
+
+// TableStats counts the records of one table by state.
+type TableStats struct {
+	Pending, Succeeded, Failed, Tombstones int64
+	// OldestPending is the claim time of the oldest pending record (zero
+	// when there is none).
+	OldestPending time.Time
+}
+
+// Row is one record as operators see it.
+type Row struct {
+	Table       string
+	Tenant      string
+	Key         string
+	Status      string
+	Fingerprint string
+	Attempt     int
+	Response    []byte
+	// Archived rows come from the archive table.
+	Archived                                           bool
+	LeaseExpiresAt, ClaimedAt, CompletedAt, ArchivedAt time.Time
+}
+
+// StuckQuery selects up to Limit pending records of Table whose lease
+// ended before LeaseEndedBefore.
+type StuckQuery struct {
+	Table            Table
+	LeaseEndedBefore time.Time
+	Limit            int
+}
+
+// FailedQuery selects the newest Limit failed records of Table.
+type FailedQuery struct {
+	Table Table
+	Limit int
+}
+
+// FindQuery selects the record of (Tenant, Key) in Table, and its archived
+// versions in Archive ("" for none).
+type FindQuery struct {
+	Table   Table
+	Archive string
+	Tenant  string
+	Key     string
+}
+
+// Reading is a reading of the database clock, advanced by the local
+// monotonic clock (which wall-clock steps do not move): every time the
+// store writes or compares derives from such a reading, so that expiry is
+// decided by the database's time, not by each server's wall clock.
+type Reading struct {
+	db     time.Time
+	read   time.Time
+	offset time.Duration
+}
+
+// Now returns the database time now.
+func (r Reading) Now() time.Time { return r.db.Add(time.Since(r.read) + r.offset).UTC() }
+
+// Quote quotes an SQL identifier; both backends accept double quotes.
+func Quote(ident string) string {
+	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
+}

@@ -1,0 +1,157 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// postgresSQL is PostgreSQL's SQL: the standard statements (sql.go) as
+// they are, and these. Every batch locks its rows with FOR UPDATE SKIP
+// LOCKED, so that several sweepers share the work instead of repeating or
+// waiting for it, and selects them by (scope, id): on a table whose key is
+// (scope, id) (idemdb.PartitionByTenant) the joins then use the key instead
+// of scanning every partition.
+var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
+	stmtNow: `SELECT now()`,
+	// One round trip reads the database clock along with the record: a
+	// row even when the key is unknown.
+	stmtLookup: `SELECT now(), r.idempotency_status, r.idempotency_fingerprint, r.idempotency_response, r.idempotency_attempt,
+		r.idempotency_lease_expires_at, r.idempotency_claimed_at, r.idempotency_completed_at, r.idempotency_archived_at
+		FROM (SELECT 1) AS one LEFT JOIN {table} AS r ON r.{scope} = $1 AND r.idempotency_key = $2`,
+	// One statement: every part sees the rows before the UPDATE, so the
+	// archive gets the responses the UPDATE clears.
+	stmtArchive: `WITH batch AS (
+			SELECT {scope}, {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1
+			ORDER BY idempotency_completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+		archived AS (` + archiveInsert + `
+			SELECT $3, r.{scope}, r.idempotency_key, r.idempotency_status, r.idempotency_fingerprint, r.idempotency_response,
+			r.idempotency_attempt, r.idempotency_claimed_at, r.idempotency_completed_at, $4
+			FROM {table} AS r JOIN batch ON r.{scope} = batch.{scope} AND r.{id} = batch.{id} ` + archiveOnce + `)
+		UPDATE {table} SET idempotency_response = NULL, idempotency_archived_at = $4
+		FROM batch WHERE {table}.{scope} = batch.{scope} AND {table}.{id} = batch.{id}`,
+	stmtPurgeRecordOnly: `DELETE FROM {table} WHERE ({scope}, {id}) IN (
+		SELECT {scope}, {id} FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1
+		ORDER BY idempotency_archived_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+	// One batch: the failed claims are deleted, the succeeded rows forget
+	// their key; the statement returns how many it purged.
+	stmtPurge: `WITH batch AS (
+			SELECT {scope}, {id}, idempotency_status AS status FROM {table} WHERE ({scope}, {id}) IN (
+				SELECT {scope}, {id} FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1
+				ORDER BY idempotency_archived_at LIMIT $2)
+			FOR UPDATE SKIP LOCKED),
+		gone AS (DELETE FROM {table} USING batch
+			WHERE {table}.{scope} = batch.{scope} AND {table}.{id} = batch.{id} AND batch.status = 'failed' RETURNING 1),
+		cleared AS (UPDATE {table} SET ` + forgetKey + ` FROM batch
+			WHERE {table}.{scope} = batch.{scope} AND {table}.{id} = batch.{id} AND batch.status <> 'failed' RETURNING 1)
+		SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM cleared)`,
+	stmtPurgeAbandoned: `DELETE FROM {table} WHERE ({scope}, {id}) IN (
+		SELECT {scope}, {id} FROM {table} WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
+		ORDER BY idempotency_lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+	stmtArchiveStats: `SELECT count(*), COALESCE(SUM(octet_length(idempotency_response)), 0) FROM {archive}`,
+})
+
+// newPostgres is the driver of PostgreSQL over database/sql (pgx's stdlib).
+func newPostgres(conn Conn, opts Options) Driver {
+	d := &sqlDriver{
+		conn:     conn,
+		backend:  "PostgreSQL",
+		traits:   Traits{ClaimFirst: true, RenewLeases: true},
+		classify: classifyPostgres,
+		sql:      postgresSQL,
+		clock:    &databaseClock{offset: opts.Offset},
+		tables:   map[tableKey]statements{},
+	}
+	d.archive = func(ctx context.Context, tx Tx, st statements, b ArchiveBatch) (int, error) {
+		return d.affected(ctx, tx, "archive", st[stmtArchive], b.CompletedBefore.UTC(), b.Limit, b.Table.Name, b.Now.UTC())
+	}
+	d.purge = func(ctx context.Context, tx Tx, st statements, b PurgeBatch) (int, error) {
+		return d.count(ctx, tx, "purge", st[stmtPurge], b.ArchivedBefore.UTC(), b.Limit)
+	}
+	return d
+}
+
+// clockMaxAge is how long a reading of PostgreSQL's clock is reused before
+// it is read again; the monotonic clock's drift over it is microseconds.
+const clockMaxAge = 30 * time.Second
+
+// databaseClock is the clock of a database server: every lookup reads it,
+// and Now reuses the latest reading while it is recent.
+type databaseClock struct {
+	offset func() time.Duration
+	mu     sync.Mutex
+	last   Reading
+}
+
+func (c *databaseClock) observed(dbNow sql.NullTime) (Reading, error) {
+	if !dbNow.Valid {
+		return Reading{}, errors.New("no database time returned")
+	}
+	r := Reading{db: dbNow.Time.UTC(), read: time.Now(), offset: c.offset()}
+	c.mu.Lock()
+	c.last = r
+	c.mu.Unlock()
+	return r, nil
+}
+
+func (c *databaseClock) now(ctx context.Context, ex Executor, query string) (Reading, error) {
+	c.mu.Lock()
+	r := c.last
+	c.mu.Unlock()
+	if !r.read.IsZero() && time.Since(r.read) < clockMaxAge {
+		r.offset = c.offset()
+		return r, nil
+	}
+	rows, err := ex.QueryContext(ctx, query)
+	if err != nil {
+		return Reading{}, err
+	}
+	defer rows.Close()
+	var dbNow sql.NullTime
+	if rows.Next() {
+		if err := rows.Scan(&dbNow); err != nil {
+			return Reading{}, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return Reading{}, err
+	}
+	return c.observed(dbNow)
+}
+
+// classifyPostgres reads pgx's errors by their SQLSTATE code, never by
+// their text.
+func classifyPostgres(err error) (kind error, detail, hint string) {
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return ErrUnreachable, connect.Error(), ""
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch {
+		case pg.Code == "42P01": // undefined_table
+			return ErrNoTable, pg.Message, ""
+		case pg.Code == "55P03" || pg.Code == "57014": // lock_not_available, query_canceled (statement_timeout)
+			return ErrLockTimeout, pg.Message, ""
+		case pg.Code == "40001" || pg.Code == "40P01": // serialization_failure, deadlock_detected
+			return ErrConflict, pg.Message, ""
+		case strings.HasPrefix(pg.Code, "08") || pg.Code == "53300" || strings.HasPrefix(pg.Code, "57P"):
+			// connection exceptions, too_many_connections, the server
+			// shutting down or starting
+			return ErrUnreachable, pg.Message, ""
+		}
+		return nil, pg.Message, ""
+	}
+	var netErr net.Error
+	if errors.Is(err, driver.ErrBadConn) || errors.As(err, &netErr) {
+		return ErrUnreachable, "", ""
+	}
+	return nil, "", ""
+}

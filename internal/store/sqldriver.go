@@ -1,0 +1,389 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"time"
+)
+
+// sqlDriver is the implementation the database/sql backends share: the
+// protocol's statements, the operator's reads, and the plumbing (statements
+// per table, error translation). What differs between backends is data
+// (their statements, traits, classifier) and behaviour (clock, archive,
+// purge), which postgres.go and sqlite.go set.
+type sqlDriver struct {
+	conn     Conn
+	backend  string // for people: "PostgreSQL"
+	traits   Traits
+	classify classifier
+	sql      statements
+	clock    clock
+
+	// archive and purge move one batch in tx, with the table's statements.
+	archive func(ctx context.Context, tx Tx, st statements, b ArchiveBatch) (int, error)
+	purge   func(ctx context.Context, tx Tx, st statements, b PurgeBatch) (int, error)
+
+	mu     sync.Mutex
+	tables map[tableKey]statements
+}
+
+// clock is how a backend tells the time.
+type clock interface {
+	// observed makes a reading of the database time a lookup returned
+	// (NULL on backends whose lookup does not read it).
+	observed(dbNow sql.NullTime) (Reading, error)
+	// now returns a reading, running stmtNow on ex if it must.
+	now(ctx context.Context, ex Executor, query string) (Reading, error)
+}
+
+// localClock is the clock of a database that runs in this process: this
+// machine's (SQLite).
+type localClock struct{ offset func() time.Duration }
+
+func (c localClock) observed(sql.NullTime) (Reading, error) { return c.reading(), nil }
+
+func (c localClock) now(context.Context, Executor, string) (Reading, error) { return c.reading(), nil }
+
+func (c localClock) reading() Reading {
+	t := time.Now()
+	return Reading{db: t.UTC(), read: t, offset: c.offset()}
+}
+
+func (d *sqlDriver) Traits() Traits { return d.traits }
+
+// stmts returns the statements of a table, substituted once and cached.
+func (d *sqlDriver) stmts(t Table, archive string) statements {
+	k := tableKey{table: t, archive: archive}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, ok := d.tables[k]
+	if !ok {
+		st = d.sql.forTable(k)
+		d.tables[k] = st
+	}
+	return st
+}
+
+// err makes err an *Error of op.
+func (d *sqlDriver) err(op string, err error) error { return wrap(d.backend, d.classify, op, err) }
+
+func (d *sqlDriver) Now(ctx context.Context) (Reading, error) {
+	r, err := d.clock.now(ctx, d.conn.DB(), d.sql[stmtNow])
+	return r, d.err("read clock", err)
+}
+
+func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*Record, Reading, error) {
+	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(ref.Table, "")[stmtLookup], ref.Tenant, ref.Key)
+	if err != nil {
+		return nil, Reading{}, d.err("lookup", err)
+	}
+	defer rows.Close()
+	var (
+		dbNow                     sql.NullTime
+		status, fingerprint       sql.NullString
+		response                  []byte
+		attempt                   sql.NullInt64
+		lease, claimed, completed sql.NullTime
+		archived                  sql.NullTime
+		found                     bool
+	)
+	if rows.Next() {
+		if err := rows.Scan(&dbNow, &status, &fingerprint, &response, &attempt, &lease, &claimed, &completed, &archived); err != nil {
+			return nil, Reading{}, d.err("lookup", err)
+		}
+		found = status.Valid || fingerprint.Valid
+	}
+	if err := rows.Err(); err != nil {
+		return nil, Reading{}, d.err("lookup", err)
+	}
+	reading, err := d.clock.observed(dbNow)
+	if err != nil {
+		return nil, Reading{}, d.err("lookup", err)
+	}
+	if !found {
+		return nil, reading, nil
+	}
+	return &Record{
+		Status:         status.String,
+		Fingerprint:    fingerprint.String,
+		Response:       response,
+		Attempt:        int(attempt.Int64),
+		LeaseExpiresAt: lease.Time.UTC(),
+		ClaimedAt:      claimed.Time.UTC(),
+		CompletedAt:    completed.Time.UTC(),
+		ArchivedAt:     archived.Time.UTC(),
+	}, reading, nil
+}
+
+func (d *sqlDriver) Begin(ctx context.Context) (context.Context, Tx, error) {
+	txCtx, tx, err := d.conn.BeginTx(ctx)
+	if err != nil {
+		return ctx, nil, d.err("begin", err)
+	}
+	return txCtx, tx, nil
+}
+
+func (d *sqlDriver) Claim(ctx context.Context, c Claim) (Claimed, error) {
+	won, err := c.Insert(ctx, c.Tx)
+	if won && err == nil {
+		return Claimed{Won: true}, nil
+	}
+	if c.Tx != nil {
+		// Before the lookup: a duplicate must not hold one connection
+		// while it waits for another (a pool of them would deadlock).
+		_ = c.Tx.Rollback()
+	}
+	if err != nil {
+		return Claimed{}, d.err("claim", err)
+	}
+	// The winner of a key is whoever holds the row; the lookup reads it in
+	// a statement of its own, so that it sees a row another transaction
+	// committed after the insert started waiting for it.
+	holder, reading, err := d.Lookup(ctx, c.Ref)
+	if err != nil {
+		return Claimed{}, err
+	}
+	return Claimed{Holder: holder, Reading: reading}, nil
+}
+
+func (d *sqlDriver) Savepoint(ctx context.Context, tx Tx) error {
+	_, err := tx.ExecContext(ctx, d.sql[stmtSavepoint])
+	return d.err("savepoint", err)
+}
+
+func (d *sqlDriver) TakeOver(ctx context.Context, t TakeOver) (bool, error) {
+	return d.update(ctx, d.conn.DB(), "take over", d.stmts(t.Ref.Table, "")[stmtTakeOver],
+		t.Ref.Tenant, t.Ref.Key, t.LeaseUntil.UTC(), t.Attempt, t.Now.UTC())
+}
+
+func (d *sqlDriver) Renew(ctx context.Context, l Lease) (bool, error) {
+	return d.setLease(ctx, "renew", l)
+}
+
+func (d *sqlDriver) Release(ctx context.Context, l Lease) error {
+	_, err := d.setLease(ctx, "release", l)
+	return err
+}
+
+func (d *sqlDriver) setLease(ctx context.Context, op string, l Lease) (bool, error) {
+	return d.update(ctx, d.conn.DB(), op, d.stmts(l.Ref.Table, "")[stmtSetLease], l.Ref.Tenant, l.Ref.Key, l.Until.UTC(), l.Attempt)
+}
+
+func (d *sqlDriver) Complete(ctx context.Context, tx Tx, c Completion) (bool, error) {
+	if tx == nil {
+		return d.complete(ctx, d.conn.DB(), c)
+	}
+	if c.DiscardWrites {
+		if _, err := tx.ExecContext(ctx, d.sql[stmtRollbackToSavepoint]); err != nil {
+			_ = tx.Rollback()
+			return false, d.err("rollback to savepoint", err)
+		}
+	}
+	ok, err := d.complete(ctx, tx, c)
+	if err != nil || !ok {
+		_ = tx.Rollback()
+		return false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return false, d.err("commit", err)
+	}
+	return true, nil
+}
+
+func (d *sqlDriver) complete(ctx context.Context, ex Executor, c Completion) (bool, error) {
+	return d.update(ctx, ex, "complete", d.stmts(c.Ref.Table, "")[stmtComplete],
+		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt)
+}
+
+// update runs a fenced transition and reports whether it changed the row.
+func (d *sqlDriver) update(ctx context.Context, ex Executor, op, query string, args ...any) (bool, error) {
+	n, err := d.affected(ctx, ex, op, query, args...)
+	return n == 1, err
+}
+
+func (d *sqlDriver) Ping(ctx context.Context) error {
+	_, err := d.count(ctx, d.conn.DB(), "ping", d.sql[stmtPing])
+	return err
+}
+
+func (d *sqlDriver) ArchiveBatch(ctx context.Context, b ArchiveBatch) (int, error) {
+	st := d.stmts(b.Table, b.Archive)
+	if b.DryRun {
+		return d.count(ctx, d.conn.DB(), "count archivable", st[stmtCountArchivable], b.CompletedBefore.UTC())
+	}
+	return d.inTx(ctx, "archive", func(tx Tx) (int, error) { return d.archive(ctx, tx, st, b) })
+}
+
+func (d *sqlDriver) PurgeBatch(ctx context.Context, b PurgeBatch) (int, error) {
+	st := d.stmts(b.Table, "")
+	if b.DryRun {
+		return d.count(ctx, d.conn.DB(), "count purgeable", st[stmtCountPurgeable], b.ArchivedBefore.UTC())
+	}
+	if b.RecordOnly {
+		return d.inTx(ctx, "purge", func(tx Tx) (int, error) {
+			return d.affected(ctx, tx, "purge", st[stmtPurgeRecordOnly], b.ArchivedBefore.UTC(), b.Limit)
+		})
+	}
+	return d.inTx(ctx, "purge", func(tx Tx) (int, error) { return d.purge(ctx, tx, st, b) })
+}
+
+func (d *sqlDriver) PurgeAbandoned(ctx context.Context, b AbandonedBatch) (int, error) {
+	st := d.stmts(b.Table, "")
+	if b.DryRun {
+		return d.count(ctx, d.conn.DB(), "count abandoned", st[stmtCountAbandoned], b.LeaseEndedBefore.UTC())
+	}
+	return d.inTx(ctx, "purge abandoned", func(tx Tx) (int, error) {
+		return d.affected(ctx, tx, "purge abandoned", st[stmtPurgeAbandoned], b.LeaseEndedBefore.UTC(), b.Limit)
+	})
+}
+
+// inTx runs one batch in a transaction of its own: a record is moved
+// entirely or not at all.
+func (d *sqlDriver) inTx(ctx context.Context, op string, batch func(tx Tx) (int, error)) (int, error) {
+	_, tx, err := d.conn.BeginTx(ctx)
+	if err != nil {
+		return 0, d.err(op+": begin", err)
+	}
+	n, err := batch(tx)
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, d.err(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, d.err(op+": commit", err)
+	}
+	return n, nil
+}
+
+func (d *sqlDriver) Stats(ctx context.Context, t Table) (TableStats, error) {
+	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(t, "")[stmtStats])
+	if err != nil {
+		return TableStats{}, d.err("stats", err)
+	}
+	defer rows.Close()
+	var st TableStats
+	var oldest any
+	if rows.Next() {
+		if err := rows.Scan(&st.Pending, &st.Succeeded, &st.Failed, &st.Tombstones, &oldest); err != nil {
+			return st, d.err("stats", err)
+		}
+	}
+	st.OldestPending = asTime(oldest)
+	return st, d.err("stats", rows.Err())
+}
+
+func (d *sqlDriver) ArchiveStats(ctx context.Context, archive string) (n, bytes int64, err error) {
+	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(Table{}, archive)[stmtArchiveStats])
+	if err != nil {
+		return 0, 0, d.err("archive stats", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(&n, &bytes); err != nil {
+			return 0, 0, d.err("archive stats", err)
+		}
+	}
+	return n, bytes, d.err("archive stats", rows.Err())
+}
+
+func (d *sqlDriver) Stuck(ctx context.Context, q StuckQuery) ([]Row, error) {
+	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtStuck], q.LeaseEndedBefore.UTC(), q.Limit)
+}
+
+func (d *sqlDriver) Failed(ctx context.Context, q FailedQuery) ([]Row, error) {
+	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtFailed], q.Limit)
+}
+
+func (d *sqlDriver) Find(ctx context.Context, q FindQuery) ([]Row, error) {
+	st := d.stmts(q.Table, q.Archive)
+	hot, err := d.rows(ctx, q.Table.Name, false, st[stmtFind], q.Tenant, q.Key)
+	if err != nil || q.Archive == "" {
+		return hot, err
+	}
+	cold, err := d.rows(ctx, q.Table.Name, true, st[stmtFindArchived], q.Tenant, q.Key, q.Table.Name)
+	return append(hot, cold...), err
+}
+
+// rows reads operator's rows: the scope, then rowColumns.
+func (d *sqlDriver) rows(ctx context.Context, table string, archived bool, q string, args ...any) ([]Row, error) {
+	rows, err := d.conn.DB().QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, d.err("list", err)
+	}
+	defer rows.Close()
+	var out []Row
+	for rows.Next() {
+		r := Row{Table: table, Archived: archived}
+		var status, fingerprint, key sql.NullString
+		var attempt sql.NullInt64
+		var lease, claimed, completed, archivedAt any
+		if err := rows.Scan(&r.Tenant, &key, &status, &fingerprint, &attempt, &r.Response, &lease, &claimed, &completed, &archivedAt); err != nil {
+			return nil, d.err("list", err)
+		}
+		r.Key, r.Status, r.Fingerprint, r.Attempt = key.String, status.String, fingerprint.String, int(attempt.Int64)
+		r.LeaseExpiresAt, r.ClaimedAt, r.CompletedAt, r.ArchivedAt = asTime(lease), asTime(claimed), asTime(completed), asTime(archivedAt)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.err("list", err)
+	}
+	return out, nil
+}
+
+// affected runs a statement and returns the number of rows it changed.
+func (d *sqlDriver) affected(ctx context.Context, ex Executor, op, q string, args ...any) (int, error) {
+	res, err := ex.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, d.err(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, d.err(op, err)
+	}
+	return int(n), nil
+}
+
+// count runs a statement that returns one number.
+func (d *sqlDriver) count(ctx context.Context, ex Executor, op, q string, args ...any) (int, error) {
+	rows, err := ex.QueryContext(ctx, q, args...)
+	if err != nil {
+		return 0, d.err(op, err)
+	}
+	defer rows.Close()
+	var n int
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, d.err(op, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, d.err(op, err)
+	}
+	return n, nil
+}
+
+// sqliteTimeLayouts are the forms SQLite hands back times in when a column
+// type does not tell the driver to parse them (expressions, NULL columns).
+var sqliteTimeLayouts = []string{
+	"2006-01-02 15:04:05.999999999-07:00",
+	"2006-01-02T15:04:05.999999999-07:00",
+	"2006-01-02 15:04:05.999999999",
+	time.RFC3339Nano,
+}
+
+func asTime(v any) time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return t.UTC()
+	case string:
+		for _, layout := range sqliteTimeLayouts {
+			if parsed, err := time.Parse(layout, t); err == nil {
+				return parsed.UTC()
+			}
+		}
+	case []byte:
+		return asTime(string(t))
+	}
+	return time.Time{}
+}
