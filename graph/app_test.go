@@ -1,14 +1,12 @@
 package graph_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 
 	"github.com/goovo/idem"
@@ -16,6 +14,7 @@ import (
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
@@ -39,77 +38,14 @@ func newApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
 	return &app{App: exampletest.Start(t, backend, exampletest.Config{Options: o}), t: t, clock: clock}
 }
 
-// gqlError is one error of a GraphQL response.
-type gqlError struct {
-	Message    string         `json:"message"`
-	Path       []any          `json:"path"`
-	Extensions map[string]any `json:"extensions"`
-}
-
-func (e gqlError) code() string { s, _ := e.Extensions["code"].(string); return s }
-
-// response is a GraphQL response as the client received it.
-type response struct {
-	Status     int
-	Header     http.Header
-	Body       []byte
-	Data       json.RawMessage `json:"data"`
-	Errors     []gqlError      `json:"errors"`
-	RawErrors  json.RawMessage
-	Extensions map[string]any `json:"extensions"`
-}
-
-func (r *response) replayed() bool { return r.Header.Get(idem.HeaderReplayed) == "true" }
-
-// code returns the code of the only error, or "" if there is none.
-func (r *response) code() string {
-	if len(r.Errors) == 0 {
-		return ""
-	}
-	return r.Errors[0].code()
-}
-
 // do sends a GraphQL request as tenant ("" for none).
-func (a *app) do(tenant, query string, vars map[string]any) *response {
+func (a *app) do(tenant, query string, vars map[string]any) *testkit.Response {
 	a.t.Helper()
-	r, err := a.send(tenant, query, vars, nil)
+	r, err := a.Send(tenant, query, vars, nil)
 	if err != nil {
 		a.t.Fatalf("request: %v", err)
 	}
 	return r
-}
-
-func (a *app) send(tenant, query string, vars map[string]any, header http.Header) (*response, error) {
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, err := http.NewRequest(http.MethodPost, a.URL+"/query", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if tenant != "" {
-		req.Header.Set(graph.TenantHeader, tenant)
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	out := &response{Status: res.StatusCode, Header: res.Header}
-	if out.Body, err = io.ReadAll(res.Body); err != nil {
-		return nil, err
-	}
-	var raw struct {
-		Errors json.RawMessage `json:"errors"`
-	}
-	if err := json.Unmarshal(out.Body, out); err != nil {
-		return nil, fmt.Errorf("decode %q: %w", out.Body, err)
-	}
-	_ = json.Unmarshal(out.Body, &raw)
-	out.RawErrors = raw.Errors
-	return out, nil
 }
 
 const createOrder = `mutation($key: String!, $amount: Int!, $currency: String!) {
@@ -135,7 +71,7 @@ func (a *app) newOrder(tenant string, amount int) string {
 	return data.CreateOrder.ID
 }
 
-func (a *app) pay(tenant, key, orderID string, amount int) *response {
+func (a *app) pay(tenant, key, orderID string, amount int) *testkit.Response {
 	a.t.Helper()
 	return a.do(tenant, createPayment, map[string]any{"key": key, "order": orderID, "amount": amount})
 }

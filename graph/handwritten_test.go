@@ -16,6 +16,7 @@ import (
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/example/counter"
+	"github.com/goovo/idem/internal/testkit"
 )
 
 const refundPayment = `mutation($key: String, $payment: ID!, $amount: Int!) {
@@ -63,15 +64,15 @@ func atoi(s string) int {
 }
 
 func TestRefundPayment(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		p := a.paidPayment("acme", 1000)
-		refund := func(key string, amount int) *response {
+		refund := func(key string, amount int) *testkit.Response {
 			return a.do("acme", refundPayment, map[string]any{"key": key, "payment": p, "amount": amount})
 		}
 
 		first, second := refund("r1", 300), refund("r1", 300)
-		if len(first.Errors) > 0 || !bytes.Equal(first.Data, second.Data) || !second.replayed() {
+		if len(first.Errors) > 0 || !bytes.Equal(first.Data, second.Data) || !second.Replayed {
 			t.Fatalf("twice with one key:\n%s\n%s", first.Body, second.Body)
 		}
 		if n, total := a.refunded(p); n != 1 || total != 300 {
@@ -80,11 +81,11 @@ func TestRefundPayment(t *testing.T) {
 
 		// 20 concurrent with one key: one refund, 20 identical answers
 		// (atomic mode: duplicates wait and replay).
-		results := make([]*response, 20)
+		results := make([]*testkit.Response, 20)
 		var wg sync.WaitGroup
 		for i := range results {
 			wg.Go(func() {
-				r, err := a.send("acme", refundPayment, map[string]any{"key": "r2", "payment": p, "amount": 300}, nil)
+				r, err := a.Send("acme", refundPayment, map[string]any{"key": "r2", "payment": p, "amount": 300}, nil)
 				if err != nil {
 					t.Error(err)
 				}
@@ -103,40 +104,40 @@ func TestRefundPayment(t *testing.T) {
 
 		// Over-refund: a final error, the same on every retry.
 		over1, over2 := refund("r3", 500), refund("r3", 500)
-		if over1.code() != "REFUND_EXCEEDS_PAYMENT" || !bytes.Equal(over1.RawErrors, over2.RawErrors) || !over2.replayed() {
+		if over1.Code() != "REFUND_EXCEEDS_PAYMENT" || !bytes.Equal(over1.RawErrors, over2.RawErrors) || !over2.Replayed {
 			t.Fatalf("over-refund:\n%s\n%s", over1.Body, over2.Body)
 		}
 		if n, total := a.refunded(p); n != 2 || total != 600 {
 			t.Fatalf("after the over-refund: %d refunds, %d refunded", n, total)
 		}
 		// Another tenant cannot refund it.
-		if r := a.do("evil", refundPayment, map[string]any{"key": "r4", "payment": p, "amount": 1}); r.code() != crossTenantRefusal(b, "NOT_FOUND") {
+		if r := a.do("evil", refundPayment, map[string]any{"key": "r4", "payment": p, "amount": 1}); r.Code() != crossTenantRefusal(b, "NOT_FOUND") {
 			t.Fatalf("another tenant's refund: %s", r.Body)
 		}
 	})
 }
 
 func TestKeyInHeaderOrArgument(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		const noKey = `mutation { createOrder(input: {amount: 300, currency: "EUR"}) { id amount } }`
 		header := func(key string) http.Header { return http.Header{idem.HeaderKey: {key}} }
 
-		byHeader, err := a.send("acme", noKey, nil, header("h-1"))
-		if err != nil || len(byHeader.Errors) > 0 || byHeader.replayed() {
+		byHeader, err := a.Send("acme", noKey, nil, header("h-1"))
+		if err != nil || len(byHeader.Errors) > 0 || byHeader.Replayed {
 			t.Fatalf("header: %v %s", err, byHeader.Body)
 		}
 		if got := byHeader.Header.Get(idem.HeaderKey); got != "h-1" {
 			t.Fatalf("the response does not echo the key: %q", got)
 		}
-		again, _ := a.send("acme", noKey, nil, header("h-1"))
+		again, _ := a.Send("acme", noKey, nil, header("h-1"))
 		byArgument := a.do("acme", `mutation { createOrder(idempotencyKey: "h-1", input: {amount: 300, currency: "EUR"}) { id amount } }`, nil)
-		for _, r := range []*response{again, byArgument} {
-			if !r.replayed() || !bytes.Equal(r.Data, byHeader.Data) {
+		for _, r := range []*testkit.Response{again, byArgument} {
+			if !r.Replayed || !bytes.Equal(r.Data, byHeader.Data) {
 				t.Fatalf("header and argument forms differ:\n%s\n%s", byHeader.Body, r.Body)
 			}
 		}
-		if r, _ := a.send("acme", `mutation { createOrder(input: {amount: 301, currency: "EUR"}) { id amount } }`, nil, header("h-1")); r.code() != string(idem.CodeKeyReused) {
+		if r, _ := a.Send("acme", `mutation { createOrder(input: {amount: 301, currency: "EUR"}) { id amount } }`, nil, header("h-1")); r.Code() != string(idem.CodeKeyReused) {
 			t.Fatalf("reused by header: %s", r.Body)
 		}
 
@@ -148,31 +149,31 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 			return n
 		}
 		before := orders()
-		conflict, _ := a.send("acme", `mutation { createOrder(idempotencyKey: "arg-key", input: {amount: 1, currency: "EUR"}) { id } }`, nil, header("header-key"))
-		if conflict.code() != string(idem.CodeKeyInvalid) || !strings.Contains(conflict.Errors[0].Message, "differ") {
+		conflict, _ := a.Send("acme", `mutation { createOrder(idempotencyKey: "arg-key", input: {amount: 1, currency: "EUR"}) { id } }`, nil, header("header-key"))
+		if conflict.Code() != string(idem.CodeKeyInvalid) || !strings.Contains(conflict.Errors[0].Message, "differ") {
 			t.Fatalf("conflicting header and argument: %s", conflict.Body)
 		}
-		two, err := a.send("acme", `mutation { a: createOrder(input: {amount: 1, currency: "EUR"}) { id } b: createOrder(input: {amount: 2, currency: "EUR"}) { id } }`, nil, header("h-2"))
-		if err != nil || two.code() != string(idem.CodeKeyInvalid) {
+		two, err := a.Send("acme", `mutation { a: createOrder(input: {amount: 1, currency: "EUR"}) { id } b: createOrder(input: {amount: 2, currency: "EUR"}) { id } }`, nil, header("h-2"))
+		if err != nil || two.Code() != string(idem.CodeKeyInvalid) {
 			t.Fatalf("one header for two fields: %v", err)
 		}
-		if two.code() != string(idem.CodeKeyInvalid) {
+		if two.Code() != string(idem.CodeKeyInvalid) {
 			t.Fatalf("one header for two fields: %s", two.Body)
 		}
 		if after := orders(); after != before {
 			t.Fatalf("a rejected request stored %d orders", after-before)
 		}
-		if r := a.do("acme", noKey, nil); r.code() != string(idem.CodeKeyMissing) {
+		if r := a.do("acme", noKey, nil); r.Code() != string(idem.CodeKeyMissing) {
 			t.Fatalf("no key at all: %s", r.Body)
 		}
-		if r, err := a.send("acme", noKey, nil, header("clé")); err != nil || r.code() != string(idem.CodeKeyInvalid) {
+		if r, err := a.Send("acme", noKey, nil, header("clé")); err != nil || r.Code() != string(idem.CodeKeyInvalid) {
 			t.Fatalf("invalid key in the header: %s", r.Body)
 		}
 	})
 }
 
 func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		const both = `mutation($a: String!, $b: String!, $amountB: Int!) {
 			first: createOrder(idempotencyKey: $a, input: {amount: 100, currency: "EUR"}) { id amount }
@@ -181,7 +182,7 @@ func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 		}`
 		r1 := a.do("acme", both, map[string]any{"a": "k-a", "b": "k-b", "amountB": 200})
 		r2 := a.do("acme", both, map[string]any{"a": "k-a", "b": "k-b", "amountB": 200})
-		if len(r1.Errors) > 0 || r1.replayed() || !bytes.Equal(r1.Data, r2.Data) || !r2.replayed() {
+		if len(r1.Errors) > 0 || r1.Replayed || !bytes.Equal(r1.Data, r2.Data) || !r2.Replayed {
 			t.Fatalf("each field its own key:\n%s\n%s", r1.Body, r2.Body)
 		}
 		// first is replayed, second is new and fails: its error is there.
@@ -190,7 +191,7 @@ func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 		if ext["first"].(map[string]any)["outcome"] != idem.OutcomeReplayed || ext["second"].(map[string]any)["outcome"] != idem.OutcomeExecuted {
 			t.Fatalf("outcomes: %s", r3.Body)
 		}
-		if len(r3.Errors) != 1 || r3.Errors[0].code() != "BAD_USER_INPUT" || r3.Errors[0].Path[0] != "second" || r3.replayed() {
+		if len(r3.Errors) != 1 || r3.Errors[0].Code() != "BAD_USER_INPUT" || r3.Errors[0].Path[0] != "second" || r3.Replayed {
 			t.Fatalf("the replay of one field hid the other's error: %s", r3.Body)
 		}
 	})
@@ -199,9 +200,9 @@ func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 // The article's counter, in process: duplicates of a view's key count once,
 // and a fold interrupted before its commit counts nothing.
 func TestPageViewsCountEachKeyOnce(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
-		view := func(key string) *response {
+		view := func(key string) *testkit.Response {
 			return a.do("acme", `mutation($k: String) { recordPageView(idempotencyKey: $k, page: "/pricing") }`, map[string]any{"k": key})
 		}
 		for i := range 30 {
@@ -240,7 +241,7 @@ func TestPageViewsCountEachKeyOnce(t *testing.T) {
 // wins; the first payment's retry finds the order paid and voids its own
 // charge before answering ORDER_ALREADY_PAID, so the customer pays once.
 func TestLosingPaymentVoidsItsCharge(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		// Every charge answers slowly (set before any request, so no
 		// handler reads it while it changes): the first attempt's client
@@ -270,14 +271,14 @@ func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 		if r := a.pay("acme", "winner", order, 900); len(r.Errors) > 0 {
 			t.Fatalf("competing payment: %s", r.Body)
 		}
-		var retry *response
+		var retry *testkit.Response
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			retry = a.pay("acme", "loser", order, 900)
-			if retry.code() != string(idem.CodeInProgress) || time.Now().After(deadline) {
+			if retry.Code() != string(idem.CodeInProgress) || time.Now().After(deadline) {
 				break
 			}
 		}
-		if retry.code() != "ORDER_ALREADY_PAID" {
+		if retry.Code() != "ORDER_ALREADY_PAID" {
 			t.Fatalf("the first payment's retry: %s", retry.Body)
 		}
 		cs := a.charges("acme", order)

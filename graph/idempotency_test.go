@@ -1,39 +1,29 @@
 package graph_test
 
+// The example application's behaviour: orders, payments and the simulated
+// provider, end to end. The protocol's own behaviour, whatever the
+// application, is tested on the test application
+// (internal/testkit/testapp).
+
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/ent"
-	"github.com/goovo/idem/graph"
-	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 )
 
-// eachBackend runs the behavioural suite's test on SQLite and PostgreSQL.
-func eachBackend(t *testing.T, test func(t *testing.T, backend idemtest.Backend)) {
-	for _, b := range idemtest.Backends() {
-		t.Run(string(b), func(t *testing.T) {
-			t.Parallel()
-			test(t, b)
-		})
-	}
-}
-
 func TestRetryReplaysTheFirstResult(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 1200)
 
 		first := a.pay("acme", "pay-1", order, 1200)
-		if len(first.Errors) > 0 || first.replayed() {
+		if len(first.Errors) > 0 || first.Replayed {
 			t.Fatalf("first call: %s", first.Body)
 		}
 		idemtest.RequireExecuted(t, first.Body, "createPayment")
@@ -43,7 +33,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 		if !bytes.Equal(first.Data, second.Data) {
 			t.Fatalf("replay differs:\nfirst:  %s\nsecond: %s", first.Data, second.Data)
 		}
-		if !second.replayed() {
+		if !second.Replayed {
 			t.Fatalf("replay not marked with %s: %v", idem.HeaderReplayed, second.Header)
 		}
 		if got := second.Extensions["idempotency"].(map[string]any)["createPayment"].(map[string]any)["replayed"]; got != true {
@@ -63,13 +53,13 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		a.Provider.Latency = 50 * time.Millisecond
 		order := a.newOrder("acme", 500)
 
 		const n = 50
-		responses := make([]*response, n)
+		responses := make([]*testkit.Response, n)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range n {
@@ -78,7 +68,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 				defer wg.Done()
 				<-start
 				var err error
-				responses[i], err = a.send("acme", createPayment, map[string]any{"key": "storm", "order": order, "amount": 500}, nil)
+				responses[i], err = a.Send("acme", createPayment, map[string]any{"key": "storm", "order": order, "amount": 500}, nil)
 				if err != nil {
 					t.Errorf("request %d: %v", i, err)
 				}
@@ -99,7 +89,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 			switch {
 			case len(r.Errors) == 0 && bytes.Equal(r.Data, final.Data):
 				results++
-			case r.code() == string(idem.CodeInProgress) && len(r.Errors) == 1:
+			case r.Code() == string(idem.CodeInProgress) && len(r.Errors) == 1:
 				inProgress++
 			default:
 				t.Errorf("response %d is neither the result nor IDEMPOTENCY_IN_PROGRESS: %s", i, r.Body)
@@ -119,50 +109,15 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	})
 }
 
-func TestKeyReusedForAnotherRequest(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		order := a.newOrder("acme", 700)
-		first := a.pay("acme", "k", order, 700)
-		if len(first.Errors) > 0 {
-			t.Fatalf("first call: %s", first.Body)
-		}
-
-		other := a.pay("acme", "k", order, 800)
-		if other.code() != string(idem.CodeKeyReused) || !strings.Contains(other.Errors[0].Message, "arguments") {
-			t.Fatalf("different amount: %s", other.Body)
-		}
-		if other.Errors[0].Extensions["idempotencyKey"] != "k" {
-			t.Fatalf("error does not carry the key: %s", other.Body)
-		}
-		narrower := a.do("acme", `mutation { createPayment(idempotencyKey: "k", input: {orderID: `+order+`, amount: 700}) { id } }`, nil)
-		if narrower.code() != string(idem.CodeKeyReused) || !strings.Contains(narrower.Errors[0].Message, "selection set") {
-			t.Fatalf("different selection: %s", narrower.Body)
-		}
-		if other.replayed() || narrower.replayed() {
-			t.Fatal("a refusal is marked replayed")
-		}
-
-		// Nothing changed: the record still replays the first result.
-		again := a.pay("acme", "k", order, 700)
-		if !bytes.Equal(again.Data, first.Data) {
-			t.Fatalf("record changed:\nfirst: %s\nnow:   %s", first.Data, again.Data)
-		}
-		if n := a.allPayments(); n != 1 {
-			t.Fatalf("%d payments, want 1", n)
-		}
-	})
-}
-
 func TestKeysAreScopedByTenant(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		orderA := a.newOrder("tenant-a", 100)
 		orderB := a.newOrder("tenant-b", 200)
 
 		ra := a.pay("tenant-a", "same-key", orderA, 100)
 		rb := a.pay("tenant-b", "same-key", orderB, 200)
-		if len(ra.Errors) > 0 || len(rb.Errors) > 0 || rb.replayed() {
+		if len(ra.Errors) > 0 || len(rb.Errors) > 0 || rb.Replayed {
 			t.Fatalf("same key in two tenants:\nA: %s\nB: %s", ra.Body, rb.Body)
 		}
 		if bytes.Equal(ra.Data, rb.Data) {
@@ -172,7 +127,7 @@ func TestKeysAreScopedByTenant(t *testing.T) {
 			t.Fatalf("%d payments, want 2", n)
 		}
 		// B's retry replays B's record, never A's.
-		if rb2 := a.pay("tenant-b", "same-key", orderB, 200); !bytes.Equal(rb2.Data, rb.Data) || !rb2.replayed() {
+		if rb2 := a.pay("tenant-b", "same-key", orderB, 200); !bytes.Equal(rb2.Data, rb.Data) || !rb2.Replayed {
 			t.Fatalf("tenant B's retry: %s", rb2.Body)
 		}
 		// B sending A's exact request gets a fresh execution in B's scope,
@@ -180,7 +135,7 @@ func TestKeysAreScopedByTenant(t *testing.T) {
 		// foreign key (tenant_id, order) → orders refuses B's claim itself:
 		// nothing is stored and nothing runs.
 		steal := a.pay("tenant-b", "other-key", orderA, 100)
-		if want := crossTenantRefusal(b, "NOT_FOUND"); steal.code() != want {
+		if want := crossTenantRefusal(b, "NOT_FOUND"); steal.Code() != want {
 			t.Fatalf("tenant B paying tenant A's order: %s", steal.Body)
 		}
 		read := a.do("tenant-b", `query($id: ID!) { order(id: $id) { id } providerCharges(orderID: $id) { id } }`, map[string]any{"id": orderA})
@@ -193,58 +148,17 @@ func TestKeysAreScopedByTenant(t *testing.T) {
 	})
 }
 
-func TestInvalidKeysAreRejectedBeforeAnything(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		order := a.newOrder("acme", 100)
-		for name, key := range map[string]string{
-			"empty":          "",
-			"256 characters": strings.Repeat("k", 256),
-			"control":        "abc\x07def",
-			"newline":        "abc\ndef",
-			"non-ASCII":      "clé-42",
-			"DEL":            "abc\x7f",
-		} {
-			r := a.pay("acme", key, order, 100)
-			if r.code() != string(idem.CodeKeyInvalid) {
-				t.Errorf("%s key: %s", name, r.Body)
-			}
-		}
-		if n := a.allPayments(); n != 0 {
-			t.Fatalf("%d payments stored for invalid keys", n)
-		}
-		if cs := a.charges("acme", order); len(cs) != 0 {
-			t.Fatalf("provider charged for invalid keys: %+v", cs)
-		}
-		// The limits are inclusive.
-		if r := a.pay("acme", strings.Repeat("k", idem.MaxKeyLength), order, 100); len(r.Errors) > 0 {
-			t.Fatalf("255-character key: %s", r.Body)
-		}
-		// No tenant: nothing runs either.
-		if r := a.pay("", "anonymous", order, 100); r.code() != string(idem.CodeUnauthenticated) {
-			t.Fatalf("no tenant: %s", r.Body)
-		}
-		// A key that is not a string is the request's error, before anything.
-		if r := a.do("acme", `mutation { createPayment(idempotencyKey: 5, input: {orderID: 1, amount: 1}) { id } }`, nil); len(r.Errors) == 0 {
-			t.Fatalf("integer key accepted: %s", r.Body)
-		}
-		if n := a.allPayments(); n != 1 {
-			t.Fatalf("%d payments, want 1", n)
-		}
-	})
-}
-
 func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 100)
 
 		first := a.pay("acme", "bad", order, 0)
-		if first.code() != "BAD_USER_INPUT" || first.replayed() {
+		if first.Code() != "BAD_USER_INPUT" || first.Replayed {
 			t.Fatalf("amount 0: %s", first.Body)
 		}
 		second := a.pay("acme", "bad", order, 0)
-		if !bytes.Equal(second.RawErrors, first.RawErrors) || !bytes.Equal(second.Data, first.Data) || !second.replayed() {
+		if !bytes.Equal(second.RawErrors, first.RawErrors) || !bytes.Equal(second.Data, first.Data) || !second.Replayed {
 			t.Fatalf("final error not replayed:\nfirst:  %s\nsecond: %s", first.Body, second.Body)
 		}
 		// No business rows: the order is unpaid, nothing was charged, no
@@ -261,7 +175,7 @@ func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
 }
 
 func TestBusinessRuleRollsBackWrites(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 100)
 		if r := a.pay("acme", "p1", order, 100); len(r.Errors) > 0 {
@@ -271,98 +185,11 @@ func TestBusinessRuleRollsBackWrites(t *testing.T) {
 		// resolver marked nothing; it is final and replayed.
 		r1 := a.pay("acme", "p2", order, 100)
 		r2 := a.pay("acme", "p2", order, 100)
-		if r1.code() != "ORDER_ALREADY_PAID" || !bytes.Equal(r1.RawErrors, r2.RawErrors) || !r2.replayed() {
+		if r1.Code() != "ORDER_ALREADY_PAID" || !bytes.Equal(r1.RawErrors, r2.RawErrors) || !r2.Replayed {
 			t.Fatalf("second intent:\n%s\n%s", r1.Body, r2.Body)
 		}
 		if cs := a.charges("acme", order); len(cs) != 1 {
 			t.Fatalf("%d charges, want 1", len(cs))
-		}
-	})
-}
-
-func TestStoreDownAnswersUnavailable(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		order := a.newOrder("acme", 100)
-
-		dsn := "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"
-		if b == idemtest.SQLite {
-			dsn = "/nonexistent-directory/idem.db"
-		}
-		drv, err := idemdb.Open(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		down := ent.NewClient(ent.Driver(drv))
-		srv := a.Handler(down, graph.Options{Clock: a.clock})
-		a.Server.Config.Handler = srv
-
-		r := a.pay("acme", "pay-down", order, 100)
-		if r.code() != string(idem.CodeUnavailable) {
-			t.Fatalf("store down: %s", r.Body)
-		}
-		msg := strings.ToLower(r.Errors[0].Message)
-		for _, leak := range []string{"dial", "connect", "refused", "sqlite", "no such", "unable to open"} {
-			if strings.Contains(msg, leak) {
-				t.Fatalf("database text reached the client: %s", r.Body)
-			}
-		}
-		if cs := a.charges("acme", order); len(cs) != 0 {
-			t.Fatalf("the resolver ran: %+v", cs)
-		}
-	})
-}
-
-func TestStoredResponseIsValidJSON(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		r := a.do("acme", createOrder, map[string]any{"key": "o", "amount": 5, "currency": "USD"})
-		var v map[string]any
-		if err := json.Unmarshal(r.Data, &v); err != nil || len(r.Errors) > 0 {
-			t.Fatalf("%s: %v", r.Body, err)
-		}
-	})
-}
-
-// createOrder runs in atomic mode: 100 concurrent duplicates give exactly
-// one order and 100 identical results, none of them IN_PROGRESS.
-func TestAtomicCreateOrderDuplicates(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		const n = 100
-		responses := make([]*response, n)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				r, err := a.send("acme", createOrder, map[string]any{"key": "atomic", "amount": 990, "currency": "EUR"}, nil)
-				if err != nil {
-					t.Errorf("request %d: %v", i, err)
-				}
-				responses[i] = r
-			})
-		}
-		close(start)
-		wg.Wait()
-		if t.Failed() {
-			return
-		}
-		replays := 0
-		for i, r := range responses {
-			if len(r.Errors) > 0 || !bytes.Equal(r.Data, responses[0].Data) {
-				t.Fatalf("response %d: %s (first: %s)", i, r.Body, responses[0].Body)
-			}
-			if r.replayed() {
-				replays++
-			}
-		}
-		if replays != n-1 {
-			t.Fatalf("%d replays, want %d", replays, n-1)
-		}
-		count, err := a.Client.Order.Query().Count(idemschema.IncludeUnfinished(context.Background()))
-		if err != nil || count != 1 {
-			t.Fatalf("%d orders (%v), want 1", count, err)
 		}
 	})
 }

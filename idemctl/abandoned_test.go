@@ -8,6 +8,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
@@ -18,7 +19,7 @@ import (
 // request with the key would run as new, which it would do anyway by taking
 // the claim over.
 func TestAbandonedClaimIsForgottenPastTheHorizon(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			return errors.New("connection reset") // the attempt dies: the claim stays pending

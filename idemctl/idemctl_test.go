@@ -20,6 +20,7 @@ import (
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
@@ -105,7 +106,7 @@ func (r cli) json(t testing.TB, v any) {
 }
 
 // ship creates a shipment of 100 g as org, with key.
-func (be *bench) ship(org, key string) testapp.Result {
+func (be *bench) ship(org, key string) *testkit.Response {
 	be.t.Helper()
 	r := be.Post(org, key, 100)
 	if len(r.Errors) > 0 {
@@ -115,7 +116,7 @@ func (be *bench) ship(org, key string) testapp.Result {
 }
 
 // field returns the data of the response's only field, as stored.
-func field(t testing.TB, r testapp.Result) json.RawMessage {
+func field(t testing.TB, r *testkit.Response) json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(r.Data, &m); err != nil || len(m) != 1 {
@@ -127,7 +128,7 @@ func field(t testing.TB, r testapp.Result) json.RawMessage {
 	return nil
 }
 
-func idOf(t testing.TB, r testapp.Result) string {
+func idOf(t testing.TB, r *testkit.Response) string {
 	var s struct{ ID string }
 	_ = json.Unmarshal(field(t, r), &s)
 	if s.ID == "" {
@@ -145,15 +146,6 @@ func compact(t testing.TB, raw []byte) string {
 	return b.String()
 }
 
-func eachBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
-	for _, b := range idemtest.Backends() {
-		t.Run(string(b), func(t *testing.T) {
-			t.Parallel()
-			test(t, b)
-		})
-	}
-}
-
 type inspected struct {
 	Tenant  string
 	Key     string
@@ -167,7 +159,7 @@ type inspected struct {
 // archive, in text and in JSON, through the record's life: replayable,
 // expired, archived.
 func TestInspect(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		created := be.ship("org-1", "same-key")
 		// The same key in another record table: approveShipment's records
@@ -264,7 +256,7 @@ func TestInspect(t *testing.T) {
 // stuck lists pending claims whose lease ran out long ago: a worker died
 // (here: released its claim) and no retry came.
 func TestStuck(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			if strings.HasPrefix(keyOf(ctx), "stuck") {
@@ -320,7 +312,7 @@ func TestStuck(t *testing.T) {
 
 // failed lists the records that hold a final error.
 func TestFailed(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			if keyOf(ctx) == "no-stock" {
@@ -382,7 +374,7 @@ func (s statsDoc) of(entity string) (pending, succeeded, failed, tombstones int6
 // stats counts records by state per entity, finds the oldest pending
 // claim, and measures the archive.
 func TestStats(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			switch keyOf(ctx) {
@@ -439,7 +431,7 @@ type sweepDoc struct {
 // sweep archives, purges, counts in a dry run, and shows its progress on
 // stderr when it runs long.
 func TestSweep(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			be.ship("org-1", k)
@@ -513,7 +505,7 @@ func TestSweep(t *testing.T) {
 // An interrupted sweep says what it did and that nothing is lost, and
 // exits 1; the next sweep finishes the work.
 func TestSweepInterrupted(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		for _, k := range []string{"a", "b", "c", "d"} {
 			be.ship("org-1", k)
@@ -549,7 +541,7 @@ func TestSweepInterrupted(t *testing.T) {
 // Bad input: a clear line on stderr, nothing done, exit 2 for the command
 // line and 1 for what happened at run time.
 func TestBadInput(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := newBench(t, b)
 		be.ship("org-1", "k")
 		for _, c := range []struct {

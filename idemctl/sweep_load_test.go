@@ -18,6 +18,7 @@ import (
 
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 )
 
@@ -254,7 +255,7 @@ func startLoad(t *testing.T, be *bench, workers int) *loadGen {
 					res.Body.Close()
 				}
 				took := time.Since(at)
-				var r testapp.Result
+				var r *testkit.Response
 				if err == nil {
 					err = json.Unmarshal(raw, &r)
 				}

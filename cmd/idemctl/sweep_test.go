@@ -15,12 +15,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
@@ -37,136 +37,127 @@ import (
 // KILL_SWEEP_ROWS sets the number of expired records (default 20,000).
 func TestKilledSweeperLosesNothing(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range idemtest.Backends() {
-		t.Run(string(b), func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			db := idemtest.Open(t, b)
-			client := ent.NewClient(ent.Driver(db.Driver))
-			setupMu.Lock() // ent's Schema.Create is not safe for concurrent use (it writes the package's table descriptions)
-			err := db.Setup(ctx, client.IdempotencyBackend(), client.Schema.Create)
-			setupMu.Unlock()
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := 20_000
-			if v, err := strconv.Atoi(os.Getenv("KILL_SWEEP_ROWS")); err == nil && v > 0 {
-				n = v
-			}
-			conn := db.Driver.DB()
-			start := time.Now()
-			fillOrders(t, conn, b, n)
-			fresh := 10 // records inside their retention window: never swept
-			fillFresh(t, conn, b, fresh)
-			t.Logf("%s: %d expired records inserted in %v", b, n, time.Since(start).Round(time.Millisecond))
-			before := snapshot(t, conn)
-			if before.count != n+fresh {
-				t.Fatalf("%d responses before, want %d", before.count, n+fresh)
-			}
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		db := idemtest.Open(t, b)
+		client := ent.NewClient(ent.Driver(db.Driver))
+		testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
+		n := 20_000
+		if v, err := strconv.Atoi(os.Getenv("KILL_SWEEP_ROWS")); err == nil && v > 0 {
+			n = v
+		}
+		conn := db.Driver.DB()
+		start := time.Now()
+		fillOrders(t, conn, b, n)
+		fresh := 10 // records inside their retention window: never swept
+		fillFresh(t, conn, b, fresh)
+		t.Logf("%s: %d expired records inserted in %v", b, n, time.Since(start).Round(time.Millisecond))
+		before := snapshot(t, conn)
+		if before.count != n+fresh {
+			t.Fatalf("%d responses before, want %d", before.count, n+fresh)
+		}
 
-			app := fmt.Sprintf("idemctl-sweep-test-%d", rand.Int64())
-			env, global := []string{}, []string{}
-			if b.IsPostgres() {
-				u, _ := url.Parse(db.DSN)
-				q := u.Query()
-				q.Set("application_name", app)
-				u.RawQuery = q.Encode()
-				env = append(env, "DATABASE_URL="+u.String())
-			} else {
-				global = append(global, "-db", db.DSN)
-			}
-			args := append(slices.Clip(global), "sweep", "-batch", "100")
+		app := fmt.Sprintf("idemctl-sweep-test-%d", rand.Int64())
+		env, global := []string{}, []string{}
+		if b.IsPostgres() {
+			u, _ := url.Parse(db.DSN)
+			q := u.Query()
+			q.Set("application_name", app)
+			u.RawQuery = q.Encode()
+			env = append(env, "DATABASE_URL="+u.String())
+		} else {
+			global = append(global, "-db", db.DSN)
+		}
+		args := append(slices.Clip(global), "sweep", "-batch", "100")
 
-			// Kill every run once it has archived something, a random
-			// moment later, until `kills` runs died; then let one finish.
-			const wantKills = 10
-			var kills, midBatch, runs, archivedSoFar int
-			var run *proctest.Process
-			sweepStart := time.Now()
-			for done := false; !done; {
-				runs++
-				run = proctest.Start(t, bin, env, args)
-				if kills == wantKills {
-					if err := run.Wait(); err != nil {
-						t.Fatalf("idemctl sweep: %v\n%s", err, run.Output())
-					}
+		// Kill every run once it has archived something, a random
+		// moment later, until `kills` runs died; then let one finish.
+		const wantKills = 10
+		var kills, midBatch, runs, archivedSoFar int
+		var run *proctest.Process
+		sweepStart := time.Now()
+		for done := false; !done; {
+			runs++
+			run = proctest.Start(t, bin, env, args)
+			if kills == wantKills {
+				if err := run.Wait(); err != nil {
+					t.Fatalf("idemctl sweep: %v\n%s", err, run.Output())
+				}
+				break
+			}
+			// Wait until it has committed a batch (it is past its start
+			// and at work), then a moment more: 0 to 3 batches' time.
+			for deadline := time.Now().Add(30 * time.Second); archiveRows(t, conn) == archivedSoFar; time.Sleep(2 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("run %d archived nothing in 30s:\n%s", runs, run.Output())
+				}
+				if run.Exited() {
 					break
 				}
-				// Wait until it has committed a batch (it is past its start
-				// and at work), then a moment more: 0 to 3 batches' time.
-				for deadline := time.Now().Add(30 * time.Second); archiveRows(t, conn) == archivedSoFar; time.Sleep(2 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatalf("run %d archived nothing in 30s:\n%s", runs, run.Output())
-					}
-					if run.Exited() {
-						break
-					}
+			}
+			time.Sleep(time.Duration(rand.IntN(15)) * time.Millisecond)
+			select {
+			case <-run.Done():
+				// It finished before the kill: the records ran out.
+				if err := run.Wait(); err != nil {
+					t.Fatalf("idemctl sweep: %v\n%s", err, run.Output())
 				}
-				time.Sleep(time.Duration(rand.IntN(15)) * time.Millisecond)
-				select {
-				case <-run.Done():
-					// It finished before the kill: the records ran out.
-					if err := run.Wait(); err != nil {
-						t.Fatalf("idemctl sweep: %v\n%s", err, run.Output())
-					}
-					done = true
-				default:
-					if b.IsPostgres() && inTransaction(t, conn, app) {
-						midBatch++
-					}
-					if run.Kill(t) {
-						kills++
-					} else if run.Wait() == nil {
-						done = true // it finished just before the signal
-					}
-					if b.IsPostgres() {
-						waitGone(t, conn, app) // the server rolls the killed batch back
-					}
-					archivedSoFar = check(t, conn, before, n+fresh, "after a kill").archived
+				done = true
+			default:
+				if b.IsPostgres() && inTransaction(t, conn, app) {
+					midBatch++
 				}
+				if run.Kill(t) {
+					kills++
+				} else if run.Wait() == nil {
+					done = true // it finished just before the signal
+				}
+				if b.IsPostgres() {
+					waitGone(t, conn, app) // the server rolls the killed batch back
+				}
+				archivedSoFar = check(t, conn, before, n+fresh, "after a kill").archived
 			}
-			elapsed := time.Since(sweepStart)
-			if kills < wantKills {
-				t.Fatalf("only %d kills before the sweep finished: more rows needed (KILL_SWEEP_ROWS)", kills)
-			}
-			if b.IsPostgres() && midBatch == 0 {
-				t.Fatalf("none of %d kills landed in a batch's transaction", kills)
-			}
-			after := check(t, conn, before, n+fresh, "at the end")
-			if after.hot != fresh || after.archived != n {
-				t.Fatalf("at the end: %d responses still in their records, %d archived; want %d and %d", after.hot, after.archived, fresh, n)
-			}
-			inside := "SQLite: not observable"
-			if b.IsPostgres() {
-				inside = fmt.Sprintf("%d of them inside a batch's transaction per pg_stat_activity", midBatch)
-			}
-			t.Logf("%s: %d runs, %d killed with SIGKILL (%s), %d records archived in %v; last run:\n%s",
-				b, runs, kills, inside, n, elapsed.Round(time.Millisecond), run.Output())
+		}
+		elapsed := time.Since(sweepStart)
+		if kills < wantKills {
+			t.Fatalf("only %d kills before the sweep finished: more rows needed (KILL_SWEEP_ROWS)", kills)
+		}
+		if b.IsPostgres() && midBatch == 0 {
+			t.Fatalf("none of %d kills landed in a batch's transaction", kills)
+		}
+		after := check(t, conn, before, n+fresh, "at the end")
+		if after.hot != fresh || after.archived != n {
+			t.Fatalf("at the end: %d responses still in their records, %d archived; want %d and %d", after.hot, after.archived, fresh, n)
+		}
+		inside := "SQLite: not observable"
+		if b.IsPostgres() {
+			inside = fmt.Sprintf("%d of them inside a batch's transaction per pg_stat_activity", midBatch)
+		}
+		t.Logf("%s: %d runs, %d killed with SIGKILL (%s), %d records archived in %v; last run:\n%s",
+			b, runs, kills, inside, n, elapsed.Round(time.Millisecond), run.Output())
 
-			// Nothing left: a new sweep archives nothing, and stats agrees.
-			res := runIdemctl(t, bin, env, append(slices.Clip(global), "-json", "sweep"))
-			var sw struct{ Archived, Purged int }
-			if err := json.Unmarshal([]byte(res), &sw); err != nil || sw.Archived != 0 || sw.Purged != 0 {
-				t.Fatalf("a last sweep: %v\n%s", err, res)
+		// Nothing left: a new sweep archives nothing, and stats agrees.
+		res := runIdemctl(t, bin, env, append(slices.Clip(global), "-json", "sweep"))
+		var sw struct{ Archived, Purged int }
+		if err := json.Unmarshal([]byte(res), &sw); err != nil || sw.Archived != 0 || sw.Purged != 0 {
+			t.Fatalf("a last sweep: %v\n%s", err, res)
+		}
+		res = runIdemctl(t, bin, env, append(slices.Clip(global), "-json", "stats"))
+		var st struct {
+			Tables []struct {
+				Entity                string
+				Succeeded, Tombstones int
 			}
-			res = runIdemctl(t, bin, env, append(slices.Clip(global), "-json", "stats"))
-			var st struct {
-				Tables []struct {
-					Entity                string
-					Succeeded, Tombstones int
-				}
-				ArchivedRecords int
+			ArchivedRecords int
+		}
+		if err := json.Unmarshal([]byte(res), &st); err != nil || st.ArchivedRecords != n {
+			t.Fatalf("stats: %v\n%s", err, res)
+		}
+		for _, ts := range st.Tables {
+			if ts.Entity == "Order" && (ts.Tombstones != n || ts.Succeeded != fresh) {
+				t.Fatalf("stats: orders %+v", ts)
 			}
-			if err := json.Unmarshal([]byte(res), &st); err != nil || st.ArchivedRecords != n {
-				t.Fatalf("stats: %v\n%s", err, res)
-			}
-			for _, ts := range st.Tables {
-				if ts.Entity == "Order" && (ts.Tombstones != n || ts.Succeeded != fresh) {
-					t.Fatalf("stats: orders %+v", ts)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // fillOrders inserts n orders that succeeded two days ago, with a response
@@ -401,5 +392,3 @@ func runIdemctl(t *testing.T, bin string, env, args []string) string {
 	}
 	return string(out)
 }
-
-var setupMu sync.Mutex

@@ -1,8 +1,9 @@
 // Package exampletest is test support for the example application (package
 // graph, the orders and payments server of cmd/server): it runs the
 // application in-process, on a fresh database of a test backend, with its
-// simulated payment provider, behind a local HTTP server. The suites of
-// graph and idemclient share it, so that they test the same application.
+// simulated payment provider, behind a local HTTP server (testkit's). The
+// suites of graph and idemclient share it, so that they test the same
+// application.
 //
 // It imports testing and is meant for _test.go files only.
 package exampletest
@@ -11,9 +12,7 @@ import (
 	"context"
 	"database/sql"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/goovo/idem/ent"
@@ -21,6 +20,7 @@ import (
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/testkit"
 )
 
 // Config is what a test chooses about the application it starts.
@@ -48,39 +48,27 @@ type App struct {
 	// test may change its latencies and failure rate between requests.
 	Provider *provider.Simulated
 	// Server serves the handler; a test may replace Server.Config.Handler
-	// (with one from Handler, say).
-	Server *httptest.Server
-	// URL is Server.URL: the GraphQL endpoint is URL+"/query".
-	URL string
+	// (with one from Handler, say). Its Send and GQL post GraphQL as a
+	// tenant (the X-Tenant-ID header); its URL is the server's, and the
+	// GraphQL endpoint is URL+"/query".
+	*testkit.Server
 
 	t    testing.TB
 	prov provider.Provider // the provider the handler calls
 }
-
-// setupMu serializes the schema's creation: ent's Schema.Create is not safe
-// for concurrent use (it writes the package's table descriptions), and the
-// suites run their backends in parallel.
-var setupMu sync.Mutex
 
 // Start starts the example application on a fresh database of backend.
 func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 	t.Helper()
 	db := idemtest.Open(t, backend)
 	client := ent.NewClient(ent.Driver(db.Driver))
-	setupMu.Lock()
-	err := db.Setup(context.Background(), client.IdempotencyBackend(), client.Schema.Create)
-	setupMu.Unlock()
-	if err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
+	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
 	a := &App{t: t, DB: db, Client: client, Provider: openProvider(t, db)}
 	a.prov = a.Provider
 	if cfg.Provider != nil {
 		a.prov = cfg.Provider(a.Provider)
 	}
-	a.Server = httptest.NewServer(a.Handler(client, cfg.Options))
-	a.URL = a.Server.URL
-	t.Cleanup(a.Server.Close)
+	a.Server = testkit.Serve(t, a.Handler(client, cfg.Options), "/query", graph.TenantHeader)
 	return a
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
@@ -26,7 +27,7 @@ import (
 // failure) is counted once each in the OpenTelemetry metrics, traced as
 // spans under the request's span, and logged without keys or responses.
 func TestTelemetry(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		reader := sdkmetric.NewManualReader()
 		spans := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -63,21 +64,21 @@ func TestTelemetry(t *testing.T) {
 		}
 
 		if r := be.Post("org-1", secretKey, 4242); len(r.Errors) > 0 { // claim
-			t.Fatal(r.Body)
+			t.Fatalf("%s", r.Body)
 		}
 		if r := be.Post("org-1", secretKey, 4242); !r.Replayed { // replay
-			t.Fatal(r.Body)
+			t.Fatalf("%s", r.Body)
 		}
-		first := make(chan testapp.Result)
+		first := make(chan *testkit.Response)
 		go func() { first <- be.Post("org-1", "blocked", 1) }() // claim
 		<-started
 		if r := be.Post("org-1", "blocked", 1); r.Code() != string(idem.CodeInProgress) { // in progress
-			t.Fatal(r.Body)
+			t.Fatalf("%s", r.Body)
 		}
 		unblock()
 		<-first
-		if r := be.Post("org-1", "failing", 1); r.Outcome() != idem.OutcomeExecuted { // claim, final failure
-			t.Fatal(r.Body)
+		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idem.OutcomeExecuted { // claim, final failure
+			t.Fatalf("%s", r.Body)
 		}
 
 		var rm metricdata.ResourceMetrics
@@ -146,7 +147,7 @@ func TestTelemetry(t *testing.T) {
 // oversized result returned but not stored, and its retry told so instead
 // of running again.
 func TestLimits(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{MaxResponseBytes: 100, MaxArgumentBytes: 80})
 		var calls int
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls++; return nil }

@@ -11,6 +11,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
@@ -31,7 +32,7 @@ func admin(t testing.TB, be *testapp.Bench) *idem.Admin {
 // IDEMPOTENCY_KEY_EXPIRED after it (before and after the sweeper archived
 // it), and never runs again.
 func TestRecordExpiresAndIsArchived(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls.Add(1); return nil }
@@ -82,7 +83,7 @@ func TestRecordExpiresAndIsArchived(t *testing.T) {
 // deleted, a business row keeps its data without its key, and a request with
 // the key runs as a new intent.
 func TestTombstonesArePurgedAfterTheHorizon(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		created := be.Post("org-1", "ancient", 100)
 		approve := be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "ancient-approval", id: $id) { id } }`,
@@ -125,7 +126,7 @@ func TestTombstonesArePurgedAfterTheHorizon(t *testing.T) {
 	})
 }
 
-func shipmentID(t *testing.T, r testapp.Result) string {
+func shipmentID(t *testing.T, r *testkit.Response) string {
 	t.Helper()
 	var d struct{ CreateShipment struct{ ID string } }
 	if err := json.Unmarshal(r.Data, &d); err != nil || d.CreateShipment.ID == "" {

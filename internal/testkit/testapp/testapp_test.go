@@ -14,24 +14,16 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
-func eachBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
-	for _, b := range idemtest.Backends() {
-		t.Run(string(b), func(t *testing.T) {
-			t.Parallel()
-			test(t, b)
-		})
-	}
-}
-
 // The generator is general: another entity, with UUID ids and its own
 // tenant field as the scope, gets the same behaviour.
 func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		first := be.Post("org-1", "ship-1", 1500)
 		second := be.Post("org-1", "ship-1", 1500)
@@ -68,7 +60,7 @@ func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
 // next request with the key, as attempt 2; before that, retries are told to
 // come back when the lease ends.
 func TestExpiredClaimIsTakenOver(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		// Make a claim with the request's fingerprint: a first attempt fails
 		// (and releases the claim), then the record is put back as a worker
@@ -126,7 +118,7 @@ func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 		}
 		return nil
 	}
-	slow := make(chan testapp.Result)
+	slow := make(chan *testkit.Response)
 	go func() { slow <- be.Post("org-1", "race", 100) }()
 	<-blocked
 
@@ -152,7 +144,7 @@ func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 // A retryable error (an unmarked one) rolls the attempt back and frees the
 // key at once: the retry runs again, without waiting for the lease.
 func TestRetryableErrorReleasesTheClaim(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -165,7 +157,7 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 			return nil
 		}
 		first := be.Post("org-1", "k", 100)
-		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome() != idem.OutcomeReleased {
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idem.OutcomeReleased {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if rec := be.Record("org-1", "k"); rec.Label != "" {
@@ -213,7 +205,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		}
 		return nil
 	}
-	if first := be.Post("org-1", "k", 100); first.Outcome() != idem.OutcomeReleased {
+	if first := be.Post("org-1", "k", 100); first.Outcome("createShipment") != idem.OutcomeReleased {
 		t.Fatalf("first: %s", first.Body)
 	}
 	blocked := be.Post("org-1", "k", 100)
@@ -246,7 +238,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 // A panic in a resolver is a retryable failure: the claim is released and
 // the server keeps serving.
 func TestPanicReleasesTheClaim(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -272,7 +264,7 @@ func TestPanicReleasesTheClaim(t *testing.T) {
 // A final error keeps the record (failed) but none of the attempt's writes,
 // and is replayed to every retry.
 func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -284,7 +276,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 		}
 		first := be.Post("org-1", "k", 100)
 		second := be.Post("org-1", "k", 100)
-		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome() != idem.OutcomeExecuted {
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idem.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {
@@ -307,7 +299,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 // With WaitForInFlight, a duplicate that finds the key in progress waits
 // for the result and replays it instead of answering IN_PROGRESS.
 func TestDuplicateWaitsForTheResult(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{WaitForInFlight: 5 * time.Second})
 		started := make(chan struct{})
 		var once sync.Once
@@ -316,7 +308,7 @@ func TestDuplicateWaitsForTheResult(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 			return nil
 		}
-		first := make(chan testapp.Result)
+		first := make(chan *testkit.Response)
 		go func() { first <- be.Post("org-1", "k", 100) }()
 		<-started
 		dup := be.Post("org-1", "k", 100)
@@ -331,7 +323,7 @@ func TestDuplicateWaitsForTheResult(t *testing.T) {
 // the ready-made IdempotencyRecord entity, the resolver runs once per key,
 // and concurrent duplicates are told to wait.
 func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		created := be.Post("org-1", "ship", 100)
 		var d struct{ CreateShipment struct{ ID string } }
@@ -344,11 +336,11 @@ func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			return nil
 		}
-		approve := func(key string) testapp.Result {
+		approve := func(key string) *testkit.Response {
 			return be.GQL("org-1", `mutation($k: String!, $id: ID!) { approveShipment(idempotencyKey: $k, id: $id) { id label } }`,
 				map[string]any{"k": key, "id": d.CreateShipment.ID})
 		}
-		results := make([]testapp.Result, 10)
+		results := make([]*testkit.Response, 10)
 		var wg sync.WaitGroup
 		for i := range results {
 			wg.Go(func() { results[i] = approve("approve-1") })
@@ -398,11 +390,11 @@ func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
 				time.Sleep(2500 * time.Millisecond)
 				return nil
 			}
-			approve := func() testapp.Result {
+			approve := func() *testkit.Response {
 				return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "slow", id: $id) { id label } }`,
 					map[string]any{"id": shipmentID(t, created)})
 			}
-			first := make(chan testapp.Result)
+			first := make(chan *testkit.Response)
 			go func() { first <- approve() }()
 			<-started
 			time.Sleep(1500 * time.Millisecond) // well past the 900ms lease

@@ -6,6 +6,10 @@ import (
 	"net/http"
 )
 
+// OrgHeader is the request header that carries the organisation: the
+// test application's demo authentication.
+const OrgHeader = "X-Org"
+
 type orgKey struct{}
 
 // OrgFromContext is the test application's tenant function.
@@ -16,9 +20,9 @@ func OrgFromContext(ctx context.Context) (string, error) {
 	return "", errors.New("no organisation")
 }
 
-// WithOrg reads the X-Org header into the request's context.
+// WithOrg reads the OrgHeader into the request's context.
 func WithOrg(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), orgKey{}, r.Header.Get("X-Org"))))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), orgKey{}, r.Header.Get(OrgHeader))))
 	})
 }
