@@ -27,8 +27,9 @@ const (
 	stmtCountPurgeable
 	stmtPurgeRecordOnly
 	stmtPurge       // PostgreSQL: one statement that returns its count
-	stmtPurgeFailed // SQLite: the failed claims, then …
-	stmtPurgeClear  // … the succeeded rows' keys
+	stmtPurgeSelect // SQLite: the batch, then …
+	stmtPurgeFailed // … its failed claims, then …
+	stmtPurgeClear  // … its succeeded rows' keys
 	stmtCountAbandoned
 	stmtPurgeAbandoned
 	stmtStats

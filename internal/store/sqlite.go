@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 )
@@ -25,8 +26,13 @@ var sqliteSQL = standardSQL.with(sqlitePlaceholders, statements{
 		FROM {table} AS r WHERE r.{id} IN (` + sqliteArchivable + `) ` + archiveOnce,
 	stmtArchiveClear:    `UPDATE {table} SET idempotency_response = NULL, idempotency_archived_at = ?4 WHERE {id} IN (` + sqliteArchivable + `)`,
 	stmtPurgeRecordOnly: `DELETE FROM {table} WHERE {id} IN (` + sqlitePurgeable + `)`,
-	stmtPurgeFailed:     `DELETE FROM {table} WHERE {id} IN (` + sqlitePurgeable + `) AND idempotency_status = 'failed'`,
-	stmtPurgeClear:      `UPDATE {table} SET ` + forgetKey + ` WHERE {id} IN (` + sqlitePurgeable + `)`,
+	// A batch of a business table is read first, and both statements take
+	// its ids (?1, a JSON array): each selecting its own batch would let
+	// the second pick failed claims the first never saw, and keep them as
+	// rows without a key.
+	stmtPurgeSelect: sqlitePurgeable,
+	stmtPurgeFailed: `DELETE FROM {table} WHERE {id} IN (SELECT value FROM json_each(?1)) AND idempotency_status = 'failed'`,
+	stmtPurgeClear:  `UPDATE {table} SET ` + forgetKey + ` WHERE {id} IN (SELECT value FROM json_each(?1))`,
 	stmtPurgeAbandoned: `DELETE FROM {table} WHERE {id} IN (
 		SELECT {id} FROM {table} WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < ?1
 		ORDER BY idempotency_lease_expires_at LIMIT ?2)`,
@@ -59,11 +65,15 @@ func newSQLite(conn Conn, opts Options) Driver {
 		return d.affected(ctx, tx, "archive", st[stmtArchiveClear], args...)
 	}
 	d.purge = func(ctx context.Context, tx Tx, st statements, b PurgeBatch) (int, error) {
-		deleted, err := d.affected(ctx, tx, "purge", st[stmtPurgeFailed], b.ArchivedBefore.UTC(), b.Limit)
+		ids, err := d.ids(ctx, tx, st[stmtPurgeSelect], b.ArchivedBefore.UTC(), b.Limit)
 		if err != nil {
 			return 0, err
 		}
-		cleared, err := d.affected(ctx, tx, "purge", st[stmtPurgeClear], b.ArchivedBefore.UTC(), b.Limit)
+		deleted, err := d.affected(ctx, tx, "purge", st[stmtPurgeFailed], ids)
+		if err != nil {
+			return 0, err
+		}
+		cleared, err := d.affected(ctx, tx, "purge", st[stmtPurgeClear], ids)
 		return deleted + cleared, err
 	}
 	return d
@@ -94,4 +104,29 @@ func classifySQLite(err error) (kind error, detail, hint string) {
 		}
 	}
 	return nil, "", ""
+}
+
+// ids reads a batch's ids as a JSON array, for json_each.
+func (d *sqlDriver) ids(ctx context.Context, ex Executor, q string, args ...any) (string, error) {
+	rows, err := ex.QueryContext(ctx, q, args...)
+	if err != nil {
+		return "", d.err("purge", err)
+	}
+	defer rows.Close()
+	ids := []any{}
+	for rows.Next() {
+		var id any
+		if err := rows.Scan(&id); err != nil {
+			return "", d.err("purge", err)
+		}
+		if b, ok := id.([]byte); ok {
+			id = string(b) // a text id, not bytes to encode
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return "", d.err("purge", err)
+	}
+	b, err := json.Marshal(ids)
+	return string(b), err
 }

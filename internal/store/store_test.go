@@ -1,0 +1,125 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/internal/store/storetest"
+	"github.com/goovo/idem/internal/testkit"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime" // the fields' validators
+)
+
+// The conformance suite on every backend, over the test application's
+// tables, made by ent from the mixin: IdempotencyRecord (records only) and
+// Shipment (a business entity with UUID ids and its own scope column).
+func TestConformance(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		storetest.Run(t, func(t *testing.T) *storetest.Env { return open(t, b) })
+	})
+}
+
+func open(t *testing.T, b idemtest.Backend) *storetest.Env {
+	db := idemtest.Open(t, b)
+	client := ent.NewClient(ent.Driver(db.Driver))
+	backend := client.IdempotencyBackend()
+	testkit.Setup(t, db, backend, client.Schema.Create)
+	d, err := store.Open(backend.Dialect(), backend, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := func(entity string, args map[string]any) storetest.Table {
+		recs, ok := backend.Records(entity)
+		if !ok {
+			t.Fatalf("no record table %s", entity)
+		}
+		return storetest.Table{
+			Table: store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn},
+			Insert: func(ctx context.Context, tx store.Tx, c storetest.Claim) (bool, error) {
+				return recs.Insert(ctx, tx, &idem.Claim{
+					Tenant: c.Tenant, Key: c.Key, Table: recs.Table, Fingerprint: c.Fingerprint,
+					Attempt: 1, Mode: idem.ModeLease, ClaimedAt: c.ClaimedAt, LeaseExpiresAt: c.LeaseUntil,
+				}, args)
+			},
+		}
+	}
+	return &storetest.Env{
+		Driver:   d,
+		Records:  table("IdempotencyRecord", nil),
+		Business: table("Shipment", map[string]any{"input": ent.CreateShipmentInput{Destination: "Lyon", WeightGrams: 1}}),
+		Archive:  backend.ArchiveTable(),
+		Count: func(ctx context.Context, table string) (int, error) {
+			rows, err := db.Driver.DB().QueryContext(ctx, "SELECT count(*) FROM "+store.Quote(table))
+			if err != nil {
+				return 0, err
+			}
+			defer rows.Close()
+			var n int
+			for rows.Next() {
+				err = rows.Scan(&n)
+			}
+			return n, errors.Join(err, rows.Err())
+		},
+	}
+}
+
+// A database that cannot be reached is ErrUnreachable, with the
+// database's own words for operators.
+func TestUnreachable(t *testing.T) {
+	for _, c := range []struct{ name, dsn string }{
+		{"postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"},
+		{"sqlite", "/nonexistent-directory/idem.db"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			drv, err := idemdb.Open(c.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			client := ent.NewClient(ent.Driver(drv))
+			t.Cleanup(func() { client.Close() })
+			backend := client.IdempotencyBackend()
+			d, err := store.Open(backend.Dialect(), backend, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = d.Ping(context.Background())
+			var se *store.Error
+			if !errors.Is(err, store.ErrUnreachable) || !errors.As(err, &se) || se.Detail == "" || se.Op != "ping" {
+				t.Fatalf("ping: %#v", err)
+			}
+			recs, _ := backend.Records("Shipment")
+			_, _, err = d.Lookup(context.Background(), store.Ref{Table: store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn}, Tenant: "t", Key: "k"})
+			if !errors.Is(err, store.ErrUnreachable) {
+				t.Fatalf("lookup: %v", err)
+			}
+		})
+	}
+}
+
+func TestOpenRefusesAnUnknownDialect(t *testing.T) {
+	if _, err := store.Open("mysql", nil, store.Options{}); err == nil {
+		t.Fatal("mysql accepted")
+	}
+}
+
+// SQLite has one writer: a statement that waits for the write lock past
+// the busy timeout is ErrBusy, never an answer.
+func TestSQLiteBusy(t *testing.T) {
+	t.Parallel()
+	env := open(t, idemtest.SQLite)
+	ctx := context.Background()
+	_, holder, err := env.Driver.Begin(ctx) // immediate: takes the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	err = env.Driver.Release(ctx, store.Lease{Ref: store.Ref{Table: env.Records.Table, Tenant: "t", Key: "k"}, Attempt: 1})
+	if !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("release while another transaction writes: %v", err)
+	}
+}
