@@ -43,10 +43,8 @@ var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	// One batch: the failed claims are deleted, the succeeded rows forget
 	// their key; the statement returns how many it purged.
 	stmtPurge: `WITH batch AS (
-			SELECT {scope}, {id}, idempotency_status AS status FROM {table} WHERE ({scope}, {id}) IN (
-				SELECT {scope}, {id} FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1
-				ORDER BY idempotency_archived_at LIMIT $2)
-			FOR UPDATE SKIP LOCKED),
+			SELECT {scope}, {id}, idempotency_status AS status FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1
+			ORDER BY idempotency_archived_at LIMIT $2 FOR UPDATE SKIP LOCKED),
 		gone AS (DELETE FROM {table} USING batch
 			WHERE {table}.{scope} = batch.{scope} AND {table}.{id} = batch.{id} AND batch.status = 'failed' RETURNING 1),
 		cleared AS (UPDATE {table} SET ` + forgetKey + ` FROM batch
