@@ -20,6 +20,9 @@ const (
 	Directive = "idempotent"
 	// KeyArgument is the mutation argument that carries the key.
 	KeyArgument = "idempotencyKey"
+	// InputArgument is the argument of a generated create mutation that
+	// carries the entity's create input (entgql's Create<T>Input).
+	InputArgument = "input"
 	// DefaultRecordEntity is the ent type that holds the records of
 	// @idempotent mutations that name none (idemschema.Record).
 	DefaultRecordEntity = "IdempotencyRecord"

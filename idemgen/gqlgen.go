@@ -91,7 +91,7 @@ func createBody(f *codegen.Field) (string, bool) {
 		return "", false
 	}
 	d := f.FieldDefinition.Directives.ForName(idem.Directive)
-	if d == nil || f.FieldDefinition.Arguments.ForName("input") == nil {
+	if d == nil || f.FieldDefinition.Arguments.ForName(idem.InputArgument) == nil {
 		return "", false
 	}
 	rec := d.Arguments.ForName("record")

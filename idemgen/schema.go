@@ -75,7 +75,7 @@ func (e *Extension) createField(r *Record) *ast.FieldDefinition {
 		Description: fmt.Sprintf("Creates one %s, at most once per idempotency key.", r.GQLType),
 		Arguments: ast.ArgumentDefinitionList{
 			{Name: idem.KeyArgument, Type: keyType, Description: keyDoc},
-			{Name: "input", Type: ast.NonNullNamedType(r.CreateInput(), nil)},
+			{Name: idem.InputArgument, Type: ast.NonNullNamedType(r.CreateInput(), nil)},
 		},
 		Type:       ast.NonNullNamedType(r.GQLType, nil),
 		Directives: ast.DirectiveList{dir},
