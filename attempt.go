@@ -121,28 +121,8 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 	errs := graphql.GetErrors(fieldCtx)
 
 	if a.begun == nil || a.begun.tx == nil {
-		// The resolver did not run: nothing was written but, perhaps, the
-		// claim.
-		if a.holdsClaim() {
-			e.release(ctx, r, a.claim.Attempt)
-		}
-		if b := a.begun; b != nil {
-			var refusal *Error
-			switch {
-			case b.lost != nil:
-				return ended{again: true, lost: b.lost}
-			case errors.As(b.err, &refusal):
-				return ended{err: refusal}
-			case b.err != nil:
-				return ended{err: e.unavailable(r, b.err)}
-			}
-		}
-		// gqlgen refused the field before its resolver (argument coercion):
-		// the same request would be refused again.
-		addErrors(ctx, errs)
-		return ended{res: res, report: OutcomeRefused}
+		return e.notRun(ctx, a, res, errs)
 	}
-
 	if a.retryable || len(errs) > a.finals || ctx.Err() != nil {
 		// A transient failure: undo everything, free the key for a retry.
 		a.rollback(ctx)
@@ -186,6 +166,29 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 	}
 	addErrors(ctx, errs)
 	return ended{res: answer.marshaler(), report: OutcomeExecuted}
+}
+
+// notRun ends an attempt whose resolver did not run: nothing was written
+// but, perhaps, the claim.
+func (e *Extension) notRun(ctx context.Context, a *attempt, res graphql.Marshaler, errs gqlerror.List) ended {
+	if a.holdsClaim() {
+		e.release(ctx, a.req, a.claim.Attempt)
+	}
+	if b := a.begun; b != nil {
+		var refusal *Error
+		switch {
+		case b.lost != nil:
+			return ended{again: true, lost: b.lost}
+		case errors.As(b.err, &refusal):
+			return ended{err: refusal}
+		case b.err != nil:
+			return ended{err: e.unavailable(a.req, b.err)}
+		}
+	}
+	// gqlgen refused the field before its resolver (argument coercion):
+	// the same request would be refused again.
+	addErrors(ctx, errs)
+	return ended{res: res, report: OutcomeRefused}
 }
 
 // mode is how an attempt commits its claim and its writes: lease or atomic.

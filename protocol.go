@@ -202,15 +202,8 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 		// it takes an expired one over below.
 		a := e.newAttempt(r, reading, now)
 		if rec != nil {
-			if expired(rec, r.spec.retention, now) {
-				return nil, "", errorf(CodeKeyExpired, r.key,
-					"idempotency key expired: its result was kept for %v and is archived; the key will not run again, use a new key for a new intent",
-					r.spec.retention)
-			}
-			if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
-				return nil, "", errorf(CodeKeyReused, r.key,
-					"idempotency key was first used for a different request: its %s differ; use a new key for a new intent",
-					strings.Join(diffs, " and "))
+			if err := e.refuseRecord(r, rec, now); err != nil {
+				return nil, "", err
 			}
 			switch rec.Status {
 			case record.StatusSucceeded, record.StatusFailed:
@@ -221,11 +214,8 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 				return res, OutcomeReplayed, err
 			case record.StatusPending:
 				if ran || rec.LeaseExpiresAt.After(now) {
-					if wait := time.Until(waitUntil); wait > 0 {
-						// Waiting for the owner is not a lost race: no round.
-						if err := timer.Sleep(ctx, min(wait, pollInterval(round))); err != nil {
-							return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
-						}
+					// Waiting for the owner is not a lost race: no round.
+					if waitForOwner(ctx, waitUntil, round) {
 						continue
 					}
 					return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
@@ -254,6 +244,30 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 		round++
 	}
 	return nil, "", e.inProgress(r, time.Second)
+}
+
+// refuseRecord answers a request that a record of its key refuses: past
+// retention, or made by a different request.
+func (e *Extension) refuseRecord(r *request, rec *store.Record, now time.Time) error {
+	if expired(rec, r.spec.retention, now) {
+		return errorf(CodeKeyExpired, r.key,
+			"idempotency key expired: its result was kept for %v and is archived; the key will not run again, use a new key for a new intent",
+			r.spec.retention)
+	}
+	if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
+		return errorf(CodeKeyReused, r.key,
+			"idempotency key was first used for a different request: its %s differ; use a new key for a new intent",
+			strings.Join(diffs, " and "))
+	}
+	return nil
+}
+
+// waitForOwner waits a while for the attempt that holds the key, until
+// waitUntil (Config.WaitForInFlight), and reports whether to look again;
+// false: answer IDEMPOTENCY_IN_PROGRESS now.
+func waitForOwner(ctx context.Context, waitUntil time.Time, round int) bool {
+	wait := time.Until(waitUntil)
+	return wait > 0 && timer.Sleep(ctx, min(wait, pollInterval(round))) == nil
 }
 
 // takeOver gives rec, a pending record whose lease had run out by now, to

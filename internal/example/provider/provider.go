@@ -16,6 +16,8 @@ import (
 	mathrand "math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/goovo/idem/internal/timer"
 )
 
 // Provider charges money.
@@ -109,7 +111,7 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	if req.Tenant == "" || req.Key == "" {
 		return nil, errors.New("provider: a charge needs a tenant and an idempotency key")
 	}
-	if err := sleep(ctx, s.Latency); err != nil {
+	if err := timer.Sleep(ctx, s.Latency); err != nil {
 		return nil, err
 	}
 	if s.FailureRate > 0 && mathrand.Float64() < s.FailureRate {
@@ -130,24 +132,10 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	if c.OrderID != req.OrderID || c.Amount != req.Amount || c.Currency != req.Currency {
 		return nil, ErrKeyMismatch
 	}
-	if err := sleep(ctx, s.ResponseLatency); err != nil {
+	if err := timer.Sleep(ctx, s.ResponseLatency); err != nil {
 		return nil, err
 	}
 	return c, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // Charges implements Provider.

@@ -567,14 +567,7 @@ func testSweepersMoveEachRowOnce(t *testing.T, s *suite) {
 			t.Fatalf("%s: archived %d, want %d", tb.Name, n, perTable)
 		}
 		for i := range perTable {
-			rows, err := s.Driver.Find(s.ctx, store.FindQuery{Table: tb.Table, Archive: s.Archive, Tenant: fmt.Sprint("t", i%3), Key: fmt.Sprint("k", i)})
-			if err != nil || len(rows) != 2 {
-				t.Fatalf("%s k%d: %d rows (%v), want the tombstone and one archived copy", tb.Name, i, len(rows), err)
-			}
-			hot, cold := rows[0], rows[1]
-			if hot.Archived || hot.ArchivedAt.IsZero() || len(hot.Response) != 0 || !cold.Archived || string(cold.Response) != fmt.Sprintf(`{"n":%d}`, i) {
-				t.Fatalf("%s k%d: tombstone %+v, archived %+v", tb.Name, i, hot, cold)
-			}
+			s.requireArchivedOnce(tb, fmt.Sprint("t", i%3), fmt.Sprint("k", i), fmt.Sprintf(`{"n":%d}`, i))
 		}
 	}
 	if n, _, err := s.Driver.ArchiveStats(s.ctx, s.Archive); n != 2*perTable || err != nil {
@@ -598,6 +591,20 @@ func testSweepersMoveEachRowOnce(t *testing.T, s *suite) {
 	}
 	if n, _, _ := s.Driver.ArchiveStats(s.ctx, s.Archive); n != 2*perTable {
 		t.Fatalf("the purge changed the archive: %d records", n)
+	}
+}
+
+// requireArchivedOnce fails the test unless the record of (tenant, key) is
+// a tombstone in its table with its response in one archived copy.
+func (s *suite) requireArchivedOnce(tb Table, tenant, key, response string) {
+	s.t.Helper()
+	rows, err := s.Driver.Find(s.ctx, store.FindQuery{Table: tb.Table, Archive: s.Archive, Tenant: tenant, Key: key})
+	if err != nil || len(rows) != 2 {
+		s.t.Fatalf("%s %s: %d rows (%v), want the tombstone and one archived copy", tb.Name, key, len(rows), err)
+	}
+	hot, cold := rows[0], rows[1]
+	if hot.Archived || hot.ArchivedAt.IsZero() || len(hot.Response) != 0 || !cold.Archived || string(cold.Response) != response {
+		s.t.Fatalf("%s %s: tombstone %+v, archived %+v", tb.Name, key, hot, cold)
 	}
 }
 
