@@ -367,20 +367,28 @@ func testRenewAndRelease(t *testing.T, s *suite) {
 	}
 }
 
-// A completion in the attempt's transaction commits the resolver's writes
-// with the result.
-func testCompletionCommitsTheWrites(t *testing.T, s *suite) {
+// atomicAttempt is an atomic-mode attempt that has claimed key k in its
+// transaction, marked the savepoint, and written (a row of key "write").
+func (s *suite) atomicAttempt() store.Tx {
+	s.t.Helper()
 	now := s.now()
 	tx := s.begin()
 	if c, err := s.claimIn(tx, s.Records, "t1", "k", now.Add(time.Minute)); err != nil || !c.Won {
-		t.Fatalf("claim: %+v %v", c, err)
+		s.t.Fatalf("claim: %+v %v", c, err)
 	}
 	if err := s.Driver.Savepoint(s.ctx, tx); err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	if c, err := s.claimIn(tx, s.Records, "t1", "write", now.Add(time.Hour)); err != nil || !c.Won {
-		t.Fatalf("write: %+v %v", c, err)
+		s.t.Fatalf("write: %+v %v", c, err)
 	}
+	return tx
+}
+
+// A completion in the attempt's transaction commits the resolver's writes
+// with the result.
+func testCompletionCommitsTheWrites(t *testing.T, s *suite) {
+	tx := s.atomicAttempt()
 	if s.lookup(s.Records, "t1", "k") != nil {
 		t.Fatal("an uncommitted claim is visible")
 	}
@@ -400,17 +408,7 @@ func testCompletionCommitsTheWrites(t *testing.T, s *suite) {
 // Atomic mode's final failure: the writes after the savepoint are undone,
 // the claim stays and stores the failure.
 func testDiscardWrites(t *testing.T, s *suite) {
-	now := s.now()
-	tx := s.begin()
-	if c, err := s.claimIn(tx, s.Records, "t1", "k", now.Add(time.Minute)); err != nil || !c.Won {
-		t.Fatalf("claim: %+v %v", c, err)
-	}
-	if err := s.Driver.Savepoint(s.ctx, tx); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := s.claimIn(tx, s.Records, "t1", "write", now.Add(time.Hour)); err != nil || !c.Won {
-		t.Fatalf("write: %+v %v", c, err)
-	}
+	tx := s.atomicAttempt()
 	ok, err := s.Driver.Complete(s.ctx, tx, store.Completion{Ref: ref(s.Records, "t1", "k"), Attempt: 1,
 		Status: record.StatusFailed, Response: []byte(`"no"`), At: s.now(), DiscardWrites: true})
 	if !ok || err != nil {
