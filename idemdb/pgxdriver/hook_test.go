@@ -72,7 +72,9 @@ func TestHookOnTheDriver(t *testing.T) {
 	const createPayment = `mutation($key: String!, $order: ID!) { createPayment(idempotencyKey: $key, input: {orderID: $order, amount: 1200}) { id amount order { paid } } }`
 	const refund = `mutation($key: String!, $payment: ID!) { refundPayment(idempotencyKey: $key, paymentID: $payment, amount: 5000) { id } }`
 	id := func(body, field string) string {
-		var r struct{ Data map[string]struct{ ID string } }
+		var r struct {
+			Data map[string]struct{ ID string }
+		}
 		if err := json.Unmarshal([]byte(body), &r); err != nil || r.Data[field].ID == "" {
 			t.Fatalf("%s: %s", field, body)
 		}
