@@ -3,6 +3,7 @@ package pgxdriver_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -159,8 +160,16 @@ func routes(tb testing.TB, dsn string) []route {
 // machine's noise hits them alike, and reports the median of each (µs),
 // their ratios to database/sql's, and the round trips of each, counted
 // beforehand through a proxy (pgproxy).
+//
+// With PGXBENCH_ASYNC_COMMIT=1 the benchmark's connections commit without
+// waiting for the WAL flush (synchronous_commit=off, for their sessions
+// only): the disk's flush time, which varies by milliseconds on a shared
+// machine, then no longer hides the round trips.
 func BenchmarkRoutes(b *testing.B) {
 	db := idemtest.Open(b, idemtest.Postgres)
+	if os.Getenv("PGXBENCH_ASYNC_COMMIT") == "1" {
+		db.DSN += "&synchronous_commit=off"
+	}
 	setupMu.Lock()
 	err := ent.NewClient(ent.Driver(db.Driver)).Schema.Create(context.Background())
 	setupMu.Unlock()
