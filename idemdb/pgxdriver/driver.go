@@ -129,13 +129,11 @@ func (d *Driver) Query(ctx context.Context, query string, args, v any) error {
 			pb.fail(err)
 			return err
 		}
-		rs, err := newRows(r, finish)
+		rs, err := newRows(r, finish, conn.Release)
 		if err != nil {
-			conn.Release()
 			pb.fail(err)
 			return err
 		}
-		rs.release = conn.Release
 		*vr = entsql.Rows{ColumnScanner: rs}
 		return nil
 	}

@@ -332,3 +332,39 @@ func TestPoolBound(t *testing.T) {
 		t.Error("wrong rows committed")
 	}
 }
+
+// TestPipelineTransactions pins down the PostgreSQL behaviour the
+// pipelined store is designed around: statements sent together outside a
+// transaction are one implicit transaction, so SET LOCAL riding ahead of a
+// statement applies to that statement alone (a claim committed with
+// synchronous_commit off, say); and a BEGIN behind a statement in the same
+// round trip pulls that statement into the transaction, so a claim that
+// must commit by itself cannot carry the BEGIN of the next transaction.
+func TestPipelineTransactions(t *testing.T) {
+	e := newEnv(t, oneConn)
+	ctx := context.Background()
+
+	var inside string
+	after := &pgx.Batch{}
+	after.Queue("SELECT current_setting('synchronous_commit')").QueryRow(func(row pgx.Row) error { return row.Scan(&inside) })
+	pb := &pgxdriver.Piggyback{Before: []pgxdriver.Statement{{SQL: "SET LOCAL synchronous_commit = off"}}, After: after}
+	_, err := newOrder(pgxdriver.WithPiggyback(ctx, pb), e.client, 1101)
+	must(t, err)
+	must(t, pb.Err())
+	var later string
+	must(t, e.drv.Pool().QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&later))
+	if inside != "off" || later != "on" || e.count(1101) != 1 {
+		t.Errorf("SET LOCAL ahead of an insert: %q with it, %q after it, want off then on", inside, later)
+	}
+
+	b := &pgx.Batch{}
+	b.Queue("INSERT INTO orders (tenant_id, amount, currency, paid, idempotency_fingerprint, idempotency_attempt) VALUES ('t', 1102, 'EUR', false, '', 1)")
+	b.Queue("BEGIN")
+	must(t, e.drv.SendBatch(ctx, b)) // the connection, left in a transaction, is destroyed on release
+	if n := e.count(1102); n != 0 {
+		t.Errorf("an insert followed by BEGIN in one round trip committed by itself")
+	}
+	if n := e.idle(); n != 0 {
+		t.Errorf("%d idle connections: the one left in a transaction went back to the pool", n)
+	}
+}

@@ -31,10 +31,11 @@ type rows struct {
 
 var _ entsql.ColumnScanner = (*rows)(nil)
 
-// newRows reads the first row of r, whose round trip finish ends. If the
-// statement failed, it ends the round trip and returns the error.
-func newRows(r pgx.Rows, finish func() error) (*rows, error) {
-	rs := &rows{Rows: r, finish: finish, release: func() {}, preloaded: true}
+// newRows reads the first row of r, whose round trip finish ends and
+// release then gives the connection back. If the statement failed, it
+// ends the round trip, releases, and returns the error.
+func newRows(r pgx.Rows, finish func() error, release func()) (*rows, error) {
+	rs := &rows{Rows: r, finish: finish, release: release, preloaded: true}
 	rs.more = r.Next()
 	if !rs.more {
 		rs.end()
@@ -74,13 +75,11 @@ func (r *rows) Err() error {
 // Close ends the round trip and gives the connection back.
 func (r *rows) Close() error {
 	r.end()
-	if r.release != nil {
-		r.release()
-		r.release = nil
-	}
 	return r.err
 }
 
+// end ends the round trip and gives the connection back, after the last
+// row or at Close, as database/sql does.
 func (r *rows) end() {
 	if r.ended {
 		return
@@ -91,6 +90,7 @@ func (r *rows) end() {
 	if err := r.finish(); r.err == nil {
 		r.err = err
 	}
+	r.release()
 }
 
 // Columns returns the names of the result's columns.

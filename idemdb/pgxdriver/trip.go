@@ -43,7 +43,9 @@ type Piggyback struct {
 }
 
 // WithPiggyback returns a context under which the next statement the
-// driver sends carries p's statements.
+// driver sends carries p's statements: the next Exec or Query (ent's
+// statements) or ExecContext; QueryContext, which goes through
+// database/sql, does not carry it.
 func WithPiggyback(ctx context.Context, p *Piggyback) context.Context {
 	return context.WithValue(ctx, piggybackKey{}, p)
 }

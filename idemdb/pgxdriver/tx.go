@@ -140,8 +140,25 @@ func (tx *Tx) Query(ctx context.Context, query string, args, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.lock(); err != nil {
+	r, finish, pb, err := tx.query(ctx, query, argv)
+	if err != nil {
 		return err
+	}
+	// The rows hold the transaction (rowsOpen) until they end; reading the
+	// first row may end them, which takes tx.mu: it is not held here.
+	rs, err := newRows(r, finish, tx.rowsClosed)
+	if err != nil {
+		pb.fail(err)
+		return err
+	}
+	*vr = entsql.Rows{ColumnScanner: rs}
+	return nil
+}
+
+// query sends a query and marks the transaction's rows open.
+func (tx *Tx) query(ctx context.Context, query string, args []any) (pgx.Rows, func() error, *Piggyback, error) {
+	if err := tx.lock(); err != nil {
+		return nil, nil, nil, err
 	}
 	defer tx.mu.Unlock()
 	pb := takePiggyback(ctx)
@@ -149,25 +166,18 @@ func (tx *Tx) Query(ctx context.Context, query string, args, v any) error {
 		conn, err := tx.connFor(ctx)
 		if err != nil {
 			pb.fail(err)
-			return err
+			return nil, nil, nil, err
 		}
-		r, finish, err := query1(ctx, conn, trip{before: tx.prelude(), pb: pb}, query, argv)
+		r, finish, err := query1(ctx, conn, trip{before: tx.prelude(), pb: pb}, query, args)
 		if tx.sent(err, try) {
 			continue
 		}
 		if err != nil {
 			pb.fail(err)
-			return err
-		}
-		rs, err := newRows(r, finish)
-		if err != nil {
-			pb.fail(err)
-			return err
+			return nil, nil, nil, err
 		}
 		tx.rowsOpen = true
-		rs.release = tx.rowsClosed
-		*vr = entsql.Rows{ColumnScanner: rs}
-		return nil
+		return r, finish, pb, nil
 	}
 }
 
