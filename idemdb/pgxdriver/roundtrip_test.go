@@ -120,7 +120,7 @@ func TestRoundTrips(t *testing.T) {
 	_, err := e.client.Order.Create().SetTenantID("t").SetIdempotencyKey("k").SetAmount(1).SetCurrency("EUR").
 		SetIdempotencyAttempt(1).Save(ctx)
 	must(t, err)
-	claim := func() (error, *pgxdriver.Piggyback, int) {
+	claim := func() (*pgxdriver.Piggyback, int, error) {
 		var attempt int
 		lookup := &pgx.Batch{}
 		lookup.Queue("SELECT idempotency_attempt FROM orders WHERE tenant_id = $1 AND idempotency_key = $2", "t", "k").
@@ -129,7 +129,7 @@ func TestRoundTrips(t *testing.T) {
 		c := e.client.Order.Create().SetTenantID("t").SetIdempotencyKey("k").SetAmount(1).SetCurrency("EUR")
 		c.OnConflictColumns(order.FieldTenantID, order.FieldIdempotencyKey).DoNothing()
 		_, err := c.Save(pgxdriver.WithPiggyback(ctx, pb))
-		return err, pb, attempt
+		return pb, attempt, err
 	}
 	warm(func() { claim() })
 	var (
@@ -137,7 +137,7 @@ func TestRoundTrips(t *testing.T) {
 		pb       *pgxdriver.Piggyback
 		attempt  int
 	)
-	trips, _ = e.roundTrips(func() { claimErr, pb, attempt = claim() })
+	trips, _ = e.roundTrips(func() { pb, attempt, claimErr = claim() })
 	check("claim of a taken key, with its lookup", trips, 1)
 	if !errors.Is(claimErr, sql.ErrNoRows) || pb.Err() != nil || attempt != 1 {
 		t.Errorf("claim of a taken key: %v (lookup: %v, attempt %d), want sql.ErrNoRows and attempt 1", claimErr, pb.Err(), attempt)
