@@ -10,6 +10,11 @@
 // transactions, a busy timeout and foreign keys on: without immediate
 // transactions concurrent claims fail with SQLITE_BUSY instead of waiting.
 //
+// OpenPgx opens PostgreSQL on pgx itself instead (package pgxdriver): an ent
+// driver whose transactions send BEGIN with their first statement and can
+// carry other statements in their round trips, for the pipelined store.
+// It is not the default yet.
+//
 // PartitionByTenant turns an ent schema's tables into tables
 // hash-partitioned by tenant on PostgreSQL (docs/scale-out.md).
 package idemdb
