@@ -19,7 +19,8 @@ import (
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/pgproxy"
+	"github.com/goovo/idem/internal/testkit"
+	"github.com/goovo/idem/internal/testkit/pgproxy"
 )
 
 // route is one way to run ent on PostgreSQL, with the two operations the
@@ -170,10 +171,8 @@ func BenchmarkRoutes(b *testing.B) {
 	if os.Getenv("PGXBENCH_ASYNC_COMMIT") == "1" {
 		db.DSN += "&synchronous_commit=off"
 	}
-	setupMu.Lock()
-	err := ent.NewClient(ent.Driver(db.Driver)).Schema.Create(context.Background())
-	setupMu.Unlock()
-	must(b, err)
+	std := ent.NewClient(ent.Driver(db.Driver))
+	testkit.Setup(b, db, std.IdempotencyBackend(), std.Schema.Create)
 	ctx := context.Background()
 
 	proxy, proxied, err := pgproxy.For(db.DSN)

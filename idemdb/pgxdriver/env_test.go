@@ -1,10 +1,8 @@
 package pgxdriver_test
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,7 +11,8 @@ import (
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors and the fields' validators
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/pgproxy"
+	"github.com/goovo/idem/internal/testkit"
+	"github.com/goovo/idem/internal/testkit/pgproxy"
 )
 
 // env is one test's database: a fresh PostgreSQL schema with the example
@@ -33,22 +32,13 @@ type env struct {
 	proxied string
 }
 
-// setupMu serializes ent's Schema.Create, which is not safe for concurrent
-// use.
-var setupMu sync.Mutex
-
 // newEnv makes the test's database. configure, if not nil, changes the
 // pool's configuration before the pool is made.
 func newEnv(t testing.TB, configure func(*pgxpool.Config)) *env {
 	t.Helper()
 	db := idemtest.Open(t, idemtest.Postgres)
 	std := ent.NewClient(ent.Driver(db.Driver))
-	setupMu.Lock()
-	err := std.Schema.Create(context.Background())
-	setupMu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.Setup(t, db, std.IdempotencyBackend(), std.Schema.Create)
 	proxy, dsn, err := pgproxy.For(db.DSN)
 	if err != nil {
 		t.Fatal(err)

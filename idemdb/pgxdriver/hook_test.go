@@ -24,8 +24,8 @@ import (
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/exampletest"
-	"github.com/goovo/idem/internal/pgproxy"
+	"github.com/goovo/idem/internal/testkit/exampletest"
+	"github.com/goovo/idem/internal/testkit/pgproxy"
 )
 
 // TestHookOnTheDriver runs the example application, idempotency hook

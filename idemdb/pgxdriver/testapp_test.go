@@ -14,23 +14,21 @@ import (
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
-	tent "github.com/goovo/idem/internal/testapp/ent"
-	_ "github.com/goovo/idem/internal/testapp/ent/runtime"
-	"github.com/goovo/idem/internal/testapp/ent/shipment"
+	"github.com/goovo/idem/internal/testkit"
+	tent "github.com/goovo/idem/internal/testkit/testapp/ent"
+	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
 // TestTestAppThroughTheDriver runs the test application's generated code
-// (internal/testapp/ent: UUID keys, a scope column of its own, the general
+// (internal/testkit/testapp/ent: UUID keys, a scope column of its own, the general
 // record entity, the archive) through the driver: the generated claim, the
 // claimed row read through the transaction, and the operator's tools that
 // run raw SQL in transactions (the sweeper, PartitionByTenant).
 func TestTestAppThroughTheDriver(t *testing.T) {
 	db := idemtest.Open(t, idemtest.Postgres)
 	std := tent.NewClient(tent.Driver(db.Driver))
-	setupMu.Lock()
-	err := std.Schema.Create(context.Background())
-	setupMu.Unlock()
-	must(t, err)
+	testkit.Setup(t, db, std.IdempotencyBackend(), std.Schema.Create)
 	drv, err := pgxdriver.Open(db.DSN + "&pool_max_conns=4")
 	must(t, err)
 	t.Cleanup(func() { drv.Close() })
