@@ -129,3 +129,27 @@ func ExampleAdmin_Sweep() {
 	// Shipment tombstone succeeded
 	// Shipment archived succeeded
 }
+
+// Ping checks that the database can be reached before an operator's
+// command runs; its error names the database's own problem (for people,
+// never for clients).
+func ExampleAdmin_Ping() {
+	dir, _ := os.MkdirTemp("", "idem-ping")
+	defer os.RemoveAll(dir)
+	for _, path := range []string{filepath.Join(dir, "app.db"), filepath.Join(dir, "no-such-directory", "app.db")} {
+		drv, err := idemdb.Open(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		client := ent.NewClient(ent.Driver(drv))
+		admin, err := idem.NewAdmin(idem.Config{Backend: client.IdempotencyBackend()})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("reachable:", admin.Ping(context.Background()) == nil)
+		client.Close()
+	}
+	// Output:
+	// reachable: true
+	// reachable: false
+}

@@ -6,6 +6,13 @@
 // its SQL in one place, and translates its driver's errors into *Error,
 // whose kinds (ErrUnreachable, ErrBusy, …) callers test with errors.Is, so
 // that an outage never reads as an answer.
+//
+// The calls are cut where a driver that pipelines (pgx's batches) can fold
+// round trips: Begin need not send BEGIN until the first statement, Claim
+// is the claim and, when the key is taken, its lookup (one call), Savepoint
+// can travel with the next statement, and Complete is the fenced UPDATE
+// and the COMMIT (with DiscardWrites, the ROLLBACK TO SAVEPOINT too). Each
+// maintenance batch is one call that owns its transaction.
 package store
 
 import (
