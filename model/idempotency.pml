@@ -1,7 +1,8 @@
 /*
  * idempotency.pml: the claim protocol of one idempotency key K of one
- * tenant, in LEASE mode (the default Mode), as execute.go and
- * internal/store/store.go implement it. Read model/README.md first.
+ * tenant, in LEASE mode (the default Mode), as protocol.go and attempt.go
+ * implement it with the statements of internal/store. Read model/README.md
+ * first.
  *
  * The record is the row of K; a variable of this model is one column of it.
  * Every database statement of the protocol is one atomic step (an atomic

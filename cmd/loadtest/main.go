@@ -390,7 +390,7 @@ func runLoad(ctx context.Context, cfg *config, bin, tmp string, db *database, pg
 }
 
 // logPatterns name the server log lines the summary counts (messages of
-// execute.go and cmd/server). A line counts for the first pattern all of
+// the hook (protocol.go, attempt.go) and of cmd/server). A line counts for the first pattern all of
 // whose parts it contains.
 var logPatterns = []logPattern{
 	{"store unavailable, request cancelled", []string{"idempotency store unavailable", "context canceled"}},
