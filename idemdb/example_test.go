@@ -24,3 +24,19 @@ func ExampleResolve() {
 	// sqlite sqlite3
 	// sqlite sqlite3
 }
+
+// A server process sizes its pool from the database's budget and, at
+// start, waits for a database that is not up yet.
+func ExampleOpenPool() {
+	drv, err := idemdb.OpenPool("postgres://app@pgbouncer:6432/app?default_query_exec_mode=exec",
+		idemdb.Pool{MaxConns: 10})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer drv.Close()
+	fmt.Println(drv.DB().Stats().MaxOpenConnections)
+	// A main would now wait for the database, up to a minute:
+	//	err = idemdb.WaitReady(ctx, drv.DB(), time.Minute, logger)
+	// Output: 10
+}
