@@ -90,18 +90,19 @@ func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 }
 
 // The same burst in lease mode, whose duplicates wait for the result
-// (WaitForInFlight) polling, without holding a connection; the first
-// request's lease renewals need a second connection of the same pool
-// while its transaction holds one.
+// (WaitForInFlight), polling the record without holding a connection in
+// between; on PostgreSQL the first request renews its lease (every third of
+// it) with a second connection of the same pool while its transaction holds
+// one. Nobody takes the live attempt over: the provider is reached once.
 func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b, func(o *graph.Options) {
-			o.Lease = time.Second // renewed every third of a second
+			o.Lease = 3 * time.Second
 			o.WaitForInFlight = time.Minute
 		})
 		order := a.newOrder("acme", 500)
 		a.DB.Driver.DB().SetMaxOpenConns(smallPool)
-		a.Provider.Latency = 1500 * time.Millisecond // beyond the lease: only renewals keep it
+		a.Provider.Latency = 1500 * time.Millisecond // a renewal falls inside it
 		responses := a.sendAll(t, "acme", createPayment, func(int) map[string]any {
 			return map[string]any{"key": "lease-burst", "order": order, "amount": 500}
 		})
