@@ -61,8 +61,9 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 	return nil
 }
 
-// benchArgs: no lease-related waiting, no materializer.
-func benchArgs() []string { return []string{"-materialize-every", "0"} }
+// benchArgs: no lease-related waiting, no materializer, no sweeper (whose
+// first sweep, at start, would count among the mutations' statements).
+func benchArgs() []string { return []string{"-materialize-every", "0", "-sweep-every", "0"} }
 
 // benchClientConfig is cfg without abandoned attempts: every request is
 // meant to complete.
