@@ -21,7 +21,7 @@ import (
 //	client := ent.NewClient(ent.Driver(drv))
 //	err = migrate.NewSchema(entsql.OpenDB(dialect.Postgres, drv.DB())).Create(ctx)
 //
-// The pool is bounded like Open's: DefaultMaxOpenConns connections unless
+// The pool is bounded like Open's: DefaultMaxConns connections unless
 // the URL sets pool_max_conns, and idle connections closed after five
 // minutes unless it sets pool_max_conn_idle_time. Open stays the default
 // until the pipelined store of the hook, which needs this driver, lands.
@@ -34,7 +34,7 @@ func OpenPgx(dsn string) (*pgxdriver.Driver, error) {
 		return nil, fmt.Errorf("idemdb: open postgres: %w", err)
 	}
 	if !hasParam(dsn, "pool_max_conns") {
-		cfg.MaxConns = DefaultMaxOpenConns
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if !hasParam(dsn, "pool_max_conn_idle_time") {
 		cfg.MaxConnIdleTime = 5 * time.Minute

@@ -38,5 +38,5 @@ func ExampleOpenPgx() {
 		log.Fatal(err)
 	}
 	fmt.Println(o.Amount, o.Currency, "pool of", drv.Pool().Config().MaxConns)
-	// Output: 1200 EUR pool of 40
+	// Output: 1200 EUR pool of 16
 }

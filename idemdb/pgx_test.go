@@ -16,7 +16,7 @@ func TestOpenPgxPoolSettings(t *testing.T) {
 		maxConns int32
 		idle     time.Duration
 	}{
-		{"", idemdb.DefaultMaxOpenConns, 5 * time.Minute},
+		{"", idemdb.DefaultMaxConns, 5 * time.Minute},
 		{"&pool_max_conns=3&pool_max_conn_idle_time=1m", 3, time.Minute},
 	} {
 		drv, err := idemdb.OpenPgx("postgres://app@127.0.0.1:1/app?sslmode=disable" + c.query)
