@@ -17,6 +17,7 @@ import (
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 )
 
 // smallPool is the pool of the tests below: far fewer connections than
@@ -30,15 +31,15 @@ const burst = 256
 // returns the responses in order. A request that gets no answer fails the
 // test, and so does a burst still unanswered after a minute: a pool that
 // deadlocked.
-func (a *app) sendAll(t *testing.T, tenant, query string, vars func(i int) map[string]any) []*response {
+func (a *app) sendAll(t *testing.T, tenant, query string, vars func(i int) map[string]any) []*testkit.Response {
 	t.Helper()
-	responses := make([]*response, burst)
+	responses := make([]*testkit.Response, burst)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range burst {
 		wg.Go(func() {
 			<-start
-			r, err := a.send(tenant, query, vars(i), nil)
+			r, err := a.Send(tenant, query, vars(i), nil)
 			if err != nil {
 				t.Errorf("request %d: %v", i, err)
 			}
@@ -64,7 +65,7 @@ func (a *app) sendAll(t *testing.T, tenant, query string, vars func(i int) map[s
 // while they wait on the unique index, and the rest queue for a connection.
 // No request fails, none deadlocks, and every one gets the first result.
 func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		a.DB.Driver.DB().SetMaxOpenConns(smallPool)
 		responses := a.sendAll(t, "acme", createOrder, func(int) map[string]any {
@@ -75,7 +76,7 @@ func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 			if len(r.Errors) > 0 || !bytes.Equal(r.Data, responses[0].Data) {
 				t.Fatalf("response %d: %s (first: %s)", i, r.Body, responses[0].Body)
 			}
-			if r.replayed() {
+			if r.Replayed {
 				replays++
 			}
 		}
@@ -95,7 +96,7 @@ func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 // it) with a second connection of the same pool while its transaction holds
 // one. Nobody takes the live attempt over: the provider is reached once.
 func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b, func(o *graph.Options) {
 			o.Lease = 3 * time.Second
 			o.WaitForInFlight = time.Minute
@@ -123,14 +124,14 @@ func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
 // A burst of different keys on a pool of four connections: requests beyond
 // the pool wait for a connection instead of failing.
 func TestManyKeysOnASmallPool(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		a.DB.Driver.DB().SetMaxOpenConns(smallPool)
 		responses := a.sendAll(t, "acme", createOrder, func(i int) map[string]any {
 			return map[string]any{"key": fmt.Sprintf("many-%d", i), "amount": 100 + i, "currency": "EUR"}
 		})
 		for i, r := range responses {
-			if len(r.Errors) > 0 || r.replayed() {
+			if len(r.Errors) > 0 || r.Replayed {
 				t.Fatalf("response %d: %s", i, r.Body)
 			}
 		}
@@ -146,7 +147,7 @@ func TestManyKeysOnASmallPool(t *testing.T) {
 // IDEMPOTENCY_UNAVAILABLE, nothing is stored, and the key runs once a
 // connection is free.
 func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		db := a.DB.Driver.DB()
 		db.SetMaxOpenConns(smallPool)
@@ -183,7 +184,7 @@ func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 			c.Close()
 		}
 		r := a.do("acme", createOrder, map[string]any{"key": "waited", "amount": 700, "currency": "EUR"})
-		if len(r.Errors) > 0 || r.replayed() {
+		if len(r.Errors) > 0 || r.Replayed {
 			t.Fatalf("the key after the connections were freed: %s", r.Body)
 		}
 	})

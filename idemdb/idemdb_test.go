@@ -18,8 +18,8 @@ import (
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
-	"github.com/goovo/idem/internal/pgcluster"
-	"github.com/goovo/idem/internal/provider"
+	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/testkit/pgcluster"
 )
 
 func TestOpenPool(t *testing.T) {

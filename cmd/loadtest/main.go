@@ -39,7 +39,7 @@
 //	go run ./cmd/loadtest -bench    # mutations per second, no faults (see BENCHMARKS.md)
 //
 // PostgreSQL: a private cluster (initdb into a temporary directory, a free
-// port, max_connections = 100, fsync off: see internal/pgcluster), run as
+// port, max_connections = 100, fsync off: see internal/testkit/pgcluster), run as
 // the user postgres when the tool runs as root; -pg-bin names its binaries.
 // Its restarts and its connection budget touch nobody else's database.
 // With -pgbouncer the servers reach it through PgBouncer (Debian's package

@@ -16,7 +16,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx" for database/sql
 
-	"github.com/goovo/idem/internal/pgcluster"
+	"github.com/goovo/idem/internal/testkit/pgcluster"
 )
 
 // database is the PostgreSQL database of one run. On the private cluster

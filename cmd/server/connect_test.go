@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/goovo/idem/internal/pgcluster"
-	"github.com/goovo/idem/internal/proctest"
+	"github.com/goovo/idem/internal/testkit/pgcluster"
+	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
 // A server started while its PostgreSQL is down, or full ("sorry, too many

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/goovo/idem/internal/pgcluster"
+	"github.com/goovo/idem/internal/testkit/pgcluster"
 )
 
 // A private cluster starts on its own port with the settings asked for,
