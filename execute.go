@@ -3,11 +3,11 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +43,11 @@ type request struct {
 func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.OperationContext, field *ast.Field, next graphql.RootResolver) graphql.Marshaler {
 	r := &request{spec: spec, field: field, alias: field.Alias}
 	ctx, span := e.tel.startSpan(ctx, r)
+	start := time.Now()
 	res, outcome, err := e.answer(ctx, r, oc, next)
+	if outcome == OutcomeExecuted {
+		spec.pace.observe(time.Since(start))
+	}
 	finishSpan(span, r, outcome, err)
 	operationFrom(ctx).record(r.alias, r.key, outcome)
 	if err != nil {
@@ -194,8 +198,8 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 			}
 			if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
 				return nil, "", errorf(CodeKeyReused, r.key,
-					"idempotency key was first used for a different request: its %s differ; use a new key for a new intent",
-					strings.Join(diffs, " and "))
+					"idempotency key was first used for a different request: its %s; use a new key for a new intent",
+					fingerprint.Describe(diffs))
 			}
 			switch rec.Status {
 			case store.StatusSucceeded, store.StatusFailed:
@@ -209,11 +213,11 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 					if wait := time.Until(waitUntil); wait > 0 {
 						// Waiting for the owner is not a lost race: no round.
 						if err := sleep(ctx, min(wait, pollInterval(round))); err != nil {
-							return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
+							return nil, "", e.inProgress(r, rec, now)
 						}
 						continue
 					}
-					return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
+					return nil, "", e.inProgress(r, rec, now)
 				}
 				// Detached from the request: a statement that commits while the
 				// client goes away must still be seen as made.
@@ -238,7 +242,7 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 					"idempotency key belongs to a row written outside the idempotency hook")
 			}
 		} else if ran {
-			return nil, "", e.inProgress(r, r.spec.lease)
+			return nil, "", e.inProgress(r, nil, time.Time{})
 		}
 		out := e.execute(ctx, r, &claimState{attempt: attempt, insert: insert, claimedAt: claimedAt, leaseUntil: leaseUntil}, clock, next)
 		if !out.again {
@@ -247,7 +251,7 @@ func (e *Extension) run(ctx context.Context, r *request, next graphql.RootResolv
 		ran = ran || out.ran
 		round++
 	}
-	return nil, "", e.inProgress(r, time.Second)
+	return nil, "", e.inProgress(r, nil, time.Time{})
 }
 
 // expired reports whether a finished record is past its retention window:
@@ -445,7 +449,7 @@ func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (
 		return nil, errorf(CodeResponseNotStored, r.key,
 			"the mutation ran once with this key, but its result (%d bytes) was too large to store, so it cannot be replayed; it will not run again", stored.TooLarge)
 	}
-	addErrors(ctx, stored.errorsAt(r.alias))
+	addErrors(ctx, stored.errorsAt(r.field))
 	return stored.marshaler(), nil
 }
 
@@ -456,12 +460,18 @@ func (e *Extension) unconfirmed(r *request, err error) error {
 	return errorf(CodeUnavailable, r.key, "the idempotency store failed while storing the result; retry with the same key to get it, or to run the mutation again if it was not stored")
 }
 
-func (e *Extension) inProgress(r *request, remaining time.Duration) error {
+// inProgress answers a request whose key another attempt holds: rec, as
+// read at now (nil when the request lost its rounds without a record).
+func (e *Extension) inProgress(r *request, rec *store.Record, now time.Time) error {
+	elapsed, leaseLeft := time.Duration(0), r.spec.lease
+	if rec != nil {
+		elapsed, leaseLeft = now.Sub(rec.ClaimedAt), rec.LeaseExpiresAt.Sub(now)
+	}
 	return &Error{
 		Code:       CodeInProgress,
 		Key:        r.key,
 		Message:    "a request with this idempotency key is still being processed; retry later with the same key",
-		RetryAfter: remaining,
+		RetryAfter: r.spec.pace.retryAfter(elapsed, leaseLeft),
 	}
 }
 
@@ -488,6 +498,7 @@ func (e *Extension) refuse(ctx context.Context, r *request, err error) graphql.M
 		ge.Locations = []gqlerror.Location{{Line: r.field.Position.Line, Column: r.field.Position.Column}}
 	}
 	if ie.Code == CodeInProgress {
+		operationFrom(ctx).inProgressFor(r.alias, ie.RetryAfter)
 		e.tel.add(ctx, e.tel.inProgress, r)
 	} else {
 		e.tel.add(ctx, e.tel.refusals, r, attrCode.String(string(ie.Code)))
@@ -695,7 +706,9 @@ func (c *call) observe(err error, panicked bool) {
 }
 
 func (c *call) rollback(ctx context.Context) {
-	if err := c.tx.Rollback(); err != nil && !errors.Is(err, context.Canceled) {
+	// A transaction whose request was cancelled is already rolled back
+	// (database/sql does it when the context ends): ErrTxDone is expected.
+	if err := c.tx.Rollback(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
 		c.ext.log(ctx, slog.LevelDebug, "rollback failed", c.req, slog.Any("error", err))
 	}
 }

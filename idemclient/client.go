@@ -553,21 +553,22 @@ func classify(r *Response) (Reason, string, time.Duration) {
 			if reason != ReasonInProgress {
 				reason, code = ReasonUnavailable, string(c)
 			}
-		case c.Retryable():
-			if reason == "" {
-				reason, code = ReasonRetryable, string(c)
-			}
+		case c.Retryable() && code == "":
+			code = string(c)
 		}
 	}
-	if reason == "" {
-		for _, f := range r.Idempotency {
-			if f.Outcome == OutcomeReleased {
-				reason = ReasonReleased
-				break
-			}
+	if reason != "" {
+		return reason, code, hint
+	}
+	for _, f := range r.Idempotency {
+		if f.Outcome == OutcomeReleased {
+			return ReasonReleased, "", hint
 		}
 	}
-	return reason, code, hint
+	if code != "" {
+		return ReasonRetryable, code, hint
+	}
+	return "", "", hint
 }
 
 // decode fills the GraphQL members of r from r.Body.
