@@ -67,7 +67,7 @@ func parseKeyHeader(values []string) (key string, quoted bool, err error) {
 	if v[0] != '"' {
 		// The bare form: the whole value is the key.
 		if i := strings.IndexAny(v, ",;\" \t"); i >= 0 {
-			return refuse("%s; send one key as a quoted string, such as \"8e03978e-40d5\"", whatIs(v[i]))
+			return refuse("%s", whatIs(v[i], true))
 		}
 		if err := ValidateKey(v); err != nil {
 			return "", false, err
@@ -85,7 +85,7 @@ func parseKeyHeader(values []string) (key string, quoted bool, err error) {
 			b.WriteByte(v[i])
 		case c == '"':
 			if rest := strings.TrimLeft(v[i+1:], " \t"); rest != "" {
-				return refuse("%s after the quoted key; send one key and nothing else", whatIs(rest[0]))
+				return refuse("%s", whatIs(rest[0], false))
 			}
 			key = b.String()
 			if err := ValidateKey(key); err != nil {
@@ -101,17 +101,18 @@ func parseKeyHeader(values []string) (key string, quoted bool, err error) {
 	return refuse("has no closing quote")
 }
 
-// whatIs names what a character announces in a structured field.
-func whatIs(c byte) string {
-	switch c {
-	case ',':
-		return "is a list"
-	case ';':
-		return "has parameters"
-	case '"':
-		return "has a quote inside a bare key"
-	case ' ', '\t':
-		return "has a space inside a bare key"
+// whatIs says what a character announces in the header, and what to send
+// instead.
+func whatIs(c byte, bare bool) string {
+	switch {
+	case c == ',':
+		return "is a list; send one key"
+	case c == ';':
+		return "has parameters; send the key alone"
+	case bare && c == '"':
+		return "has a quote inside a bare key; send the key as a quoted string, with \\\" for its quotes"
+	case bare:
+		return "has a space inside a bare key; send the key as a quoted string, such as \"a b\""
 	}
-	return "has unexpected characters"
+	return "has text after the quoted key; send the key alone"
 }

@@ -78,7 +78,7 @@ const (
 	OperationLimitExceeded Code = "OPERATION_LIMIT_EXCEEDED"
 )
 
-// The codes gqlgen itself answers with.
+// The codes gqlgen and entgql answer with.
 const (
 	// ParseFailed: the document is not GraphQL. Final.
 	ParseFailed Code = "GRAPHQL_PARSE_FAILED"
@@ -91,6 +91,9 @@ const (
 	// PersistedQueryNotFound: automatic persisted queries only; the client
 	// sends the document with its hash instead of the same request. Final.
 	PersistedQueryNotFound Code = "PERSISTED_QUERY_NOT_FOUND"
+	// InvalidPagination: entgql's, for connection arguments that do not
+	// fit (a negative first, say). Final.
+	InvalidPagination Code = "INVALID_PAGINATION"
 )
 
 // retryable lists the retryable codes; every other code of All is final.
@@ -106,7 +109,7 @@ var all = []Code{
 	Unauthenticated, RequestTooLarge, ResponseNotStored, BadUserInput,
 	InternalServerError, MutationFailed, BadRequest,
 	BodyTooLarge, OperationLimitExceeded,
-	ParseFailed, ValidationFailed, ComplexityLimitExceeded, PersistedQueryNotFound,
+	ParseFailed, ValidationFailed, ComplexityLimitExceeded, PersistedQueryNotFound, InvalidPagination,
 }
 
 // All returns every code the server can answer with.
