@@ -35,7 +35,7 @@ func TestEveryEmittedCodeIsClassified(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	found := map[string][]string{} // code -> where
-	finalOnly := map[string]bool{}  // set only through functions that mark it final
+	finalOnly := map[string]bool{} // set only through functions that mark it final
 	scan(t, "..", found, finalOnly, func(path string) bool {
 		return strings.Contains(path, "/internal/testapp") || strings.Contains(path, "/cmd/loadtest") || strings.Contains(path, "/testdata/")
 	})
