@@ -556,6 +556,10 @@ type call struct {
 	// begin.
 	stop func()
 
+	// oneAtATime serialises the field tree's resolvers, which share the
+	// transaction's connection (see InterceptField).
+	oneAtATime sync.Mutex
+
 	// Set by the field tree, whose resolvers may run concurrently.
 	mu        sync.Mutex
 	retryable bool

@@ -239,6 +239,13 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 // mutation it claims the key (where the typed arguments are known) and opens
 // the transaction just before the resolver runs, and it watches every
 // resolver error and panic of the field's tree to classify the outcome.
+//
+// It also runs the resolvers of the field's tree one at a time: they share
+// the mutation's transaction, one database connection, and gqlgen resolves
+// sibling fields concurrently. Two edges queried at once on one pgx
+// connection fail ("conn busy") or corrupt it (a panic in its rows). A
+// resolver returns before its children are resolved, so this cannot
+// deadlock.
 func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	c := callFrom(ctx)
 	if c == nil {
@@ -251,6 +258,8 @@ func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (
 			return nil, err
 		}
 	}
+	c.oneAtATime.Lock()
+	defer c.oneAtATime.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
 			c.observe(nil, true)

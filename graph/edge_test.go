@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -122,4 +123,26 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The edges of an idempotent mutation's result are read in its
+// transaction, on one connection, while gqlgen resolves sibling fields
+// concurrently: the hook runs them one at a time. Concurrently, pgx
+// answered "conn busy" or panicked in its rows, and the payment failed.
+func TestSiblingEdgesShareTheTransaction(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b)
+		for round := range 3 {
+			order := a.newOrder("acme", 100)
+			var sel strings.Builder
+			for i := range 30 {
+				fmt.Fprintf(&sel, " o%d: order { id paid payments { id amount order { id } } }", i)
+			}
+			r := a.do("acme", fmt.Sprintf(`mutation { createPayment(idempotencyKey: "edges-%d", input: {orderID: %s, amount: 100}) { id %s } }`,
+				round, order, sel.String()), nil)
+			if len(r.Errors) > 0 || !strings.Contains(string(r.Data), `"o29":{"id":"`+order+`","paid":true`) {
+				t.Fatalf("round %d: %.500s", round, r.Body)
+			}
+		}
+	})
 }
