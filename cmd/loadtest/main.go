@@ -29,6 +29,7 @@
 //	go run ./cmd/loadtest -short    # CI: 3 servers, 30s, a few thousand requests, 2 kills, 1 PostgreSQL restart
 //	go run ./cmd/loadtest -long     # for reports: 4 servers, 3 minutes, 12 kills, 4 restarts
 //	go run ./cmd/loadtest -bench    # mutations per second, no faults (see BENCHMARKS.md)
+//	go run ./cmd/loadtest -adversary -pg-restarts 0   # one tenant's hostile requests against another's latency (adversary.go)
 //
 // PostgreSQL is TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/test?sslmode=disable). Restarting it
@@ -97,6 +98,8 @@ type config struct {
 
 	bench           bool
 	countStatements int
+
+	adversary adversaryConfig // adversary.go
 }
 
 // presets are the values -short and -long give to the flags not set on
@@ -162,6 +165,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 	fs.BoolVar(&c.bench, "bench", false, "measure mutations per second instead: createOrder, then createPayment, each for -duration, no faults, no duplicates")
 	fs.IntVar(&c.countStatements, "count-statements", 0, "with -bench: send this many of each mutation from one client to one server with log_statement=all and count their statements in the PostgreSQL log")
+
+	addAdversaryFlags(fs, &c.adversary)
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -272,6 +277,13 @@ func run(cfg *config) int {
 		}
 	}()
 
+	if cfg.adversary.on {
+		if err := runAdversary(ctx, cfg.adversary, bin, tmp, db.url(nil)); err != nil {
+			keepLogs = true
+			return fail(err)
+		}
+		return 0
+	}
 	if cfg.bench {
 		if err := runBench(ctx, cfg, bin, tmp, db, pg); err != nil {
 			keepLogs = true

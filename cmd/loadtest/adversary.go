@@ -1,0 +1,445 @@
+package main
+
+// The adversary: how much can one hostile tenant hold up another? With
+// -adversary the tool starts one example server per backend (SQLite in a
+// file of its own, then PostgreSQL in the run's schema) and, for each, times
+// tenant B's ordinary mutations (createOrder, then createPayment of that
+// order) twice: alone, and while tenant A sends hostile requests without
+// pause: bodies far over the limit (with their length declared, and
+// chunked), the alias bomb of issue 12 (createOrder with 45,000 aliases of
+// one field), a selection 40 deep, a fragment bomb (2^40 fields through 40
+// fragments), and the most expensive operation the limits allow (a payment
+// whose selection is a tree of 127 order and payment objects, each a query).
+// With -adversary-unlimited it measures a server with the limits off as
+// well: the attack as it was before them.
+//
+//	go run ./cmd/loadtest -adversary -pg-restarts 0
+//	go run ./cmd/loadtest -adversary -adversary-unlimited -adversary-phase 30s -pg-restarts 0
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// adversaryConfig holds the -adversary flags.
+type adversaryConfig struct {
+	on        bool
+	phase     time.Duration
+	victims   int
+	unlimited bool
+}
+
+func addAdversaryFlags(fs *flag.FlagSet, c *adversaryConfig) {
+	fs.BoolVar(&c.on, "adversary", false, "measure how a hostile tenant holds up another's mutations, on SQLite and PostgreSQL, instead of the load run")
+	fs.DurationVar(&c.phase, "adversary-phase", 15*time.Second, "with -adversary: length of each phase (the other tenant alone, then under attack)")
+	fs.IntVar(&c.victims, "adversary-victims", 2, "with -adversary: concurrent clients of the other tenant")
+	fs.BoolVar(&c.unlimited, "adversary-unlimited", false, "with -adversary: measure a server with its request limits off as well")
+}
+
+// runAdversary runs the measurement on SQLite, then on the PostgreSQL
+// database of pgURL, and prints the figures.
+func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp, pgURL string) error {
+	type target struct {
+		name string
+		env  []string
+		args []string
+	}
+	targets := []target{
+		{"sqlite", []string{"DATABASE_URL="}, []string{"-db", filepath.Join(tmp, "adversary.db")}},
+		{"postgres", []string{"DATABASE_URL=" + pgURL}, nil},
+	}
+	limits := []bool{true}
+	if c.unlimited {
+		limits = append(limits, false)
+	}
+	fmt.Printf("adversary: tenant B (%d clients) alone for %v, then with tenant A's hostile requests for %v\n", c.victims, c.phase, c.phase)
+	for _, tg := range targets {
+		for _, limited := range limits {
+			args := append([]string{"-sweep-every", "0", "-materialize-every", "0"}, tg.args...)
+			label := tg.name + ", limits on (defaults)"
+			if !limited {
+				args = append(args, "-max-body-bytes", "-1", "-max-fields", "-1", "-max-aliases", "-1", "-max-depth", "-1", "-max-complexity", "-1")
+				label = tg.name + ", limits off"
+			}
+			srv, err := startAdversaryServer(ctx, bin, filepath.Join(tmp, "adversary-"+tg.name+".log"), tg.env, args)
+			if err != nil {
+				return fmt.Errorf("%s: %w", tg.name, err)
+			}
+			report, err := measureAdversary(ctx, c, srv.url)
+			srv.stop()
+			if err != nil {
+				return fmt.Errorf("%s: %w", label, err)
+			}
+			report.print(os.Stdout, label)
+		}
+	}
+	return ctx.Err()
+}
+
+// advServer is one example server process.
+type advServer struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startAdversaryServer(ctx context.Context, bin, logName string, env, args []string) (*advServer, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf, err := os.Create(logName)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &advServer{url: "http://" + addr + "/query", cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("server exited at start (see %s)", logName)
+		default:
+		}
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			return s, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.stop()
+			return nil, fmt.Errorf("server does not listen on %s (see %s)", addr, logName)
+		}
+	}
+}
+
+func (s *advServer) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// advSample is one timed request.
+type advSample struct {
+	took    time.Duration
+	outcome string // "ok", an error code, "HTTP 413", or a transport error
+}
+
+// advSamples collects the advSamples of one kind of request.
+type advSamples struct {
+	mu  sync.Mutex
+	all []advSample
+}
+
+func (s *advSamples) add(took time.Duration, outcome string) {
+	s.mu.Lock()
+	s.all = append(s.all, advSample{took, outcome})
+	s.mu.Unlock()
+}
+
+func (s *advSamples) summary() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.all) == 0 {
+		return "no request finished"
+	}
+	ds := make([]time.Duration, len(s.all))
+	outcomes := map[string]int{}
+	for i, x := range s.all {
+		ds[i] = x.took
+		outcomes[x.outcome]++
+	}
+	slices.Sort(ds)
+	q := func(f float64) time.Duration { return ds[int(f*float64(len(ds)-1))].Round(100 * time.Microsecond) }
+	names := make([]string, 0, len(outcomes))
+	for k := range outcomes {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var out []string
+	for _, k := range names {
+		out = append(out, fmt.Sprintf("%s %d", k, outcomes[k]))
+	}
+	return fmt.Sprintf("n %4d  p50 %9v  p99 %9v  max %9v  %s", len(ds), q(0.5), q(0.99), q(1), strings.Join(out, ", "))
+}
+
+// adversaryReport holds the figures of one server.
+type adversaryReport struct {
+	quiet, hostile map[string]*advSamples // tenant B's, by mutation
+	attacks        map[string]*advSamples // tenant A's, by kind
+	attackOrder    []string
+}
+
+func (r *adversaryReport) print(w io.Writer, label string) {
+	fmt.Fprintf(w, "\n== adversary: %s\n", label)
+	for _, field := range []string{"createOrder", "createPayment"} {
+		fmt.Fprintf(w, "  tenant B %-13s alone        %s\n", field, r.quiet[field].summary())
+		fmt.Fprintf(w, "  tenant B %-13s under attack %s\n", field, r.hostile[field].summary())
+	}
+	for _, kind := range r.attackOrder {
+		fmt.Fprintf(w, "  tenant A %-24s %s\n", kind, r.attacks[kind].summary())
+	}
+}
+
+func measureAdversary(ctx context.Context, c adversaryConfig, url string) (*adversaryReport, error) {
+	hc := &http.Client{Timeout: 2 * time.Minute}
+	// Tenant A's order to pay in the deep selection.
+	order, err := newAdversaryOrder(ctx, hc, url, "tenant-a")
+	if err != nil {
+		return nil, err
+	}
+	r := &adversaryReport{
+		quiet:   map[string]*advSamples{"createOrder": {}, "createPayment": {}},
+		hostile: map[string]*advSamples{"createOrder": {}, "createPayment": {}},
+		attacks: map[string]*advSamples{},
+	}
+	victims := func(ctx context.Context, into map[string]*advSamples) {
+		var wg sync.WaitGroup
+		for range c.victims {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					start := time.Now()
+					id, outcome := advCreateOrder(ctx, hc, url, "tenant-b", 100, "{ id }")
+					if ctx.Err() != nil {
+						return
+					}
+					into["createOrder"].add(time.Since(start), outcome)
+					if id == "" {
+						continue
+					}
+					start = time.Now()
+					outcome = advPost(ctx, hc, url, "tenant-b", fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { id } }`, advKey(), id), nil).outcome
+					if ctx.Err() == nil {
+						into["createPayment"].add(time.Since(start), outcome)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+
+	quiet, cancel := context.WithTimeout(ctx, c.phase)
+	victims(quiet, r.quiet)
+	cancel()
+
+	attacks := []struct {
+		name string
+		send func(ctx context.Context) string
+	}{
+		{"8 MiB body, declared", func(ctx context.Context) string {
+			return advPostBody(ctx, hc, url, "tenant-a", paddedQuery(8<<20), true)
+		}},
+		{"8 MiB body, chunked", func(ctx context.Context) string {
+			return advPostBody(ctx, hc, url, "tenant-a", paddedQuery(8<<20), false)
+		}},
+		{"45,000 aliases", func(ctx context.Context) string {
+			return advPost(ctx, hc, url, "tenant-a", aliasBombQuery(advKey(), 45000), nil).outcome
+		}},
+		{"selection 40 deep", func(ctx context.Context) string {
+			return advPost(ctx, hc, url, "tenant-a", deepQuery(advKey(), order, 40), nil).outcome
+		}},
+		{"fragment bomb, 2^40", func(ctx context.Context) string {
+			return advPost(ctx, hc, url, "tenant-a", fragmentBombQuery(advKey(), 40), nil).outcome
+		}},
+		{"most expensive allowed", func(ctx context.Context) string {
+			id, outcome := advCreateOrder(ctx, hc, url, "tenant-a", 100, "{ id }")
+			if id == "" {
+				return "createOrder " + outcome
+			}
+			return advPost(ctx, hc, url, "tenant-a", expensivePayment(advKey(), id), nil).outcome
+		}},
+	}
+	hostile, cancel := context.WithTimeout(ctx, c.phase)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, a := range attacks {
+		s := &advSamples{}
+		r.attacks[a.name], r.attackOrder = s, append(r.attackOrder, a.name)
+		wg.Go(func() {
+			for hostile.Err() == nil {
+				start := time.Now()
+				outcome := a.send(hostile)
+				if hostile.Err() == nil || outcome != "canceled" {
+					s.add(time.Since(start), outcome)
+				}
+			}
+		})
+	}
+	victims(hostile, r.hostile)
+	wg.Wait()
+	return r, ctx.Err()
+}
+
+// advAnswer is what a request got.
+type advAnswer struct {
+	outcome string
+	data    json.RawMessage
+}
+
+// advPost sends one GraphQL request, once, as tenant.
+func advPost(ctx context.Context, hc *http.Client, url, tenant, query string, vars map[string]any) advAnswer {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Tenant-ID", tenant)
+	res, err := hc.Do(req)
+	if err != nil {
+		return advAnswer{outcome: advTransportOutcome(ctx, err)}
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var r gqlResponse
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return advAnswer{outcome: fmt.Sprintf("HTTP %d, not JSON", res.StatusCode)}
+	}
+	if len(r.Errors) > 0 {
+		code, _ := r.Errors[0].Extensions["code"].(string)
+		if code == "" {
+			code = "no code"
+		}
+		return advAnswer{outcome: code}
+	}
+	return advAnswer{outcome: "ok", data: r.Data}
+}
+
+// advPostBody sends a raw body, with its length declared or chunked.
+func advPostBody(ctx context.Context, hc *http.Client, url, tenant string, body []byte, declared bool) string {
+	var rd io.Reader = bytes.NewReader(body)
+	if !declared {
+		rd = io.MultiReader(rd) // hides the length: chunked
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Tenant-ID", tenant)
+	res, err := hc.Do(req)
+	if err != nil {
+		return advTransportOutcome(ctx, err)
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, res.Body)
+	return fmt.Sprintf("HTTP %d", res.StatusCode)
+}
+
+func advTransportOutcome(ctx context.Context, err error) string {
+	if ctx.Err() != nil {
+		return "canceled"
+	}
+	if strings.Contains(err.Error(), "Client.Timeout") {
+		return "client timeout"
+	}
+	return "transport error"
+}
+
+// advCreateOrder creates an order and returns its id ("" on failure) and
+// the outcome.
+func advCreateOrder(ctx context.Context, hc *http.Client, url, tenant string, amount int, selection string) (string, string) {
+	a := advPost(ctx, hc, url, tenant, fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: %d, currency: "EUR"}) %s }`, advKey(), amount, selection), nil)
+	var d struct {
+		CreateOrder struct{ ID string } `json:"createOrder"`
+	}
+	if a.outcome == "ok" && json.Unmarshal(a.data, &d) == nil {
+		return d.CreateOrder.ID, a.outcome
+	}
+	return "", a.outcome
+}
+
+func newAdversaryOrder(ctx context.Context, hc *http.Client, url, tenant string) (string, error) {
+	id, outcome := advCreateOrder(ctx, hc, url, tenant, 100, "{ id }")
+	if id == "" {
+		return "", fmt.Errorf("createOrder: %s", outcome)
+	}
+	return id, nil
+}
+
+func advKey() string { return rand.Text() }
+
+// paddedQuery is a valid request of n bytes: a small query and spaces.
+func paddedQuery(n int) []byte {
+	b := bytes.Repeat([]byte(" "), n)
+	copy(b, `{"query":"{ __typename }","x":"`)
+	copy(b[n-2:], `"}`)
+	return b
+}
+
+func aliasBombQuery(key string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `mutation { createOrder(idempotencyKey: %q, input: {amount: 100, currency: "EUR"}) {`, key)
+	for i := range n {
+		fmt.Fprintf(&b, " a%d: currency", i)
+	}
+	b.WriteString(" } }")
+	return b.String()
+}
+
+// deepQuery pays order with a selection depth deep; the payment is
+// refused (the order's amount or payment state), the selection is what
+// counts.
+func deepQuery(key, order string, depth int) string {
+	var open, close strings.Builder
+	for d := 2; d < depth; d++ {
+		if d%2 == 0 {
+			open.WriteString("order { ")
+		} else {
+			open.WriteString("payments { ")
+		}
+		close.WriteString(" }")
+	}
+	return fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { %sid%s } }`,
+		key, order, open.String(), close.String())
+}
+
+func fragmentBombQuery(key string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `mutation { createOrder(idempotencyKey: %q, input: {amount: 100, currency: "EUR"}) { ...F%d } }`, key, n)
+	b.WriteString("\nfragment F0 on Order { currency }")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "\nfragment F%d on Order { ...F%d ...F%d }", i, i-1, i-1)
+	}
+	return b.String()
+}
+
+// expensivePayment pays order with the costliest selection the default
+// limits allow: a binary tree of 127 objects, payment and order in turn,
+// each with its scalar fields and each edge a query of its own (some 500
+// fields, 63 aliases, 9 deep).
+func expensivePayment(key, order string) string {
+	var tree func(onPayment bool, levels int) string
+	tree = func(onPayment bool, levels int) string {
+		leaves, edge := "id amount providerChargeID", "order"
+		if !onPayment {
+			leaves, edge = "id amount currency paid", "payments"
+		}
+		if levels == 1 {
+			return leaves
+		}
+		child := tree(!onPayment, levels-1)
+		return fmt.Sprintf("%s %s { %s } x: %s { %s }", leaves, edge, child, edge, child)
+	}
+	return fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { %s } }`, key, order, tree(true, 7))
+}
