@@ -9,12 +9,13 @@ package main
 // chunked), the alias bomb of issue 12 (createOrder with 45,000 aliases of
 // one field), a selection 40 deep, a fragment bomb (2^40 fields through 40
 // fragments), and the most expensive operation the limits allow (a payment
-// whose selection is a tree of 127 order and payment objects, each a query).
-// With -adversary-unlimited it measures a server with the limits off as
-// well: the attack as it was before them.
+// whose selection is a tree of 127 order and payment objects, each a query),
+// each kind on its own, then all at once. With -adversary-limits=false the
+// server runs with its limits off: the attacks as they were before them
+// (give the phases time: one alias bomb then takes some twenty seconds).
 //
 //	go run ./cmd/loadtest -adversary -pg-restarts 0
-//	go run ./cmd/loadtest -adversary -adversary-unlimited -adversary-phase 30s -pg-restarts 0
+//	go run ./cmd/loadtest -adversary -adversary-limits=false -adversary-phase 40s -pg-restarts 0
 
 import (
 	"bytes"
@@ -38,17 +39,17 @@ import (
 
 // adversaryConfig holds the -adversary flags.
 type adversaryConfig struct {
-	on        bool
-	phase     time.Duration
-	victims   int
-	unlimited bool
+	on      bool
+	phase   time.Duration
+	victims int
+	limits  bool
 }
 
 func addAdversaryFlags(fs *flag.FlagSet, c *adversaryConfig) {
 	fs.BoolVar(&c.on, "adversary", false, "measure how a hostile tenant holds up another's mutations, on SQLite and PostgreSQL, instead of the load run")
-	fs.DurationVar(&c.phase, "adversary-phase", 15*time.Second, "with -adversary: length of each phase (the other tenant alone, then under attack)")
+	fs.DurationVar(&c.phase, "adversary-phase", 10*time.Second, "with -adversary: length of each phase (the other tenant alone, under each kind of attack, under all of them)")
 	fs.IntVar(&c.victims, "adversary-victims", 2, "with -adversary: concurrent clients of the other tenant")
-	fs.BoolVar(&c.unlimited, "adversary-unlimited", false, "with -adversary: measure a server with its request limits off as well")
+	fs.BoolVar(&c.limits, "adversary-limits", true, "with -adversary: the server's request limits on (its defaults); false turns them off, to measure the attacks as they were before them")
 }
 
 // runAdversary runs the measurement on SQLite, then on the PostgreSQL
@@ -63,30 +64,24 @@ func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp, pgURL string
 		{"sqlite", []string{"DATABASE_URL="}, []string{"-db", filepath.Join(tmp, "adversary.db")}},
 		{"postgres", []string{"DATABASE_URL=" + pgURL}, nil},
 	}
-	limits := []bool{true}
-	if c.unlimited {
-		limits = append(limits, false)
-	}
-	fmt.Printf("adversary: tenant B (%d clients) alone for %v, then with tenant A's hostile requests for %v\n", c.victims, c.phase, c.phase)
+	fmt.Printf("adversary: tenant B (%d clients), %v alone, %v under each kind of tenant A's hostile requests, %v under all of them\n", c.victims, c.phase, c.phase, c.phase)
 	for _, tg := range targets {
-		for _, limited := range limits {
-			args := append([]string{"-sweep-every", "0", "-materialize-every", "0"}, tg.args...)
-			label := tg.name + ", limits on (defaults)"
-			if !limited {
-				args = append(args, "-max-body-bytes", "-1", "-max-fields", "-1", "-max-aliases", "-1", "-max-depth", "-1", "-max-complexity", "-1")
-				label = tg.name + ", limits off"
-			}
-			srv, err := startAdversaryServer(ctx, bin, filepath.Join(tmp, "adversary-"+tg.name+".log"), tg.env, args)
-			if err != nil {
-				return fmt.Errorf("%s: %w", tg.name, err)
-			}
-			report, err := measureAdversary(ctx, c, srv.url)
-			srv.stop()
-			if err != nil {
-				return fmt.Errorf("%s: %w", label, err)
-			}
-			report.print(os.Stdout, label)
+		args := append([]string{"-sweep-every", "0", "-materialize-every", "0"}, tg.args...)
+		label := tg.name + ", limits on (defaults)"
+		if !c.limits {
+			args = append(args, "-max-body-bytes", "-1", "-max-fields", "-1", "-max-aliases", "-1", "-max-depth", "-1", "-max-complexity", "-1")
+			label = tg.name + ", limits off"
 		}
+		srv, err := startAdversaryServer(ctx, bin, filepath.Join(tmp, "adversary-"+tg.name+".log"), tg.env, args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tg.name, err)
+		}
+		report, err := measureAdversary(ctx, c, srv.url)
+		srv.stop()
+		if err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		report.print(os.Stdout, label)
 	}
 	return ctx.Err()
 }
@@ -189,22 +184,37 @@ func (s *advSamples) summary() string {
 	return fmt.Sprintf("n %4d  p50 %9v  p99 %9v  max %9v  %s", len(ds), q(0.5), q(0.99), q(1), strings.Join(out, ", "))
 }
 
-// adversaryReport holds the figures of one server.
+// adversaryPhase is what one phase measured: tenant B's mutations, and
+// tenant A's requests of the phase's kinds.
+type adversaryPhase struct {
+	name    string
+	victims map[string]*advSamples // by mutation
+	attacks []string
+	sent    map[string]*advSamples // by kind
+}
+
+// adversaryReport holds the phases of one server.
 type adversaryReport struct {
-	quiet, hostile map[string]*advSamples // tenant B's, by mutation
-	attacks        map[string]*advSamples // tenant A's, by kind
-	attackOrder    []string
+	phases []*adversaryPhase
 }
 
 func (r *adversaryReport) print(w io.Writer, label string) {
 	fmt.Fprintf(w, "\n== adversary: %s\n", label)
-	for _, field := range []string{"createOrder", "createPayment"} {
-		fmt.Fprintf(w, "  tenant B %-13s alone        %s\n", field, r.quiet[field].summary())
-		fmt.Fprintf(w, "  tenant B %-13s under attack %s\n", field, r.hostile[field].summary())
+	for _, ph := range r.phases {
+		fmt.Fprintf(w, "  %s\n", ph.name)
+		for _, field := range []string{"createOrder", "createPayment"} {
+			fmt.Fprintf(w, "    tenant B %-24s %s\n", field, ph.victims[field].summary())
+		}
+		for _, kind := range ph.attacks {
+			fmt.Fprintf(w, "    tenant A %-24s %s\n", kind, ph.sent[kind].summary())
+		}
 	}
-	for _, kind := range r.attackOrder {
-		fmt.Fprintf(w, "  tenant A %-24s %s\n", kind, r.attacks[kind].summary())
-	}
+}
+
+// adversaryAttack is one kind of hostile request.
+type adversaryAttack struct {
+	name string
+	send func(ctx context.Context) string
 }
 
 func measureAdversary(ctx context.Context, c adversaryConfig, url string) (*adversaryReport, error) {
@@ -214,44 +224,7 @@ func measureAdversary(ctx context.Context, c adversaryConfig, url string) (*adve
 	if err != nil {
 		return nil, err
 	}
-	r := &adversaryReport{
-		quiet:   map[string]*advSamples{"createOrder": {}, "createPayment": {}},
-		hostile: map[string]*advSamples{"createOrder": {}, "createPayment": {}},
-		attacks: map[string]*advSamples{},
-	}
-	victims := func(ctx context.Context, into map[string]*advSamples) {
-		var wg sync.WaitGroup
-		for range c.victims {
-			wg.Go(func() {
-				for ctx.Err() == nil {
-					start := time.Now()
-					id, outcome := advCreateOrder(ctx, hc, url, "tenant-b", 100, "{ id }")
-					if ctx.Err() != nil {
-						return
-					}
-					into["createOrder"].add(time.Since(start), outcome)
-					if id == "" {
-						continue
-					}
-					start = time.Now()
-					outcome = advPost(ctx, hc, url, "tenant-b", fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { id } }`, advKey(), id), nil).outcome
-					if ctx.Err() == nil {
-						into["createPayment"].add(time.Since(start), outcome)
-					}
-				}
-			})
-		}
-		wg.Wait()
-	}
-
-	quiet, cancel := context.WithTimeout(ctx, c.phase)
-	victims(quiet, r.quiet)
-	cancel()
-
-	attacks := []struct {
-		name string
-		send func(ctx context.Context) string
-	}{
+	attacks := []adversaryAttack{
 		{"8 MiB body, declared", func(ctx context.Context) string {
 			return advPostBody(ctx, hc, url, "tenant-a", paddedQuery(8<<20), true)
 		}},
@@ -275,25 +248,60 @@ func measureAdversary(ctx context.Context, c adversaryConfig, url string) (*adve
 			return advPost(ctx, hc, url, "tenant-a", expensivePayment(advKey(), id), nil).outcome
 		}},
 	}
-	hostile, cancel := context.WithTimeout(ctx, c.phase)
+	r := &adversaryReport{}
+	r.phases = append(r.phases, runPhase(ctx, c, hc, url, "alone", nil))
+	for _, a := range attacks {
+		r.phases = append(r.phases, runPhase(ctx, c, hc, url, "under "+a.name, []adversaryAttack{a}))
+	}
+	r.phases = append(r.phases, runPhase(ctx, c, hc, url, "under all of them at once", attacks))
+	return r, ctx.Err()
+}
+
+// runPhase times tenant B's mutations for c.phase while tenant A sends
+// each of attacks back to back, one request of each kind at a time.
+func runPhase(ctx context.Context, c adversaryConfig, hc *http.Client, url, name string, attacks []adversaryAttack) *adversaryPhase {
+	ph := &adversaryPhase{
+		name:    name,
+		victims: map[string]*advSamples{"createOrder": {}, "createPayment": {}},
+		sent:    map[string]*advSamples{},
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.phase)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, a := range attacks {
 		s := &advSamples{}
-		r.attacks[a.name], r.attackOrder = s, append(r.attackOrder, a.name)
+		ph.sent[a.name], ph.attacks = s, append(ph.attacks, a.name)
 		wg.Go(func() {
-			for hostile.Err() == nil {
+			for ctx.Err() == nil {
 				start := time.Now()
-				outcome := a.send(hostile)
-				if hostile.Err() == nil || outcome != "canceled" {
+				if outcome := a.send(ctx); outcome != "canceled" {
 					s.add(time.Since(start), outcome)
 				}
 			}
 		})
 	}
-	victims(hostile, r.hostile)
+	for range c.victims {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				start := time.Now()
+				id, outcome := advCreateOrder(ctx, hc, url, "tenant-b", 100, "{ id }")
+				if outcome == "canceled" {
+					return
+				}
+				ph.victims["createOrder"].add(time.Since(start), outcome)
+				if id == "" {
+					continue
+				}
+				start = time.Now()
+				outcome = advPost(ctx, hc, url, "tenant-b", fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { id } }`, advKey(), id), nil).outcome
+				if outcome != "canceled" {
+					ph.victims["createPayment"].add(time.Since(start), outcome)
+				}
+			}
+		})
+	}
 	wg.Wait()
-	return r, ctx.Err()
+	return ph
 }
 
 // advAnswer is what a request got.
