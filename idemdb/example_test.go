@@ -21,6 +21,6 @@ func ExampleResolve() {
 	}
 	// Output:
 	// pgx postgres
-	// sqlite sqlite3
-	// sqlite sqlite3
+	// sqlite-idem sqlite3
+	// sqlite-idem sqlite3
 }
