@@ -414,7 +414,7 @@ var logPatterns = []logPattern{
 	{"claim releases retried in the background", []string{"could not release idempotency claim yet"}},
 	{"claim releases that got through after retries", []string{"idempotency claim released after retries"}},
 	{"claim releases given up (the lease ran out)", []string{"could not release idempotency claim;"}},
-	{"resolver errors", []string{"resolver error"}},
+	{"unexpected errors (INTERNAL_SERVER_ERROR)", []string{"unexpected error"}},
 	{"failed starts (migration)", []string{"server: migrate:"}},
 	{"panics", []string{"panic"}},
 }
