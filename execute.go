@@ -67,6 +67,9 @@ func (e *Extension) answer(ctx context.Context, r *request, oc *graphql.Operatio
 	if r.tenant, err = e.tenant(ctx, key); err != nil {
 		return nil, OutcomeRefused, err
 	}
+	if n := measure(r.field.SelectionSet).fields; n > maxSelectionFields {
+		return nil, OutcomeRefused, errorf(CodeRequestTooLarge, key, "the mutation's selection has %s fields, fragments expanded; the limit is %d", count(n), maxSelectionFields)
+	}
 	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.field, oc.Variables, KeyArgument)
 	if fp.ArgumentsSize > e.cfg.MaxArgumentBytes {
 		return nil, OutcomeRefused, errorf(CodeRequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)

@@ -78,6 +78,13 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
+// maxSelectionFields bounds an idempotent mutation's selection, fragments
+// expanded, whatever Limits say: the fingerprint prints it expanded, so that
+// a fragment spread twice in each of 40 nested fragments, a short document
+// that Limits.MaxFields refuses, would otherwise be printed 2^40 times
+// (IDEMPOTENCY_REQUEST_TOO_LARGE).
+const maxSelectionFields = 10_000
+
 // limitedBody reads the request body through http.MaxBytesReader and
 // notes when the limit was reached, so that the response can be a 413
 // whatever gqlgen makes of the read error.

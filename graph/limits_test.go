@@ -198,3 +198,18 @@ func (a *app) allOrders() int {
 	}
 	return n
 }
+
+// With the limits off, the hook still refuses to fingerprint a selection
+// that expands beyond reason (it prints it expanded): a fragment bomb is
+// IDEMPOTENCY_REQUEST_TOO_LARGE, not 2^40 fields of work.
+func TestFingerprintIsBoundedWithTheLimitsOff(t *testing.T) {
+	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
+		o.Limits = idem.Limits{MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxComplexity: -1}
+	})
+	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.code() != string(idem.CodeRequestTooLarge) {
+		t.Fatalf("fragment bomb: %.300s", r.Body)
+	}
+	if n := a.allOrders(); n != 0 {
+		t.Fatalf("%d orders", n)
+	}
+}
