@@ -10,6 +10,25 @@
 // transactions, a busy timeout and foreign keys on: without immediate
 // transactions concurrent claims fail with SQLITE_BUSY instead of waiting.
 //
+// # Connections
+//
+// Open's pool has at most DefaultMaxConns connections; OpenPool takes a
+// Pool of another size. A request that finds every connection in use waits
+// for one as long as its context allows. WaitReady, at start, waits for a
+// database that is down, restarting or full, for a bounded time.
+//
+// Behind PgBouncer in transaction pooling mode, add
+// default_query_exec_mode=exec to the URL: pgx's default prepared-statement
+// cache does not survive a pooler that hands each transaction another
+// server connection (see the README's operating section).
+//
+// OpenPgx opens PostgreSQL on pgx itself instead (package pgxdriver): an ent
+// driver whose transactions send BEGIN with their first statement and can
+// carry other statements in their round trips, for the pipelined store.
+// It is not the default yet.
+//
+// # Partitions
+//
 // PartitionByTenant turns an ent schema's tables into tables
 // hash-partitioned by tenant on PostgreSQL (docs/scale-out.md).
 package idemdb

@@ -1,40 +1,154 @@
 package idemdb
 
 import (
+	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
-	_ "modernc.org/sqlite"             // registers "sqlite"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+	_ "modernc.org/sqlite"           // registers "sqlite"
 )
 
-// Defaults of the connection pool. A duplicate request in atomic mode holds
-// a connection while it waits for the first one to commit, so the pool is
-// bounded below PostgreSQL's default max_connections (100) to leave room for
-// other processes.
-const (
-	DefaultMaxOpenConns = 40
-	sqliteBusyTimeout   = 5 * time.Second
-)
+// DefaultMaxConns is the default size of a pool (Pool.MaxConns): small
+// enough that four processes, each with this pool and a few connections
+// besides, fit in PostgreSQL's default max_connections (100) with room to
+// spare for migrations, operators and monitoring. A request that finds
+// every connection busy waits for one, as long as its context allows.
+const DefaultMaxConns = 16
 
-// Open opens dsn and returns an ent driver for it. A dsn that starts with
-// postgres:// or postgresql:// is PostgreSQL; one that starts with sqlite:
-// or file:, or any other string, is a SQLite file path.
-func Open(dsn string) (*entsql.Driver, error) {
-	name, source, dialectName := Resolve(dsn)
-	db, err := sql.Open(name, source)
-	if err != nil {
-		return nil, fmt.Errorf("idemdb: open %s: %w", dialectName, err)
+// sqliteBusyTimeout is how long a SQLite writer waits for the write lock.
+const sqliteBusyTimeout = 5 * time.Second
+
+// Pool sizes the connection pool of OpenPool. The zero value is the
+// default of each field.
+type Pool struct {
+	// MaxConns is the most connections open at once (default
+	// DefaultMaxConns). A request that needs one while all are in use
+	// waits until one is free or its context ends; it does not fail.
+	//
+	// Size it from the database's budget: PostgreSQL's max_connections,
+	// shared by every process, divided by the processes, less what
+	// anything else needs. A duplicate request in atomic mode holds a
+	// connection while it waits for the first one to commit, so a burst of
+	// duplicates uses the whole pool and the rest of the requests queue.
+	MaxConns int
+	// MaxIdleConns is the most connections kept open while idle (default
+	// MaxConns: a pool that stays warm).
+	MaxIdleConns int
+	// MaxIdleTime closes a connection idle for that long (default 5
+	// minutes), so that a quiet process gives its connections back.
+	MaxIdleTime time.Duration
+}
+
+func (p Pool) withDefaults() Pool {
+	if p.MaxConns <= 0 {
+		p.MaxConns = DefaultMaxConns
 	}
-	db.SetMaxOpenConns(DefaultMaxOpenConns)
-	db.SetMaxIdleConns(DefaultMaxOpenConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	if p.MaxIdleConns <= 0 || p.MaxIdleConns > p.MaxConns {
+		p.MaxIdleConns = p.MaxConns
+	}
+	if p.MaxIdleTime <= 0 {
+		p.MaxIdleTime = 5 * time.Minute
+	}
+	return p
+}
+
+// Open opens dsn with the default pool (OpenPool).
+func Open(dsn string) (*entsql.Driver, error) { return OpenPool(dsn, Pool{}) }
+
+// OpenPool opens dsn and returns an ent driver for it, its connections
+// pooled as p says. A dsn that starts with postgres:// or postgresql:// is
+// PostgreSQL; one that starts with sqlite: or file:, or any other string,
+// is a SQLite file path.
+//
+// A PostgreSQL URL may carry pgx's settings besides libpq's: behind
+// PgBouncer in transaction pooling mode, add
+// default_query_exec_mode=exec (see the README's operating section). A
+// URL that pgx cannot parse is an error here, not at the first query.
+// Nothing is connected yet: see WaitReady.
+func OpenPool(dsn string, p Pool) (*entsql.Driver, error) {
+	db, dialectName, err := open(dsn)
+	if err != nil {
+		return nil, err
+	}
+	p = p.withDefaults()
+	db.SetMaxOpenConns(p.MaxConns)
+	db.SetMaxIdleConns(p.MaxIdleConns)
+	db.SetConnMaxIdleTime(p.MaxIdleTime)
 	return entsql.OpenDB(dialectName, db), nil
+}
+
+func open(dsn string) (*sql.DB, string, error) {
+	name, source, dialectName := Resolve(dsn)
+	if name != "pgx" {
+		db, err := sql.Open(name, source)
+		if err != nil {
+			return nil, "", fmt.Errorf("idemdb: open %s: %w", dialectName, err)
+		}
+		return db, dialectName, nil
+	}
+	cfg, err := pgx.ParseConfig(source)
+	if err != nil {
+		return nil, "", fmt.Errorf("idemdb: PostgreSQL URL: %w", err) // pgconn masks the password
+	}
+	return stdlib.OpenDB(*cfg), dialectName, nil
+}
+
+// WaitReady pings db until the database answers, for at most timeout,
+// waiting longer after each failure (100 ms, doubling up to 5 s). A process
+// started while its database is down, restarting, or full ("sorry, too many
+// clients already") thus waits for it instead of exiting. It gives up at
+// once on what waiting cannot fix: a refused login or an unknown database.
+// Each failure is logged at level Info on logger (nil: none).
+func WaitReady(ctx context.Context, db *sql.DB, timeout time.Duration, logger *slog.Logger) error {
+	deadline := time.Now().Add(timeout)
+	delay := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		err := db.PingContext(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if permanent(err) {
+			return fmt.Errorf("idemdb: database refused the connection: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		wait := min(delay, time.Until(deadline))
+		if wait <= 0 {
+			return fmt.Errorf("idemdb: database unavailable for %v (%d tries): %w", timeout, try, err)
+		}
+		if logger != nil {
+			logger.Info("database unavailable; waiting for it", slog.Int("try", try), slog.Duration("retry_in", wait), slog.Any("error", err))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// permanent reports whether a connection error is one that waiting does not
+// fix: PostgreSQL's invalid authorization (class 28: a wrong password, a
+// role or host not allowed) or an unknown database (3D000).
+func permanent(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000")
 }
 
 // Resolve returns the database/sql driver name, the driver's data source

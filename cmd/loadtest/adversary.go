@@ -58,17 +58,18 @@ func addAdversaryFlags(fs *flag.FlagSet, c *adversaryConfig) {
 	fs.BoolVar(&c.limits, "adversary-limits", true, "with -adversary: the server's request limits on (its defaults); false turns them off, to measure the attacks as they were before them")
 }
 
-// runAdversary runs the measurement on SQLite, then on the PostgreSQL
-// database of pgURL, and prints the figures.
-func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp, pgURL string) error {
+// runAdversary runs the measurement on SQLite, then on PostgreSQL (pgEnv
+// is the servers' environment for it: DATABASE_URL and
+// PROVIDER_DATABASE_URL), and prints the figures.
+func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp string, pgEnv []string) error {
 	type target struct {
 		name string
 		env  []string
 		args []string
 	}
 	targets := []target{
-		{"sqlite", []string{"DATABASE_URL="}, []string{"-db", filepath.Join(tmp, "adversary.db")}},
-		{"postgres", []string{"DATABASE_URL=" + pgURL}, nil},
+		{"sqlite", []string{"DATABASE_URL=", "PROVIDER_DATABASE_URL="}, []string{"-db", filepath.Join(tmp, "adversary.db")}},
+		{"postgres", pgEnv, nil},
 	}
 	fmt.Printf("adversary: tenant B (%d clients), %v alone, %v under each kind of tenant A's hostile requests, %v under all of them\n", c.victims, c.phase, c.phase, c.phase)
 	for _, tg := range targets {

@@ -20,14 +20,14 @@ import (
 // mode, provider without latency or failures) of the orders just created
 // for cfg.duration. With cfg.countStatements it counts the statements of
 // each mutation instead.
-func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, pg cluster) error {
+func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, pg postgres) error {
 	if cfg.countStatements > 0 {
 		return countStatements(ctx, cfg, bin, tmp, db, pg)
 	}
 	// The servers' connections carry a name of their own, so that the CPU
 	// of their PostgreSQL backends can be told from everyone else's.
-	app := "loadtest_" + db.schema
-	f := &fleet{bin: bin, env: []string{"DATABASE_URL=" + db.url(dsnParams("application_name", app))}, args: benchArgs(), logDir: tmp}
+	app := "loadtest_" + runID()
+	f := &fleet{bin: bin, env: db.serverEnv(dsnParams("application_name", app)), args: benchArgs(), logDir: tmp}
 	defer f.stop()
 	for range cfg.servers {
 		if err := f.add(ctx, profile{name: "instant"}); err != nil {
@@ -35,8 +35,8 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 		}
 	}
 	c := newClient(benchClientConfig(cfg), f, &stats{})
-	fmt.Printf("bench: %d servers, %d clients, %v per mutation, provider without latency or failures, schema %s\n",
-		cfg.servers, cfg.clients, cfg.duration, db.schema)
+	fmt.Printf("bench: %d servers, %d clients, %v per mutation, provider without latency or failures, on the %s\n",
+		cfg.servers, cfg.clients, cfg.duration, db.name)
 
 	pids, run := f.pids(), runID()
 	backends := func() map[string]bool {
@@ -61,8 +61,9 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 	return nil
 }
 
-// benchArgs: no lease-related waiting, no materializer.
-func benchArgs() []string { return []string{"-materialize-every", "0"} }
+// benchArgs: no lease-related waiting, no materializer, no sweeper (whose
+// first sweep, at start, would count among the mutations' statements).
+func benchArgs() []string { return []string{"-materialize-every", "0", "-sweep-every", "0"} }
 
 // benchClientConfig is cfg without abandoned attempts: every request is
 // meant to complete.
@@ -151,10 +152,10 @@ func benchPhase(ctx context.Context, c *client, serverPIDs []int, backends func(
 // (log_statement=all, a superuser setting) under an application_name of
 // their own, and counts the statements of those connections in the
 // PostgreSQL log: the database round trips of one mutation.
-func countStatements(ctx context.Context, cfg *config, bin, tmp string, db *database, pg cluster) error {
-	app := "loadtest_" + db.schema
+func countStatements(ctx context.Context, cfg *config, bin, tmp string, db *database, pg postgres) error {
+	app := "loadtest_" + runID()
 	params := dsnParams("log_statement", "all", "application_name", app)
-	f := &fleet{bin: bin, env: []string{"DATABASE_URL=" + db.url(params)}, args: benchArgs(), logDir: tmp}
+	f := &fleet{bin: bin, env: db.serverEnv(params), args: benchArgs(), logDir: tmp}
 	defer f.stop()
 	if err := f.add(ctx, profile{name: "instant"}); err != nil {
 		return err

@@ -42,7 +42,7 @@ func planFaults(cfg *config) []fault {
 // beyond the lease, the attempts of a key that several clients retry could
 // take each other over for ever: see BENCHMARKS.md.) It returns when every
 // killed server is back.
-func injectFaults(ctx context.Context, cfg *config, f *fleet, pg cluster, st *stats, v *violations, steady, spike profile) {
+func injectFaults(ctx context.Context, cfg *config, f *fleet, pg postgres, st *stats, v *violations, steady, spike profile) {
 	start := time.Now()
 	var restarts sync.WaitGroup
 	defer restarts.Wait()
@@ -80,7 +80,7 @@ func injectFaults(ctx context.Context, cfg *config, f *fleet, pg cluster, st *st
 				st.event(at, "kill -9 server %d, back after %v with provider %s", victim, (time.Since(start) - at).Round(time.Millisecond), next.name)
 			})
 		case "postgres":
-			down, err := pg.restart(ctx, cfg.databaseURL)
+			down, err := pg.restart(ctx)
 			if err != nil {
 				v.add("fault-failed", "PostgreSQL restart: %v", err)
 				continue

@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -105,3 +106,41 @@ func withData(v verdict, data string) verdict {
 }
 
 func ns(s string) sql.NullString { return sql.NullString{String: s, Valid: true} }
+
+// The presets keep the burst the issue asks for: at least four servers and
+// three hundred requests at once, the copies of a key on several servers.
+func TestPresetsBurst(t *testing.T) {
+	for _, preset := range []string{"-short", "-long"} {
+		cfg, err := parseFlags([]string{preset}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.servers < 4 || cfg.burstKeys*cfg.burstCopies < 300 || cfg.burstCopies < cfg.servers {
+			t.Errorf("%s: %d servers, burst of %d keys × %d copies", preset, cfg.servers, cfg.burstKeys, cfg.burstCopies)
+		}
+		if cfg.databaseURL != "" {
+			t.Errorf("%s runs on %s, not on a private cluster", preset, cfg.databaseURL)
+		}
+	}
+	cfg, err := parseFlags([]string{"-short", "-pgbouncer"}, io.Discard)
+	if err != nil || cfg.queryExecMode != "exec" {
+		t.Errorf("-pgbouncer: default_query_exec_mode %q (%v), want exec", cfg.queryExecMode, err)
+	}
+}
+
+func TestFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"-pgbouncer", "-database-url", "postgres://x/y"},
+		{"-duration", "0"},
+		{"-duration", "0", "-burst-keys", "10"}, // faults need a load phase
+		{"-schema", "s"},
+		{"-short", "-long"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	if _, err := parseFlags([]string{"-duration", "0", "-burst-keys", "10", "-kills", "0", "-pg-restarts", "0"}, io.Discard); err != nil {
+		t.Errorf("a burst alone: %v", err)
+	}
+}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -16,28 +14,41 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx" for database/sql
+
+	"github.com/goovo/idem/internal/pgcluster"
 )
 
-// database is the PostgreSQL database of one run: a schema of its own in the
-// database of baseURL, so that the run never reads or writes anything else.
+// database is the PostgreSQL database of one run. On the private cluster
+// (the default) it is a database of its own; on an external PostgreSQL
+// (-database-url) a schema of its own in that database, selected with
+// search_path, so that the run never reads or writes anything else.
 type database struct {
-	baseURL string
-	schema  string
-	owned   bool // created by this run, dropped by it
+	// adminURL is the tool's own way in: directly to PostgreSQL, in the
+	// run's database but not in its schema.
+	adminURL string
+	// serverURL is the servers' way in: adminURL, or PgBouncer in front of
+	// it; providerURL is their provider ledger's (the same, or a PgBouncer
+	// pool of its own).
+	serverURL, providerURL string
+	// serverParams are extra URL parameters of the servers' connections
+	// (pgx's default_query_exec_mode behind PgBouncer).
+	serverParams url.Values
+	schema       string // "" on the private cluster: the database's own
+	owned        bool   // the schema was created by this run, dropped by it
+	name         string // for messages
 }
 
-// openDatabase creates a fresh schema, or adopts an existing one (which it
-// will not drop) when schema is not empty.
-func openDatabase(ctx context.Context, baseURL, schema string) (*database, error) {
-	d := &database{baseURL: baseURL, schema: schema}
+// newSchema creates a fresh schema in the database of baseURL, or adopts an
+// existing one (which it will not drop) when schema is not empty.
+func newSchema(ctx context.Context, baseURL, schema string) (*database, error) {
+	d := &database{adminURL: baseURL, serverURL: baseURL, providerURL: baseURL, schema: schema}
+	d.name = "schema " + schema
 	if schema != "" {
 		return d, nil
 	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	d.schema, d.owned = "loadtest_"+hex.EncodeToString(suffix), true
+	d.schema, d.owned = "loadtest_"+runID()+runID()[:4], true
+	d.name = "schema " + d.schema
 	db, err := d.admin()
 	if err != nil {
 		return nil, err
@@ -51,18 +62,21 @@ func openDatabase(ctx context.Context, baseURL, schema string) (*database, error
 	return d, nil
 }
 
-// admin opens the base database, outside the run's schema.
-func (d *database) admin() (*sql.DB, error) { return sql.Open("pgx", d.baseURL) }
+// admin opens the run's database, outside the run's schema.
+func (d *database) admin() (*sql.DB, error) { return sql.Open("pgx", d.adminURL) }
 
-// url returns the URL of the run's schema (search_path), with extra query
-// parameters (runtime parameters for pgx, such as log_statement=all).
-func (d *database) url(extra url.Values) string {
-	u, err := url.Parse(d.baseURL)
+// withParams returns base with the run's search_path (if it has a schema)
+// and the extra query parameters (runtime parameters for pgx, such as
+// log_statement=all).
+func (d *database) withParams(base string, extra url.Values) string {
+	u, err := url.Parse(base)
 	if err != nil {
-		return d.baseURL
+		return base
 	}
 	q := u.Query()
-	q.Set("search_path", d.schema)
+	if d.schema != "" {
+		q.Set("search_path", d.schema)
+	}
 	for k, vs := range extra {
 		for _, v := range vs {
 			q.Set(k, v)
@@ -72,8 +86,24 @@ func (d *database) url(extra url.Values) string {
 	return u.String()
 }
 
-// open connects to the run's schema.
-func (d *database) open() (*sql.DB, error) { return sql.Open("pgx", d.url(nil)) }
+// serverEnv returns the environment of the servers: their database and
+// their provider's, with the run's parameters and extra ones.
+func (d *database) serverEnv(extra url.Values) []string {
+	params := url.Values{}
+	for k, vs := range d.serverParams {
+		params[k] = vs
+	}
+	for k, vs := range extra {
+		params[k] = vs
+	}
+	return []string{
+		"DATABASE_URL=" + d.withParams(d.serverURL, params),
+		"PROVIDER_DATABASE_URL=" + d.withParams(d.providerURL, params),
+	}
+}
+
+// open connects to the run's schema directly (for the audit).
+func (d *database) open() (*sql.DB, error) { return sql.Open("pgx", d.withParams(d.adminURL, nil)) }
 
 // drop removes the schema if this run created it. It waits for PostgreSQL
 // first: a drop attempted during a restart would leave the schema behind.
@@ -81,7 +111,7 @@ func (d *database) drop() error {
 	if !d.owned {
 		return nil
 	}
-	if err := waitReady(context.Background(), d.baseURL, time.Minute); err != nil {
+	if err := waitReady(context.Background(), d.adminURL, time.Minute); err != nil {
 		return err
 	}
 	db, err := d.admin()
@@ -97,49 +127,152 @@ func (d *database) drop() error {
 
 // waitReady waits until PostgreSQL accepts connections, or timeout.
 func waitReady(ctx context.Context, baseURL string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		conn, err := pgx.Connect(cctx, baseURL)
-		if err == nil {
-			err = conn.Ping(cctx)
-			conn.Close(cctx)
+	if err := pgcluster.WaitReady(ctx, baseURL, timeout); err != nil {
+		return fmt.Errorf("PostgreSQL does not accept connections: %w", err)
+	}
+	return nil
+}
+
+// postgres is the PostgreSQL server of a run, as the faults see it.
+type postgres interface {
+	fmt.Stringer
+	// restart restarts PostgreSQL (fast mode: open sessions are
+	// terminated, as in a crash of the database seen from the clients),
+	// waits until it accepts connections again, and returns how long it
+	// was unavailable, as seen from here.
+	restart(ctx context.Context) (time.Duration, error)
+	// ensureRunning starts PostgreSQL if it does not answer: whatever
+	// happened to a run, it leaves PostgreSQL running.
+	ensureRunning() error
+	// logFile is the server log, with Debian's log_line_prefix.
+	logFile() string
+}
+
+// private is the cluster the tool starts for a run (pgcluster): restarts
+// and the connection budget of the run touch nobody else's database.
+type private struct{ *pgcluster.Cluster }
+
+func (p private) restart(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	// Not cancelled with the run: PostgreSQL must come back.
+	err := p.Restart(context.WithoutCancel(ctx))
+	return time.Since(start), err
+}
+
+func (p private) ensureRunning() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if p.Running(ctx) {
+		return p.WaitReady(ctx, time.Minute)
+	}
+	return p.Start(ctx)
+}
+
+func (p private) logFile() string { return p.LogFile() }
+
+// startPrivate starts a private cluster with max_connections = 100 (the
+// budget the servers must fit in) and creates the run's database in it;
+// with cfg.pgbouncer, PgBouncer in transaction pooling mode in front of it.
+// stop removes everything, keeping the cluster's directory (stopped) with
+// keep; with a logDir, it first copies PostgreSQL's and PgBouncer's logs
+// there.
+func startPrivate(ctx context.Context, cfg *config) (pg private, db *database, stop func(keep bool, logDir string), err error) {
+	c, err := pgcluster.Init(ctx, pgcluster.Options{BinDir: cfg.pgBin})
+	if err != nil {
+		return private{}, nil, nil, err
+	}
+	var bouncer *pgcluster.Bouncer
+	stop = func(keep bool, logDir string) {
+		if logDir != "" {
+			copyFile(c.LogFile(), filepath.Join(logDir, "postgresql.log"))
 		}
-		cancel()
-		if err == nil {
-			return nil
+		if bouncer != nil {
+			if logDir != "" {
+				copyFile(bouncer.LogFile(), filepath.Join(logDir, "pgbouncer.log"))
+			}
+			_ = bouncer.Stop()
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("PostgreSQL does not accept connections after %v: %w", timeout, err)
+		if keep {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = c.Stop(sctx)
+			fmt.Printf("private cluster kept (stopped) in %s\n", c.Dir())
+			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		if err := c.Remove(); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest: remove the private cluster:", err)
+		}
+	}
+	fail := func(err error) (private, *database, func(bool, string), error) {
+		stop(false, "")
+		return private{}, nil, nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return fail(err)
+	}
+	const name = "loadtest"
+	admin, err := sql.Open("pgx", c.URL("postgres"))
+	if err == nil {
+		_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
+		admin.Close()
+	}
+	if err != nil {
+		return fail(fmt.Errorf("create database: %w", err))
+	}
+	db = &database{adminURL: c.URL(name), serverURL: c.URL(name), providerURL: c.URL(name), name: "database " + name + " of the " + c.String()}
+	if cfg.pgbouncer {
+		// The provider's ledger gets a pool of its own: a lease-mode
+		// payment holds its server connection while it calls the
+		// provider, so sharing one pool could fill it with transactions
+		// that wait for the provider's statements (see the README).
+		const providerAlias = name + "_provider"
+		bouncer, err = pgcluster.StartBouncer(ctx, c, pgcluster.BouncerOptions{
+			PoolMode:  "transaction",
+			PoolSize:  cfg.pgbouncerPool,
+			Databases: map[string]string{providerAlias: name},
+		})
+		if err != nil {
+			return fail(err)
+		}
+		db.serverURL, db.providerURL = bouncer.URL(name), bouncer.URL(providerAlias)
+		db.name += ", through " + bouncer.String() + " (transaction pooling, default_pool_size " + fmt.Sprint(cfg.pgbouncerPool) + ")"
+	}
+	return private{c}, db, stop, nil
+}
+
+// copyFile copies a log for the run's kept logs; a log that cannot be
+// copied is only missing from them.
+func copyFile(from, to string) {
+	if b, err := os.ReadFile(from); err == nil {
+		_ = os.WriteFile(to, b, 0o644)
 	}
 }
 
-// cluster is a local PostgreSQL cluster that pg_ctlcluster (Debian's
-// postgresql-common) can restart: "15 main".
-type cluster struct {
+// external is a local Debian-style cluster of an external PostgreSQL
+// (-database-url), restarted with pg_ctlcluster: "15 main".
+type external struct {
 	version, name string
+	url           string
 }
 
-func (c cluster) String() string { return c.version + "/" + c.name }
+func (c external) String() string { return c.version + "/" + c.name }
 
 // findCluster parses "15/main", or, when spec is empty, picks the newest
 // version under /etc/postgresql and its cluster "main".
-func findCluster(spec string) (cluster, error) {
+func findCluster(spec, url string) (external, error) {
 	if spec != "" {
 		v, n, ok := strings.Cut(spec, "/")
 		if !ok || v == "" || n == "" {
-			return cluster{}, fmt.Errorf("-pg-cluster %q: want version/name, e.g. 15/main", spec)
+			return external{}, fmt.Errorf("-pg-cluster %q: want version/name, e.g. 15/main", spec)
 		}
-		return cluster{v, n}, nil
+		return external{v, n, url}, nil
 	}
 	if _, err := exec.LookPath("pg_ctlcluster"); err != nil {
-		return cluster{}, errors.New("pg_ctlcluster not found: PostgreSQL restarts need a local Debian-style cluster (or -pg-restarts 0)")
+		return external{}, errors.New("pg_ctlcluster not found: PostgreSQL restarts of -database-url need a local Debian-style cluster (or -pg-restarts 0, or the private cluster)")
 	}
 	entries, err := os.ReadDir("/etc/postgresql")
 	if err != nil {
-		return cluster{}, fmt.Errorf("no local PostgreSQL cluster (or -pg-restarts 0): %w", err)
+		return external{}, fmt.Errorf("no local PostgreSQL cluster (or -pg-restarts 0): %w", err)
 	}
 	var versions []string
 	for _, e := range entries {
@@ -148,10 +281,10 @@ func findCluster(spec string) (cluster, error) {
 		}
 	}
 	if len(versions) == 0 {
-		return cluster{}, errors.New("no cluster main under /etc/postgresql (or -pg-restarts 0)")
+		return external{}, errors.New("no cluster main under /etc/postgresql (or -pg-restarts 0)")
 	}
 	slices.SortFunc(versions, compareVersions)
-	return cluster{versions[len(versions)-1], "main"}, nil
+	return external{versions[len(versions)-1], "main", url}, nil
 }
 
 // compareVersions orders "9.6" < "15" < "16" numerically.
@@ -168,13 +301,12 @@ func compareVersions(a, b string) int {
 	return 0
 }
 
-// logFile is where Debian's clusters log by default: the statement counter
-// reads it.
-func (c cluster) logFile() string {
+// logFile is where Debian's clusters log by default.
+func (c external) logFile() string {
 	return fmt.Sprintf("/var/log/postgresql/postgresql-%s-%s.log", c.version, c.name)
 }
 
-func (c cluster) ctl(ctx context.Context, action string) error {
+func (c external) ctl(ctx context.Context, action string) error {
 	out, err := exec.CommandContext(ctx, "pg_ctlcluster", "--skip-systemctl-redirect", c.version, c.name, action).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pg_ctlcluster %s %s: %v: %s", c, action, err, strings.TrimSpace(string(out)))
@@ -182,27 +314,20 @@ func (c cluster) ctl(ctx context.Context, action string) error {
 	return nil
 }
 
-// restart restarts the cluster (fast mode: open sessions are terminated, as
-// in a crash of the database seen from the clients) and waits until it
-// accepts connections again. It returns how long PostgreSQL was
-// unavailable, as seen from here.
-func (c cluster) restart(ctx context.Context, baseURL string) (time.Duration, error) {
+func (c external) restart(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	// The restart is not cancelled with the run: PostgreSQL must come back.
 	err := c.ctl(context.WithoutCancel(ctx), "restart")
 	if err != nil {
-		_ = c.ensureRunning(baseURL)
+		_ = c.ensureRunning()
 		return time.Since(start), err
 	}
-	err = waitReady(context.WithoutCancel(ctx), baseURL, time.Minute)
+	err = waitReady(context.WithoutCancel(ctx), c.url, time.Minute)
 	return time.Since(start), err
 }
 
-// ensureRunning starts the cluster if it does not answer. PostgreSQL is
-// shared with other tests: whatever happened to this run, it must be left
-// running.
-func (c cluster) ensureRunning(baseURL string) error {
-	if waitReady(context.Background(), baseURL, 3*time.Second) == nil {
+func (c external) ensureRunning() error {
+	if waitReady(context.Background(), c.url, 3*time.Second) == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -211,25 +336,36 @@ func (c cluster) ensureRunning(baseURL string) error {
 		// It may have been starting already; what counts is that it answers.
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
 	}
-	return waitReady(ctx, baseURL, time.Minute)
+	return waitReady(ctx, c.url, time.Minute)
 }
 
-// connectionPeak samples how many connections named app PostgreSQL serves,
-// every 200ms until ctx ends, and returns the largest count: the run must
-// stay well below max_connections, which other tests share.
-func (d *database) connectionPeak(ctx context.Context, app string) (peak func() int) {
-	var (
-		mu sync.Mutex
-		n  int
-	)
+// connectionSampler counts the client connections PostgreSQL serves, every
+// 100ms, and keeps the largest count: on the private cluster every client
+// backend (the servers', PgBouncer's and the tool's own) but the sampler's;
+// on an external PostgreSQL, which others share, those named app.
+type connectionSampler struct {
+	mu   sync.Mutex
+	peak int
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (d *database) sampleConnections(ctx context.Context, app string) *connectionSampler {
+	query, args := `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`, []any{}
+	if d.schema != "" {
+		query, args = `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, []any{app}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &connectionSampler{stop: cancel, done: make(chan struct{})}
 	go func() {
+		defer close(s.done)
 		db, err := d.admin()
 		if err != nil {
 			return
 		}
 		defer db.Close()
 		db.SetMaxOpenConns(1)
-		t := time.NewTicker(200 * time.Millisecond)
+		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
 			select {
@@ -238,19 +374,24 @@ func (d *database) connectionPeak(ctx context.Context, app string) (peak func() 
 			case <-t.C:
 			}
 			var now int
-			// Errors (PostgreSQL restarting) only skip a sample.
-			if db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&now) == nil {
-				mu.Lock()
-				n = max(n, now)
-				mu.Unlock()
+			// Errors (PostgreSQL restarting, or full) only skip a sample.
+			if db.QueryRowContext(ctx, query, args...).Scan(&now) == nil {
+				s.mu.Lock()
+				s.peak = max(s.peak, now)
+				s.mu.Unlock()
 			}
 		}
 	}()
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return n
-	}
+	return s
+}
+
+// end stops the sampling and returns the largest count.
+func (s *connectionSampler) end() int {
+	s.stop()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peak
 }
 
 // maxConnections returns PostgreSQL's max_connections.

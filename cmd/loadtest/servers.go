@@ -86,8 +86,9 @@ func (f *fleet) add(ctx context.Context, p profile) error {
 }
 
 // start runs the slot's process and waits until it accepts connections. A
-// server whose database is restarting exits at once (its migration fails),
-// so start tries again until a minute has passed.
+// server waits for a database that does not answer yet (-db-connect-timeout),
+// but one restarted between that wait and its migration exits, so start
+// tries again until a minute has passed.
 func (f *fleet) start(ctx context.Context, s *server) error {
 	deadline := time.Now().Add(time.Minute)
 	for {

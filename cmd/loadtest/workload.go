@@ -41,6 +41,7 @@ type intent struct {
 	// one of them may succeed.
 	orderID   string
 	competing bool
+	burst     bool // sent by the burst, not the load phase
 
 	mu      sync.Mutex
 	started time.Time

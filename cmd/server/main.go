@@ -4,13 +4,16 @@
 //	go run ./cmd/server                      # embedded SQLite file idem-example.db
 //	DATABASE_URL=postgres://… go run ./cmd/server
 //
+// The simulated payment provider keeps its ledger in the same database, or
+// in PROVIDER_DATABASE_URL when set (behind PgBouncer, a pool of its own:
+// see the README's operating section).
+//
 // GraphQL is served at /query and a playground at /. The caller's tenant is
 // the X-Tenant-ID header.
 package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -58,6 +61,9 @@ func run() error {
 		autoMigrate = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
 		metricsAddr = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
 		verbose     = flag.Bool("v", false, "log every refusal and takeover")
+		maxConns    = flag.Int("db-max-conns", idemdb.DefaultMaxConns, "most database connections of the application (PostgreSQL: keep the sum over all processes below max_connections); a request waits for a free one")
+		provConns   = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
+		connectWait = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 	)
 	// Request limits (idem.Limits): 0 keeps the default, a negative value
 	// turns the limit off.
@@ -71,6 +77,9 @@ func run() error {
 	if *failureRate < 0 || *failureRate > 1 {
 		return errors.New("-provider-failure-rate must be between 0 and 1")
 	}
+	if *maxConns < 1 || *provConns < 1 {
+		return errors.New("-db-max-conns and -provider-max-conns must be at least 1")
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -83,22 +92,36 @@ func run() error {
 	} else if !idemdb.IsPostgres(dsn) {
 		return errors.New("DATABASE_URL must be a postgres:// URL; for SQLite use -db")
 	}
+	providerDSN := os.Getenv("PROVIDER_DATABASE_URL")
+	switch {
+	case providerDSN == "" && idemdb.IsPostgres(dsn):
+		providerDSN = dsn
+	case providerDSN == "":
+		// A SQLite file of its own: a second writer in the application's
+		// file would wait on the application's transaction.
+		providerDSN = strings.TrimSuffix(dsn, ".db") + "-provider.db"
+	case !idemdb.IsPostgres(providerDSN):
+		return errors.New("PROVIDER_DATABASE_URL must be a postgres:// URL")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	drv, err := idemdb.Open(dsn)
+	drv, err := idemdb.OpenPool(dsn, idemdb.Pool{MaxConns: *maxConns})
 	if err != nil {
 		return err
 	}
 	client := ent.NewClient(ent.Driver(drv))
 	defer client.Close()
+	if err := idemdb.WaitReady(ctx, drv.DB(), *connectWait, logger); err != nil {
+		return err
+	}
 	if *autoMigrate {
 		if err := client.Schema.Create(ctx); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
 
-	prov, closeProv, err := openProvider(ctx, dsn)
+	prov, closeProv, err := openProvider(ctx, providerDSN, *provConns, *connectWait, logger)
 	if err != nil {
 		return err
 	}
@@ -145,21 +168,19 @@ func run() error {
 	}
 }
 
-// openProvider opens the simulated provider's ledger: the same PostgreSQL
-// database, or a SQLite file of its own next to the application's (a second
-// writer in the same file would wait on the application's transaction).
-func openProvider(ctx context.Context, dsn string) (*provider.Simulated, func(), error) {
-	name, source, _ := idemdb.Resolve(dsn)
-	if !idemdb.IsPostgres(dsn) {
-		_, source, _ = idemdb.Resolve(strings.TrimSuffix(dsn, ".db") + "-provider.db")
-	}
-	db, err := sql.Open(name, source)
+// openProvider opens the simulated provider's ledger with a pool of its
+// own, of maxConns connections: one statement per charge, none held while
+// the simulated latencies pass.
+func openProvider(ctx context.Context, dsn string, maxConns int, connectWait time.Duration, logger *slog.Logger) (*provider.Simulated, func(), error) {
+	drv, err := idemdb.OpenPool(dsn, idemdb.Pool{MaxConns: maxConns})
 	if err != nil {
 		return nil, nil, err
 	}
-	// Bounded like the application's pool, and kept open between charges.
-	db.SetMaxOpenConns(10)
-	db.SetMaxIdleConns(10)
+	db := drv.DB()
+	if err := idemdb.WaitReady(ctx, db, connectWait, logger); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
 	p, err := provider.NewSimulated(ctx, db, idemdb.IsPostgres(dsn))
 	if err != nil {
 		db.Close()

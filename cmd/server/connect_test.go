@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/goovo/idem/internal/pgcluster"
+	"github.com/goovo/idem/internal/proctest"
+)
+
+// A server started while its PostgreSQL is down, or full ("sorry, too many
+// clients already"), waits for it (-db-connect-timeout) instead of exiting,
+// and serves once the database lets it in. A database that does not exist
+// is not waited for. Each case runs real processes against a private
+// cluster that the test starts late, or fills.
+func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := proctest.Build(t, ".")
+	// Superuser slots count like the others here, so that the test's own
+	// connections (as postgres, like the server's) fill the cluster.
+	c, err := pgcluster.Init(ctx, pgcluster.Options{Settings: map[string]string{
+		"max_connections": "6", "superuser_reserved_connections": "0",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	env := []string{"DATABASE_URL=" + c.URL("postgres")}
+	args := []string{"-db-connect-timeout", "2m", "-sweep-every", "0", "-materialize-every", "0"}
+
+	// waitsFor starts a server and checks that after a while it neither
+	// listens nor has exited, and that it logged why it waits.
+	waitsFor := func(t *testing.T, why string) (*proctest.Process, string) {
+		t.Helper()
+		addr := proctest.FreeAddr(t)
+		p := proctest.Start(t, bin, env, append([]string{"-addr", addr}, args...))
+		time.Sleep(2 * time.Second)
+		if p.Exited() {
+			t.Fatalf("the server exited instead of waiting for the database: %v\n%s", p.Wait(), p.Output())
+		}
+		if !strings.Contains(p.Output(), "database unavailable; waiting for it") || !strings.Contains(p.Output(), why) {
+			t.Fatalf("the server's log does not say it waits because of %q:\n%s", why, p.Output())
+		}
+		return p, addr
+	}
+	serves := func(t *testing.T, p *proctest.Process, addr, key string) {
+		t.Helper()
+		p.WaitListening(t, addr, 30*time.Second)
+		s := &serverProcess{Process: p, url: "http://" + addr + "/query"}
+		if id := s.newOrder(t, "acme", key); id == "" {
+			t.Fatalf("no order created:\n%s", p.Output())
+		}
+		p.Kill(t)
+	}
+
+	t.Run("down", func(t *testing.T) {
+		p, addr := waitsFor(t, "connection refused")
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		serves(t, p, addr, "order-down")
+	})
+
+	t.Run("full", func(t *testing.T) {
+		// The killed server's sessions take a moment to end: fill the
+		// cluster once they have, or the slots they free would let the
+		// next server in.
+		first := connect(t, ctx, c.URL("postgres"))
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var others int
+			err := first.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&others)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if others == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d sessions of the killed server are still open", others)
+			}
+		}
+		held := []*pgx.Conn{first}
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			conn, err := pgx.Connect(ctx, c.URL("postgres"))
+			if err != nil && strings.Contains(err.Error(), "too many clients") {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, conn)
+			if time.Now().After(deadline) {
+				t.Fatalf("the cluster accepts more than %d connections", len(held))
+			}
+		}
+		p, addr := waitsFor(t, "too many clients")
+		for _, conn := range held {
+			conn.Close(ctx)
+		}
+		serves(t, p, addr, "order-full")
+	})
+
+	t.Run("no such database", func(t *testing.T) {
+		p := proctest.Start(t, bin, []string{"DATABASE_URL=" + c.URL("nosuchdb")}, append([]string{"-addr", proctest.FreeAddr(t)}, args...))
+		select {
+		case <-p.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the server waits for a database that does not exist:\n%s", p.Output())
+		}
+		if p.Wait() == nil || !strings.Contains(p.Output(), `database "nosuchdb" does not exist`) {
+			t.Fatalf("exit %v, output:\n%s", p.Wait(), p.Output())
+		}
+	})
+}
+
+func connect(t *testing.T, ctx context.Context, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}

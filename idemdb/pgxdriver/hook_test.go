@@ -1,0 +1,175 @@
+package pgxdriver_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/idemschema"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/exampletest"
+	"github.com/goovo/idem/internal/pgproxy"
+)
+
+// TestHookOnTheDriver runs the example application, idempotency hook
+// included, on the driver as the hook is today (the protocol's statements
+// unchanged, through ent's client): new keys and retries of both modes, a
+// final error, a storm of duplicates, and the round trips each mutation
+// costs next to database/sql's through the same proxy. Deferring BEGIN
+// alone saves one round trip per transaction.
+func TestHookOnTheDriver(t *testing.T) {
+	app := exampletest.Start(t, idemtest.Postgres, exampletest.Config{})
+	proxy, dsn, err := pgproxy.For(app.DB.DSN)
+	must(t, err)
+	t.Cleanup(func() { proxy.Close() })
+	cfg, err := pgxpool.ParseConfig(dsn)
+	must(t, err)
+	cfg.MaxConns = 8
+	cfg.ShouldPing = oneConnNoPing
+	drv, err := pgxdriver.OpenConfig(cfg)
+	must(t, err)
+	t.Cleanup(func() { drv.Close() })
+	stdDB, err := sql.Open("pgx", dsn)
+	must(t, err)
+	t.Cleanup(func() { stdDB.Close() })
+	stdDB.SetMaxOpenConns(8)
+	stdDB.SetMaxIdleConns(8)
+
+	opts := graph.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	pgxClient := ent.NewClient(ent.Driver(drv))
+	handlers := map[string]http.Handler{
+		"pgx":          app.Handler(pgxClient, opts),
+		"database/sql": app.Handler(ent.NewClient(ent.Driver(entsql.OpenDB("postgres", stdDB))), opts),
+	}
+	post := func(h http.Handler, query string, vars map[string]any) (*httptest.ResponseRecorder, string) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+		req := httptest.NewRequest(http.MethodPost, "/query", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(graph.TenantHeader, "acme")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec, rec.Body.String()
+	}
+	const createOrder = `mutation($key: String!) { createOrder(idempotencyKey: $key, input: {amount: 1200, currency: "EUR"}) { id amount paid } }`
+	const createPayment = `mutation($key: String!, $order: ID!) { createPayment(idempotencyKey: $key, input: {orderID: $order, amount: 1200}) { id amount order { paid } } }`
+	const refund = `mutation($key: String!, $payment: ID!) { refundPayment(idempotencyKey: $key, paymentID: $payment, amount: 5000) { id } }`
+	id := func(body, field string) string {
+		var r struct {
+			Data map[string]struct{ ID string }
+		}
+		if err := json.Unmarshal([]byte(body), &r); err != nil || r.Data[field].ID == "" {
+			t.Fatalf("%s: %s", field, body)
+		}
+		return r.Data[field].ID
+	}
+
+	trips := map[string]map[string]int{}
+	n := 0
+	for _, name := range []string{"pgx", "database/sql"} {
+		h := handlers[name]
+		trips[name] = map[string]int{}
+		measure := func(what string, f func() string) string {
+			f() // warm the connections' statement caches
+			proxy.Reset()
+			body := f()
+			trips[name][what] = proxy.RoundTrips()
+			return body
+		}
+		var orderKey, paymentKey string
+		measure("atomic, new key", func() string {
+			n++
+			orderKey = fmt.Sprintf("order-%d", n)
+			_, body := post(h, createOrder, map[string]any{"key": orderKey})
+			return body
+		})
+		first, _ := post(h, createOrder, map[string]any{"key": orderKey})
+		replay := measure("atomic, replay", func() string {
+			_, body := post(h, createOrder, map[string]any{"key": orderKey})
+			return body
+		})
+		if !strings.Contains(replay, orderKey) && first.Header().Get(idem.HeaderReplayed) != "true" {
+			t.Errorf("%s: retry of createOrder not replayed: %s", name, replay)
+		}
+		var orderID string
+		measure("lease, new key (with the example's resolver)", func() string {
+			_, body := post(h, createOrder, map[string]any{"key": fmt.Sprintf("o-%d-%s", n, name)})
+			orderID = id(body, "createOrder")
+			n++
+			paymentKey = fmt.Sprintf("payment-%d", n)
+			_, body = post(h, createPayment, map[string]any{"key": paymentKey, "order": orderID})
+			return body
+		})
+		trips[name]["lease, new key (with the example's resolver)"] -= trips[name]["atomic, new key"]
+		rec, body := post(h, createPayment, map[string]any{"key": paymentKey, "order": orderID})
+		if rec.Header().Get(idem.HeaderReplayed) != "true" || !strings.Contains(body, `"paid":true`) {
+			t.Errorf("%s: retry of createPayment: %s", name, body)
+		}
+		// A final error is stored and replayed.
+		paymentID := id(body, "createPayment")
+		_, failed := post(h, refund, map[string]any{"key": "refund-" + name, "payment": paymentID})
+		rec, again := post(h, refund, map[string]any{"key": "refund-" + name, "payment": paymentID})
+		if !strings.Contains(failed, `"errors"`) || part(t, again, "errors") != part(t, failed, "errors") || rec.Header().Get(idem.HeaderReplayed) != "true" {
+			t.Errorf("%s: final error %s, replayed as %s", name, failed, again)
+		}
+	}
+	for what, pgx := range trips["pgx"] {
+		std := trips["database/sql"][what]
+		t.Logf("%s: %d round trips on pgx, %d on database/sql", what, pgx, std)
+		if what != "lease, new key (with the example's resolver)" && pgx != std-1 {
+			t.Errorf("%s: %d round trips on pgx, want one fewer than database/sql's %d", what, pgx, std)
+		}
+	}
+
+	// 32 duplicates of one key at once: one execution, one answer.
+	var wg sync.WaitGroup
+	bodies := make([]string, 32)
+	for i := range bodies {
+		wg.Go(func() { _, bodies[i] = post(handlers["pgx"], createOrder, map[string]any{"key": "storm"}) })
+	}
+	wg.Wait()
+	executed := 0
+	for _, b := range bodies {
+		if part(t, b, "data") != part(t, bodies[0], "data") || strings.Contains(b, `"errors"`) {
+			t.Fatalf("duplicates answered differently:\n%s\n%s", bodies[0], b)
+		}
+		if strings.Contains(b, `"outcome":"executed"`) {
+			executed++
+		}
+	}
+	if executed != 1 {
+		t.Errorf("%d of the duplicates executed, want 1", executed)
+	}
+	if n := pgxClient.Order.Query().Where(order.IdempotencyKey("storm")).CountX(idemschema.IncludeUnfinished(context.Background())); n != 1 {
+		t.Errorf("%d orders for one key", n)
+	}
+}
+
+// part returns the raw JSON of one member of a GraphQL response.
+func part(t *testing.T, body, member string) string {
+	t.Helper()
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return string(r[member])
+}
+
+func oneConnNoPing(context.Context, pgxpool.ShouldPingParams) bool { return false }
