@@ -11,6 +11,7 @@ import (
 	"github.com/goovo/idem/ent/hook"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/idemschema"
 )
 
 // A row that refers to another tenant's row is refused at the claim with
@@ -18,27 +19,27 @@ import (
 // tenant cannot tell another tenant's ids from ids that do not exist (an
 // existence oracle): the foreign keys of SQLite and of a plain PostgreSQL
 // schema carry the id only. (idemdb.PartitionByTenant's composite foreign
-// keys refuse both themselves.) The message is the generated claim's for a
-// broken constraint.
+// keys refuse both themselves.) A reference to no row is left to the foreign
+// key; the message is the generated claim's for a broken constraint.
 
-// errNoSuchRecord is the reason logged with the refusal, never shown.
-var errNoSuchRecord = errors.New("the referred row does not exist for the tenant")
+// errOtherTenant is the reason logged with the refusal, never shown.
+var errOtherTenant = errors.New("the referred row belongs to another tenant")
 
 func refersToNothing(entity string) error {
-	return idem.InvalidInput("the input breaks a constraint of "+entity+" (does every record it refers to exist?)", errNoSuchRecord)
+	return idem.InvalidInput("the input breaks a constraint of "+entity+" (does every record it refers to exist?)", errOtherTenant)
 }
 
-// Hooks of the Payment: its order must be the tenant's.
+// Hooks of the Payment: its order may not be another tenant's.
 func (Payment) Hooks() []ent.Hook {
 	return []ent.Hook{hook.On(func(next ent.Mutator) ent.Mutator {
 		return hook.PaymentFunc(func(ctx context.Context, m *gen.PaymentMutation) (ent.Value, error) {
 			tenant, _ := m.TenantID()
 			if id, ok := m.OrderID(); ok {
-				found, err := m.Client().Order.Query().Where(order.ID(id), order.TenantID(tenant)).Exist(ctx)
+				foreign, err := m.Client().Order.Query().Where(order.ID(id), order.TenantIDNEQ(tenant)).Exist(idemschema.IncludeUnfinished(ctx))
 				if err != nil {
 					return nil, err
 				}
-				if !found {
+				if foreign {
 					return nil, refersToNothing("Payment")
 				}
 			}
@@ -47,17 +48,17 @@ func (Payment) Hooks() []ent.Hook {
 	}, ent.OpCreate)}
 }
 
-// Hooks of the Refund: its payment must be the tenant's.
+// Hooks of the Refund: its payment may not be another tenant's.
 func (Refund) Hooks() []ent.Hook {
 	return []ent.Hook{hook.On(func(next ent.Mutator) ent.Mutator {
 		return hook.RefundFunc(func(ctx context.Context, m *gen.RefundMutation) (ent.Value, error) {
 			tenant, _ := m.TenantID()
 			if id, ok := m.PaymentID(); ok {
-				found, err := m.Client().Payment.Query().Where(payment.ID(id), payment.TenantID(tenant)).Exist(ctx)
+				foreign, err := m.Client().Payment.Query().Where(payment.ID(id), payment.TenantIDNEQ(tenant)).Exist(idemschema.IncludeUnfinished(ctx))
 				if err != nil {
 					return nil, err
 				}
-				if !found {
+				if foreign {
 					return nil, refersToNothing("Refund")
 				}
 			}
