@@ -17,11 +17,13 @@ package main
 // twenty seconds, and a fragment bomb never finishes).
 //
 // It reports, per phase, B's latency (p50, p99, max) and answers, and what
-// A's requests got. Both run on the machine under test: with two cores, the
+// A's requests got. With the limits on it fails (exit 1) when tenant B got
+// anything but its result, or a hostile request anything but its refusal;
+// latencies are reported, not judged. Both run on the machine under test: with two cores, the
 // attacker's CPU (8 MiB bodies written back to back) slows B too.
 //
-//	go run ./cmd/loadtest -adversary -pg-restarts 0
-//	go run ./cmd/loadtest -adversary -adversary-limits=false -adversary-phase 30s -pg-restarts 0
+//	go run ./cmd/loadtest -adversary                      # exits 1 on an answer the limits should have prevented
+//	go run ./cmd/loadtest -adversary -adversary-limits=false -adversary-phase 30s
 
 import (
 	"bytes"
@@ -72,6 +74,7 @@ func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp string, pgEnv
 		{"postgres", pgEnv, nil},
 	}
 	fmt.Printf("adversary: tenant B (%d clients), %v alone, %v under each kind of tenant A's hostile requests, %v under all of them\n", c.victims, c.phase, c.phase, c.phase)
+	var wrong []string
 	for _, tg := range targets {
 		args := append([]string{"-sweep-every", "0", "-materialize-every", "0"}, tg.args...)
 		label := tg.name + ", limits on (defaults)"
@@ -89,8 +92,18 @@ func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp string, pgEnv
 			return fmt.Errorf("%s: %w", label, err)
 		}
 		report.print(os.Stdout, label)
+		if c.limits {
+			wrong = append(wrong, report.unexpected(tg.name)...)
+		}
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("with the limits on, answers that should not be:\n  %s", strings.Join(wrong, "\n  "))
+	}
+	fmt.Println("\nadversary: every hostile request was refused as it should be (or, the most expensive allowed, run), and tenant B got every answer")
+	return nil
 }
 
 // advServer is one example server process.
@@ -198,6 +211,7 @@ type adversaryPhase struct {
 	victims map[string]*advSamples // by mutation
 	attacks []string
 	sent    map[string]*advSamples // by kind
+	want    map[string]string      // by kind
 }
 
 // adversaryReport holds the phases of one server.
@@ -218,9 +232,39 @@ func (r *adversaryReport) print(w io.Writer, label string) {
 	}
 }
 
+// unexpected lists what a server with its limits on should not have
+// answered: tenant B anything but a result, a hostile request anything but
+// its refusal.
+func (r *adversaryReport) unexpected(backend string) []string {
+	var out []string
+	check := func(what string, s *advSamples, want string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := 0
+		for _, x := range s.all {
+			if x.outcome != want {
+				n++
+			}
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s, %s: %d answers other than %q", backend, what, n, want))
+		}
+	}
+	for _, ph := range r.phases {
+		for _, field := range []string{"createOrder", "createPayment"} {
+			check(ph.name+", tenant B's "+field, ph.victims[field], "ok")
+		}
+		for _, kind := range ph.attacks {
+			check(ph.name+", tenant A's "+kind, ph.sent[kind], ph.want[kind])
+		}
+	}
+	return out
+}
+
 // adversaryAttack is one kind of hostile request.
 type adversaryAttack struct {
 	name string
+	want string // the answer it gets from a server with its limits on
 	send func(ctx context.Context) string
 }
 
@@ -232,22 +276,22 @@ func measureAdversary(ctx context.Context, c adversaryConfig, url string) (*adve
 		return nil, err
 	}
 	attacks := []adversaryAttack{
-		{"8 MiB body, declared", func(ctx context.Context) string {
+		{"8 MiB body, declared", "HTTP 413", func(ctx context.Context) string {
 			return advPostBody(ctx, hc, url, "tenant-a", paddedQuery(8<<20), true)
 		}},
-		{"8 MiB body, chunked", func(ctx context.Context) string {
+		{"8 MiB body, chunked", "HTTP 413", func(ctx context.Context) string {
 			return advPostBody(ctx, hc, url, "tenant-a", paddedQuery(8<<20), false)
 		}},
-		{"45,000 aliases", func(ctx context.Context) string {
+		{"45,000 aliases", "OPERATION_LIMIT_EXCEEDED", func(ctx context.Context) string {
 			return advPost(ctx, hc, url, "tenant-a", aliasBombQuery(advKey(), 45000), nil).outcome
 		}},
-		{"selection 40 deep", func(ctx context.Context) string {
+		{"selection 40 deep", "OPERATION_LIMIT_EXCEEDED", func(ctx context.Context) string {
 			return advPost(ctx, hc, url, "tenant-a", deepQuery(advKey(), order, 40), nil).outcome
 		}},
-		{"fragment bomb, 2^40", func(ctx context.Context) string {
+		{"fragment bomb, 2^40", "OPERATION_LIMIT_EXCEEDED", func(ctx context.Context) string {
 			return advPost(ctx, hc, url, "tenant-a", fragmentBombQuery(advKey(), 40), nil).outcome
 		}},
-		{"most expensive allowed", func(ctx context.Context) string {
+		{"most expensive allowed", "ok", func(ctx context.Context) string {
 			id, outcome := advCreateOrder(ctx, hc, url, "tenant-a", 100, "{ id }")
 			if id == "" {
 				return "createOrder " + outcome
@@ -271,13 +315,14 @@ func runPhase(ctx context.Context, c adversaryConfig, hc *http.Client, url, name
 		name:    name,
 		victims: map[string]*advSamples{"createOrder": {}, "createPayment": {}},
 		sent:    map[string]*advSamples{},
+		want:    map[string]string{},
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.phase)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, a := range attacks {
 		s := &advSamples{}
-		ph.sent[a.name], ph.attacks = s, append(ph.attacks, a.name)
+		ph.sent[a.name], ph.want[a.name], ph.attacks = s, a.want, append(ph.attacks, a.name)
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				start := time.Now()

@@ -37,7 +37,7 @@
 //	go run ./cmd/loadtest -short -pgbouncer   # the same behind PgBouncer in transaction pooling mode
 //	go run ./cmd/loadtest -long     # for reports: 4 servers, 3 minutes, 12 kills, 4 restarts, a burst of 2×600 requests
 //	go run ./cmd/loadtest -bench    # mutations per second, no faults (see BENCHMARKS.md)
-//	go run ./cmd/loadtest -adversary -pg-restarts 0   # one tenant's hostile requests against another's latency (adversary.go)
+//	go run ./cmd/loadtest -adversary   # one tenant's hostile requests against another's latency (adversary.go)
 //
 // PostgreSQL: a private cluster (initdb into a temporary directory, a free
 // port, max_connections = 100, fsync off: see internal/pgcluster), run as
