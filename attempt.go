@@ -7,6 +7,7 @@ package idem
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"sync"
@@ -46,6 +47,10 @@ type attempt struct {
 
 	// stopRenewal ends the lease renewals, if any, and waits for the last.
 	stopRenewal func()
+
+	// oneAtATime serialises the field tree's resolvers, which share the
+	// transaction's connection (see InterceptField).
+	oneAtATime sync.Mutex
 
 	// Set by the field tree, whose resolvers may run concurrently.
 	mu        sync.Mutex
@@ -371,7 +376,9 @@ func (a *attempt) observe(err error, panicked bool) {
 }
 
 func (a *attempt) rollback(ctx context.Context) {
-	if err := a.begun.tx.Rollback(); err != nil && !errors.Is(err, context.Canceled) {
+	// A transaction whose request was cancelled is already rolled back
+	// (database/sql does it when the context ends): ErrTxDone is expected.
+	if err := a.begun.tx.Rollback(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
 		a.ext.log(ctx, slog.LevelDebug, "rollback failed", a.req, slog.Any("error", err))
 	}
 }

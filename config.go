@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -88,15 +89,33 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
 
-	// Logger receives the hook's records of refusals and store failures.
-	// Keys are logged as a short hash, never in full, and stored responses
-	// are never logged. Default slog.Default().
+	// Logger receives the hook's records of refusals and store failures,
+	// and the causes of the unexpected errors that clients see only as
+	// INTERNAL_SERVER_ERROR with a correlation id. Keys are logged as a short
+	// hash, never in full, and stored responses are never logged. Default
+	// slog.Default().
 	Logger *slog.Logger
+
+	// Limits bound the size and shape of a request (body, fields, aliases,
+	// depth, complexity); see Limits for each default. Install applies them.
+	Limits Limits
+
+	// ErrorPresenter, if set, presents the errors that reach clients as
+	// they are (GraphQL errors the application wrote, the hook's own, errors
+	// marked Final), after the hook's presenter has replaced every
+	// unexpected error with a generic one. Install sets the hook's presenter
+	// on the server (Extension.ErrorPresenter): set yours here, not with
+	// srv.SetErrorPresenter. Default graphql.DefaultErrorPresenter.
+	ErrorPresenter graphql.ErrorPresenterFunc
 }
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Tenant == nil {
 		return c, errors.New("idem: Config.Tenant is required")
+	}
+	c.Limits = c.Limits.withDefaults()
+	if c.ErrorPresenter == nil {
+		c.ErrorPresenter = graphql.DefaultErrorPresenter
 	}
 	return c.storeDefaults()
 }

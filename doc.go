@@ -46,13 +46,30 @@
 //     set): IDEMPOTENCY_KEY_REUSED, naming what differs.
 //   - (T, K) pending, lease live: IDEMPOTENCY_IN_PROGRESS with
 //     extensions.retryAfterSeconds (after waiting up to
-//     Config.WaitForInFlight for the result).
+//     Config.WaitForInFlight for the result): what remains of the time the
+//     mutation has recently been taking, never more than the lease left, at
+//     least 1; and a Retry-After header when every idempotent field of the
+//     operation is in progress.
+//   - two idempotent fields of one operation with the same key:
+//     IDEMPOTENCY_KEY_INVALID before anything runs.
 //   - (T, K) pending, lease expired: the claim is taken over (attempt + 1)
 //     and the resolver runs again with the same key.
 //   - the record store unreachable: IDEMPOTENCY_UNAVAILABLE; the mutation was
 //     not applied.
 //
-// Errors carry extensions.code and extensions.idempotencyKey.
+// Errors carry extensions.code and extensions.idempotencyKey; package
+// idemcode lists every code and whether it is final or retryable.
+//
+// # The edge
+//
+// Install also bounds what a request may ask for (Limits: a body over 1 MiB
+// is refused with HTTP 413 before it is read; fields, aliases, depth and
+// complexity are bounded before anything runs), reads the Idempotency-Key
+// header in the IETF draft's form (ParseKeyHeader), and sets the server's
+// error presenter (Extension.ErrorPresenter): an unexpected error (a
+// database's or a driver's, a panic) reaches the client as
+// INTERNAL_SERVER_ERROR with a correlation id, and its cause goes to the log
+// under that id.
 //
 // # Failures
 //

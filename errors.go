@@ -7,38 +7,53 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/goovo/idem/idemcode"
 )
 
 // Code is the value of extensions.code on the GraphQL errors the hook
 // answers with. The names are part of the contract: clients switch on them.
-type Code string
+// The list, and whether each code is final or retryable, is package
+// idemcode, which clients import without the server's dependencies.
+type Code = idemcode.Code
 
-// The codes of CONTRACT.md.
+// The codes of CONTRACT.md (see idemcode for the others the server answers
+// with).
 const (
 	// CodeKeyMissing: the mutation needs a key and none was sent.
-	CodeKeyMissing Code = "IDEMPOTENCY_KEY_MISSING"
+	CodeKeyMissing = idemcode.KeyMissing
 	// CodeKeyInvalid: the key is empty, longer than MaxKeyLength or not
-	// printable ASCII.
-	CodeKeyInvalid Code = "IDEMPOTENCY_KEY_INVALID"
+	// printable ASCII, the Idempotency-Key header is malformed, or the
+	// operation names one key for several idempotent fields.
+	CodeKeyInvalid = idemcode.KeyInvalid
 	// CodeKeyReused: the key was first used for a different request.
-	CodeKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
+	CodeKeyReused = idemcode.KeyReused
 	// CodeInProgress: another attempt holds the key; retry after
 	// extensions.retryAfterSeconds.
-	CodeInProgress Code = "IDEMPOTENCY_IN_PROGRESS"
+	CodeInProgress = idemcode.InProgress
 	// CodeKeyExpired: the key's record is past its retention window.
-	CodeKeyExpired Code = "IDEMPOTENCY_KEY_EXPIRED"
+	CodeKeyExpired = idemcode.KeyExpired
 	// CodeUnavailable: the record store could not be reached; the mutation
 	// did not run (or its writes were rolled back).
-	CodeUnavailable Code = "IDEMPOTENCY_UNAVAILABLE"
+	CodeUnavailable = idemcode.Unavailable
 	// CodeUnauthenticated: no tenant in the request's context.
-	CodeUnauthenticated Code = "UNAUTHENTICATED"
+	CodeUnauthenticated = idemcode.Unauthenticated
 	// CodeRequestTooLarge: the mutation's arguments exceed
 	// Config.MaxArgumentBytes; nothing was stored or run.
-	CodeRequestTooLarge Code = "IDEMPOTENCY_REQUEST_TOO_LARGE"
+	CodeRequestTooLarge = idemcode.RequestTooLarge
 	// CodeResponseNotStored: the key's mutation ran once, but its result
 	// exceeded Config.MaxResponseBytes and was not stored, so it cannot be
 	// replayed; it will not run again either.
-	CodeResponseNotStored Code = "IDEMPOTENCY_RESPONSE_NOT_STORED"
+	CodeResponseNotStored = idemcode.ResponseNotStored
+	// CodeInternal: an unexpected error, answered with a generic message and
+	// a correlation id (see Extension.ErrorPresenter).
+	CodeInternal = idemcode.InternalServerError
+	// CodeBodyTooLarge: the request body exceeds Limits.MaxBodyBytes (HTTP
+	// 413).
+	CodeBodyTooLarge = idemcode.BodyTooLarge
+	// CodeOperationLimit: the operation exceeds Limits.MaxFields,
+	// MaxAliases or MaxDepth.
+	CodeOperationLimit = idemcode.OperationLimitExceeded
 )
 
 // Error is a refusal by the idempotency hook. It reaches clients as a GraphQL
@@ -138,7 +153,7 @@ func (e *outcomeError) Unwrap() error { return e.err }
 // CodeBadInput: the mutation's input cannot be stored (it breaks a
 // validator or a constraint of the record's entity). Nothing was stored or
 // run; the same input fails the same way.
-const CodeBadInput Code = "BAD_USER_INPUT"
+const CodeBadInput = idemcode.BadUserInput
 
 // InvalidInput wraps an error the record insert returned because of the
 // mutation's input (an ent validator or constraint). message is what the

@@ -47,6 +47,7 @@ type fieldSpec struct {
 	mode      Mode
 	lease     time.Duration
 	retention time.Duration
+	pace      *pace // how long the mutation has recently been taking
 }
 
 var (
@@ -104,7 +105,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	if f.Arguments.ForName(KeyArgument) == nil {
 		return nil, fmt.Errorf("@%s needs an argument %s: String", Directive, KeyArgument)
 	}
-	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease}
+	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease, pace: &pace{}}
 	entity := DefaultRecordEntity
 	if a := d.Arguments.ForName("record"); a != nil && a.Value != nil && a.Value.Raw != "" {
 		entity = a.Value.Raw
@@ -134,21 +135,20 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	return spec, nil
 }
 
-// MutateOperationContext implements graphql.OperationContextMutator. With
-// Config.KeyHeader, it checks the Idempotency-Key header against the
-// operation before anything runs: the header names the key of the
-// operation's only idempotent field, and must agree with that field's
-// argument if both are sent.
+// MutateOperationContext implements graphql.OperationContextMutator: it
+// checks the operation's keys before anything runs. A malformed
+// Idempotency-Key header (with Config.KeyHeader) refuses any operation; the
+// header names the key of the operation's only idempotent field, and must
+// agree with that field's argument if both are sent; and no two idempotent
+// fields of one operation may name the same key, whatever their record
+// entities: one key is one intent (all IDEMPOTENCY_KEY_INVALID).
 func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	st := httpStateFrom(ctx)
-	if !e.cfg.KeyHeader || st == nil || !st.hasRequestKey {
-		return nil
-	}
-	refuse := func(code Code, format string, args ...any) *gqlerror.Error {
-		return errorf(code, st.requestKey, format, args...).gqlError()
-	}
-	if st.requestKeys > 1 {
-		return refuse(CodeKeyInvalid, "send one %s header", HeaderKey)
+	header := e.cfg.KeyHeader && st != nil && st.hasRequestKey
+	if header && st.headerErr != nil {
+		var ie *Error
+		errors.As(st.headerErr, &ie)
+		return ie.gqlError()
 	}
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
 		return nil
@@ -159,23 +159,51 @@ func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 			fields = append(fields, f.Field)
 		}
 	}
-	switch {
-	case len(fields) == 0:
+	if len(fields) == 0 {
 		return nil
-	case len(fields) > 1:
-		return refuse(CodeKeyInvalid, "the %s header can name the key of one idempotent field; this operation has %d: send an %s argument to each",
-			HeaderKey, len(fields), KeyArgument)
 	}
-	if err := ValidateKey(st.requestKey); err != nil {
-		var ie *Error
-		errors.As(err, &ie)
-		ie.Key = ""
-		return ie.gqlError()
+	if header {
+		refuse := func(format string, args ...any) *gqlerror.Error {
+			return errorf(CodeKeyInvalid, st.requestKey, format, args...).gqlError()
+		}
+		if len(fields) > 1 {
+			return refuse("the %s header can name the key of one idempotent field; this operation has %d: send an %s argument to each",
+				HeaderKey, len(fields), KeyArgument)
+		}
+		if arg, present, err := keyArgument(oc, fields[0]); err == nil && present && arg != st.requestKey {
+			return refuse("the %s header and the %s argument differ; send one key", HeaderKey, KeyArgument)
+		}
+		return nil
 	}
-	if arg, present, err := keyArgument(oc, fields[0]); err == nil && present && arg != st.requestKey {
-		return refuse(CodeKeyInvalid, "the %s header and the %s argument differ; send one key", HeaderKey, KeyArgument)
+	return sharedKey(oc, fields)
+}
+
+// sharedKey refuses an operation in which two idempotent fields name the
+// same key. Run, the first would store its result and the second would be
+// refused as a reuse, so that the operation could never be answered whole,
+// and the key would be spent.
+func sharedKey(oc *graphql.OperationContext, fields []*ast.Field) *gqlerror.Error {
+	seen := make(map[string]*ast.Field, len(fields))
+	for _, f := range fields {
+		key, present, err := keyArgument(oc, f)
+		if err != nil || !present || ValidateKey(key) != nil {
+			continue // refused on its own, with its own error
+		}
+		if first, ok := seen[key]; ok {
+			return errorf(CodeKeyInvalid, key,
+				"the idempotency key of %s is also the key of %s: one key names one intent; send a new key to each field",
+				responseName(f), responseName(first)).gqlError()
+		}
+		seen[key] = f
 	}
 	return nil
+}
+
+func responseName(f *ast.Field) string {
+	if f.Alias != "" {
+		return f.Alias
+	}
+	return f.Name
 }
 
 // InterceptResponse implements graphql.ResponseInterceptor: it collects what
@@ -214,6 +242,13 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 // mutation it claims the key (where the typed arguments are known) and opens
 // the transaction just before the resolver runs, and it watches every
 // resolver error and panic of the field's tree to classify the outcome.
+//
+// It also runs the resolvers of the field's tree one at a time: they share
+// the mutation's transaction, one database connection, and gqlgen resolves
+// sibling fields concurrently. Two edges queried at once on one pgx
+// connection fail ("conn busy") or corrupt it (a panic in its rows). A
+// resolver returns before its children are resolved, so this cannot
+// deadlock.
 func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	a := attemptFrom(ctx)
 	if a == nil {
@@ -225,6 +260,8 @@ func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (
 			return nil, err
 		}
 	}
+	a.oneAtATime.Lock()
+	defer a.oneAtATime.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
 			a.observe(nil, true)

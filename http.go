@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
 )
 
 // HTTP header names.
@@ -14,13 +18,20 @@ const (
 	// HeaderReplayed is set to "true" on a response in which every
 	// idempotent field was replayed from its record.
 	HeaderReplayed = "Idempotent-Replayed"
-	// HeaderKey carries the key (IETF draft-ietf-httpapi-idempotency-key-header).
+	// HeaderKey carries the key (IETF draft-ietf-httpapi-idempotency-key-header):
+	// a structured-field String ("abc") or a bare key (see ParseKeyHeader).
+	// The response echoes the key of an operation's only idempotent field in
+	// the form of the request's header, or quoted.
 	HeaderKey = "Idempotency-Key"
 )
 
-// Install makes srv's @idempotent mutations retry-safe: it adds the hook to
-// the server and returns the handler to serve, which also sets the
-// Idempotent-Replayed response header.
+// Install makes srv's @idempotent mutations retry-safe and bounds what a
+// request may ask for. It sets the server's error presenter and recover
+// function (Extension.ErrorPresenter, Extension.RecoverFunc: put your own
+// presenter in Config.ErrorPresenter), adds the operation limits
+// (OperationLimits, then gqlgen's complexity limit) and the hook, and
+// returns the handler to serve, which bounds the request body and sets the
+// response headers (Extension.Middleware).
 //
 //	srv := handler.New(graph.NewExecutableSchema(cfg))
 //	srv.AddTransport(transport.POST{})
@@ -29,6 +40,9 @@ const (
 //		Tenant:  tenantFromContext,
 //	})
 //	http.Handle("/query", h)
+//
+// Add extensions that work on the operation (a complexity limit of your
+// own, say) after Install, so that the limits see the operation first.
 func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 	ext, err := New(cfg)
 	if err != nil {
@@ -40,19 +54,36 @@ func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 			err = fmt.Errorf("%v", p)
 		}
 	}()
+	srv.SetErrorPresenter(ext.ErrorPresenter())
+	srv.SetRecoverFunc(ext.RecoverFunc())
+	l := ext.cfg.Limits
+	srv.Use(OperationLimits{MaxFields: l.MaxFields, MaxAliases: l.MaxAliases, MaxDepth: l.MaxDepth})
+	if l.MaxComplexity > 0 {
+		srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
+	}
 	srv.Use(ext)
 	return ext.Middleware(srv), nil
 }
 
-// Middleware wraps the GraphQL HTTP handler so that responses carry the
-// Idempotent-Replayed header. Install applies it; use it directly when
+// Middleware wraps the GraphQL HTTP handler: it refuses a request body
+// over Limits.MaxBodyBytes with HTTP 413 before reading it, reads the
+// Idempotency-Key header, and sets the response headers Idempotent-Replayed,
+// Idempotency-Key and Retry-After. Install applies it; use it directly when
 // adding the extension with srv.Use.
 func (e *Extension) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := &httpState{}
-		if vs, ok := r.Header[HeaderKey]; ok && len(vs) > 0 {
-			st.requestKey, st.hasRequestKey = vs[0], true
-			st.requestKeys = len(vs)
+		if limit := e.cfg.Limits.MaxBodyBytes; limit > 0 {
+			if r.ContentLength > limit {
+				writeBodyTooLarge(w, limit)
+				return
+			}
+			r.Body = &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), st: st}
+			st.bodyLimit = limit
+		}
+		if vs := r.Header.Values(HeaderKey); len(vs) > 0 {
+			st.hasRequestKey = true
+			st.requestKey, st.requestQuoted, st.headerErr = parseKeyHeader(vs)
 		}
 		ctx := context.WithValue(r.Context(), httpStateKey{}, st)
 		next.ServeHTTP(&headerWriter{ResponseWriter: w, st: st}, r.WithContext(ctx))
@@ -65,12 +96,18 @@ type httpStateKey struct{}
 // what the operation learned back to the response headers.
 type httpState struct {
 	requestKey    string
+	requestQuoted bool  // the header's key was a structured-field String
+	headerErr     error // the header is malformed
 	hasRequestKey bool
-	requestKeys   int // how many Idempotency-Key headers were sent
+
+	bodyLimit   int64
+	bodyTooLong atomic.Bool // the body reached the limit while being read
 
 	mu          sync.Mutex
 	allReplayed bool
 	echoKey     string
+	echoQuoted  bool
+	retryAfter  time.Duration // every idempotent field is in progress
 }
 
 func httpStateFrom(ctx context.Context) *httpState {
@@ -79,11 +116,14 @@ func httpStateFrom(ctx context.Context) *httpState {
 }
 
 // headerWriter adds the headers before the first byte of the body; gqlgen
-// writes the body after the operation has run.
+// writes the body after the operation has run. When the request body turned
+// out too large while gqlgen read it, it answers 413 in place of gqlgen's
+// answer.
 type headerWriter struct {
 	http.ResponseWriter
 	st          *httpState
 	wroteHeader bool
+	discard     bool // the 413 was written: drop what gqlgen writes
 }
 
 func (w *headerWriter) setHeaders() {
@@ -91,23 +131,40 @@ func (w *headerWriter) setHeaders() {
 		return
 	}
 	w.wroteHeader = true
+	if w.st.bodyTooLong.Load() {
+		writeBodyTooLarge(w.ResponseWriter, w.st.bodyLimit)
+		w.discard = true
+		return
+	}
 	w.st.mu.Lock()
 	defer w.st.mu.Unlock()
 	if w.st.allReplayed {
 		w.Header().Set(HeaderReplayed, "true")
 	}
 	if w.st.echoKey != "" {
-		w.Header().Set(HeaderKey, w.st.echoKey)
+		v := w.st.echoKey
+		if w.st.echoQuoted {
+			v = FormatKeyHeader(v)
+		}
+		w.Header().Set(HeaderKey, v)
+	}
+	if w.st.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(w.st.retryAfter)))
 	}
 }
 
 func (w *headerWriter) WriteHeader(code int) {
 	w.setHeaders()
-	w.ResponseWriter.WriteHeader(code)
+	if !w.discard {
+		w.ResponseWriter.WriteHeader(code)
+	}
 }
 
 func (w *headerWriter) Write(b []byte) (int, error) {
 	w.setHeaders()
+	if w.discard {
+		return len(b), nil
+	}
 	return w.ResponseWriter.Write(b)
 }
 
@@ -137,9 +194,10 @@ type operationKey struct{}
 
 // operation collects the idempotent fields of one GraphQL operation.
 type operation struct {
-	http   *httpState
-	mu     sync.Mutex
-	fields map[string]FieldReport
+	http       *httpState
+	mu         sync.Mutex
+	fields     map[string]FieldReport
+	inProgress map[string]time.Duration // fields answered IDEMPOTENCY_IN_PROGRESS, their retry delay
 }
 
 // FieldReport is what extensions.idempotency says of one idempotent field,
@@ -171,7 +229,9 @@ func (op *operation) record(alias, key, outcome string) {
 }
 
 // report hands the headers' facts to the HTTP layer: replayed when every
-// idempotent field was, and the key echoed when there was one field.
+// idempotent field was, the key echoed when there was one field (in the
+// form of the request's header, or as the draft's quoted string), and a
+// retry delay when every field is in progress.
 func (op *operation) report() {
 	if op.http == nil {
 		return
@@ -185,7 +245,28 @@ func (op *operation) report() {
 	if len(op.fields) != 1 {
 		echo = ""
 	}
+	var retryAfter time.Duration
+	if len(op.inProgress) == len(op.fields) {
+		for _, d := range op.inProgress {
+			retryAfter = max(retryAfter, d)
+		}
+	}
 	op.http.mu.Lock()
-	op.http.allReplayed, op.http.echoKey = all, echo
+	op.http.allReplayed, op.http.echoKey, op.http.retryAfter = all, echo, retryAfter
+	op.http.echoQuoted = echo != "" && !(op.http.hasRequestKey && echo == op.http.requestKey && !op.http.requestQuoted)
 	op.http.mu.Unlock()
+}
+
+// inProgressFor records that the field answered IDEMPOTENCY_IN_PROGRESS
+// with this retry delay.
+func (op *operation) inProgressFor(alias string, retryAfter time.Duration) {
+	if op == nil {
+		return
+	}
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if op.inProgress == nil {
+		op.inProgress = map[string]time.Duration{}
+	}
+	op.inProgress[alias] = retryAfter
 }

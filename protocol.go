@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -55,12 +54,16 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 		res     graphql.Marshaler
 		outcome string
 	)
+	start := time.Now()
 	err := e.validate(ctx, r, oc)
 	if err == nil {
 		res, outcome, err = e.settle(ctx, r, next)
 	}
 	if err != nil {
 		outcome = OutcomeRefused
+	}
+	if outcome == OutcomeExecuted {
+		spec.pace.observe(time.Since(start))
 	}
 	finishSpan(span, r, outcome, err)
 	operationFrom(ctx).record(r.alias, r.key, outcome)
@@ -80,6 +83,9 @@ func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.Operat
 	r.key = key
 	if r.tenant, err = e.tenant(ctx, key); err != nil {
 		return err
+	}
+	if n := measure(r.field.SelectionSet).fields; n > maxSelectionFields {
+		return errorf(CodeRequestTooLarge, key, "the mutation's selection has %s fields, fragments expanded; the limit is %d", count(n), maxSelectionFields)
 	}
 	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.field, oc.Variables, KeyArgument)
 	if fp.ArgumentsSize > e.cfg.MaxArgumentBytes {
@@ -218,7 +224,7 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 					if waitForOwner(ctx, waitUntil, round) {
 						continue
 					}
-					return nil, "", e.inProgress(r, rec.LeaseExpiresAt.Sub(now))
+					return nil, "", e.inProgress(r, rec, now)
 				}
 				ok, err := e.takeOver(ctx, r, rec, a, now)
 				if err != nil {
@@ -233,7 +239,7 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 					"idempotency key belongs to a row written outside the idempotency hook")
 			}
 		} else if ran {
-			return nil, "", e.inProgress(r, r.spec.lease)
+			return nil, "", e.inProgress(r, nil, time.Time{})
 		}
 		end := e.run(ctx, a, next)
 		if !end.again {
@@ -243,7 +249,7 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 		ran = ran || end.ran
 		round++
 	}
-	return nil, "", e.inProgress(r, time.Second)
+	return nil, "", e.inProgress(r, nil, time.Time{})
 }
 
 // refuseRecord answers a request that a record of its key refuses: past
@@ -256,8 +262,8 @@ func (e *Extension) refuseRecord(r *request, rec *store.Record, now time.Time) e
 	}
 	if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
 		return errorf(CodeKeyReused, r.key,
-			"idempotency key was first used for a different request: its %s differ; use a new key for a new intent",
-			strings.Join(diffs, " and "))
+			"idempotency key was first used for a different request: its %s; use a new key for a new intent",
+			fingerprint.Describe(diffs))
 	}
 	return nil
 }
@@ -313,7 +319,7 @@ func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (
 		return nil, errorf(CodeResponseNotStored, r.key,
 			"the mutation ran once with this key, but its result (%d bytes) was too large to store, so it cannot be replayed; it will not run again", stored.TooLarge)
 	}
-	addErrors(ctx, stored.errorsAt(r.alias))
+	addErrors(ctx, stored.errorsAt(r.field))
 	return stored.marshaler(), nil
 }
 
@@ -324,12 +330,18 @@ func (e *Extension) unconfirmed(r *request, err error) error {
 	return errorf(CodeUnavailable, r.key, "the idempotency store failed while storing the result; retry with the same key to get it, or to run the mutation again if it was not stored")
 }
 
-func (e *Extension) inProgress(r *request, remaining time.Duration) error {
+// inProgress answers a request whose key another attempt holds: rec, as
+// read at now (nil when the request lost its rounds without a record).
+func (e *Extension) inProgress(r *request, rec *store.Record, now time.Time) error {
+	elapsed, leaseLeft := time.Duration(0), r.spec.lease
+	if rec != nil {
+		elapsed, leaseLeft = now.Sub(rec.ClaimedAt), rec.LeaseExpiresAt.Sub(now)
+	}
 	return &Error{
 		Code:       CodeInProgress,
 		Key:        r.key,
 		Message:    "a request with this idempotency key is still being processed; retry later with the same key",
-		RetryAfter: remaining,
+		RetryAfter: r.spec.pace.retryAfter(elapsed, leaseLeft),
 	}
 }
 
@@ -356,6 +368,7 @@ func (e *Extension) refuse(ctx context.Context, r *request, err error) graphql.M
 		ge.Locations = []gqlerror.Location{{Line: r.field.Position.Line, Column: r.field.Position.Column}}
 	}
 	if ie.Code == CodeInProgress {
+		operationFrom(ctx).inProgressFor(r.alias, ie.RetryAfter)
 		e.tel.add(ctx, e.tel.inProgress, r)
 	} else {
 		e.tel.add(ctx, e.tel.refusals, r, attrCode.String(string(ie.Code)))

@@ -81,20 +81,69 @@ func (r *storedResponse) marshaler() graphql.Marshaler {
 	return rawJSON(r.Data)
 }
 
-// errorsAt returns the stored errors with their paths rebased onto the
-// response name the field has in this request (a retry may alias it).
-func (r *storedResponse) errorsAt(alias string) gqlerror.List {
+// errorsAt returns the stored errors placed in this request: their paths
+// rebased onto the response name the field has here (a retry may alias
+// it), and their locations onto the positions of the fields they name in
+// this request's document, which may be laid out differently from the
+// first one. A location that cannot be placed is dropped.
+func (r *storedResponse) errorsAt(field *ast.Field) gqlerror.List {
 	out := make(gqlerror.List, 0, len(r.Errors))
 	for _, e := range r.Errors {
 		cp := *e
+		cp.Locations = nil
 		if len(cp.Path) > 0 {
 			if _, ok := cp.Path[0].(ast.PathName); ok {
-				cp.Path = append(ast.Path{ast.PathName(alias)}, cp.Path[1:]...)
+				cp.Path = append(ast.Path{ast.PathName(field.Alias)}, cp.Path[1:]...)
+				if f := fieldAt(field, cp.Path[1:]); f != nil && f.Position != nil {
+					cp.Locations = []gqlerror.Location{{Line: f.Position.Line, Column: f.Position.Column}}
+				}
 			}
 		}
 		out = append(out, &cp)
 	}
 	return out
+}
+
+// fieldAt finds the field a response path below field names: each name is
+// a response name in the selection set (fragments included) of the field
+// before it; list indexes stay on the same field. The fingerprint makes a
+// replay's selection set the stored one's, so the path is found.
+func fieldAt(field *ast.Field, path ast.Path) *ast.Field {
+	for _, el := range path {
+		name, ok := el.(ast.PathName)
+		if !ok {
+			continue
+		}
+		if field = selected(field.SelectionSet, string(name)); field == nil {
+			return nil
+		}
+	}
+	return field
+}
+
+// selected returns the field of set whose response name is name.
+func selected(set ast.SelectionSet, name string) *ast.Field {
+	for _, sel := range set {
+		var inner ast.SelectionSet
+		switch sel := sel.(type) {
+		case *ast.Field:
+			if sel.Alias == name {
+				return sel
+			}
+			continue
+		case *ast.InlineFragment:
+			inner = sel.SelectionSet
+		case *ast.FragmentSpread:
+			if sel.Definition == nil {
+				continue
+			}
+			inner = sel.Definition.SelectionSet
+		}
+		if f := selected(inner, name); f != nil {
+			return f
+		}
+	}
+	return nil
 }
 
 type rawJSON []byte

@@ -38,7 +38,7 @@ func TestStoredResponseKeepsBytesAndSentinels(t *testing.T) {
 				t.Errorf("%s: replayed %s, want %s", name, buf.String(), data)
 			}
 		}
-		replayed := got.errorsAt("p2")
+		replayed := got.errorsAt(&ast.Field{Alias: "p2", Name: "pay"})
 		if len(replayed) != 1 || replayed[0].Message != "amount must be positive" || replayed[0].Extensions["code"] != "BAD_USER_INPUT" {
 			t.Fatalf("%s: errors %+v", name, replayed)
 		}

@@ -941,7 +941,8 @@ func (c *PaymentClient) QueryRefunds(_m *Payment) *RefundQuery {
 
 // Hooks returns the client hooks.
 func (c *PaymentClient) Hooks() []Hook {
-	return c.hooks.Payment
+	hooks := c.hooks.Payment
+	return append(hooks[:len(hooks):len(hooks)], payment.Hooks[:]...)
 }
 
 // Interceptors returns the client interceptors.
@@ -1091,7 +1092,8 @@ func (c *RefundClient) QueryPayment(_m *Refund) *PaymentQuery {
 
 // Hooks returns the client hooks.
 func (c *RefundClient) Hooks() []Hook {
-	return c.hooks.Refund
+	hooks := c.hooks.Refund
+	return append(hooks[:len(hooks):len(hooks)], refund.Hooks[:]...)
 }
 
 // Interceptors returns the client interceptors.

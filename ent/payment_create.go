@@ -215,7 +215,9 @@ func (_c *PaymentCreate) Mutation() *PaymentMutation {
 
 // Save creates the Payment in the database.
 func (_c *PaymentCreate) Save(ctx context.Context) (*Payment, error) {
-	_c.defaults()
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -242,7 +244,7 @@ func (_c *PaymentCreate) ExecX(ctx context.Context) {
 }
 
 // defaults sets the default values of the builder before save.
-func (_c *PaymentCreate) defaults() {
+func (_c *PaymentCreate) defaults() error {
 	if _, ok := _c.mutation.IdempotencyAttempt(); !ok {
 		v := payment.DefaultIdempotencyAttempt
 		_c.mutation.SetIdempotencyAttempt(v)
@@ -251,6 +253,7 @@ func (_c *PaymentCreate) defaults() {
 		v := payment.DefaultRefundedAmount
 		_c.mutation.SetRefundedAmount(v)
 	}
+	return nil
 }
 
 // check runs all checks and user-defined validators on the builder.

@@ -171,7 +171,9 @@ func (_c *RefundCreate) Mutation() *RefundMutation {
 
 // Save creates the Refund in the database.
 func (_c *RefundCreate) Save(ctx context.Context) (*Refund, error) {
-	_c.defaults()
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -198,11 +200,12 @@ func (_c *RefundCreate) ExecX(ctx context.Context) {
 }
 
 // defaults sets the default values of the builder before save.
-func (_c *RefundCreate) defaults() {
+func (_c *RefundCreate) defaults() error {
 	if _, ok := _c.mutation.IdempotencyAttempt(); !ok {
 		v := refund.DefaultIdempotencyAttempt
 		_c.mutation.SetIdempotencyAttempt(v)
 	}
+	return nil
 }
 
 // check runs all checks and user-defined validators on the builder.

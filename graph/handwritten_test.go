@@ -175,9 +175,9 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
-		const both = `mutation($a: String!, $b: String!, $amountB: Int!) {
+		const both = `mutation($a: String!, $b: String!, $amountB: Int!, $v: String = "k-v") {
 			first: createOrder(idempotencyKey: $a, input: {amount: 100, currency: "EUR"}) { id amount }
-			view: recordPageView(idempotencyKey: $b, page: "/home")
+			view: recordPageView(idempotencyKey: $v, page: "/home")
 			second: createOrder(idempotencyKey: $b, input: {amount: $amountB, currency: "EUR"}) { id amount }
 		}`
 		r1 := a.do("acme", both, map[string]any{"a": "k-a", "b": "k-b", "amountB": 200})

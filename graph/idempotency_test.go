@@ -130,10 +130,9 @@ func TestKeysAreScopedByTenant(t *testing.T) {
 		if rb2 := a.pay("tenant-b", "same-key", orderB, 200); !bytes.Equal(rb2.Data, rb.Data) || !rb2.Replayed {
 			t.Fatalf("tenant B's retry: %s", rb2.Body)
 		}
-		// B sending A's exact request gets a fresh execution in B's scope,
-		// which cannot see A's order. Partitioned by tenant, the composite
-		// foreign key (tenant_id, order) → orders refuses B's claim itself:
-		// nothing is stored and nothing runs.
+		// B sending A's exact request is refused in B's scope, as a payment
+		// of an order that does not exist is: nothing is stored and nothing
+		// runs.
 		steal := a.pay("tenant-b", "other-key", orderA, 100)
 		if want := crossTenantRefusal(b, "NOT_FOUND"); steal.Code() != want {
 			t.Fatalf("tenant B paying tenant A's order: %s", steal.Body)

@@ -1,20 +1,16 @@
 package graph
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/goovo/idem"
@@ -36,6 +32,9 @@ type Options struct {
 	Clock *idem.ClockOffset
 	// MeterProvider receives the hook's metrics (default: otel's global).
 	MeterProvider metric.MeterProvider
+	// Limits bound each request (idem.Limits: zero fields take their
+	// defaults, negative ones turn a limit off).
+	Limits idem.Limits
 }
 
 // NewHandler returns the example's HTTP handler: GraphQL at /query, with the
@@ -51,7 +50,6 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 	// document, and parsing is a seventh of a request's CPU.
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.Use(extension.Introspection{})
-	srv.SetErrorPresenter(presenter(logger))
 	gql, err := idem.Install(srv, idem.Config{
 		Backend:         client.IdempotencyBackend(),
 		Tenant:          TenantFromContext,
@@ -62,6 +60,7 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		Clock:           opts.Clock,
 		MeterProvider:   opts.MeterProvider,
 		KeyHeader:       true, // ent/entc.go generates optional key arguments
+		Limits:          opts.Limits,
 	})
 	if err != nil {
 		return nil, err
@@ -70,26 +69,4 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 	mux.Handle("/query", TenantMiddleware(gql))
 	mux.Handle("/", playground.Handler("idem example", "/query"))
 	return mux, nil
-}
-
-// presenter keeps the errors written for clients (GraphQL errors, the
-// hook's errors) and replaces any other error, which may carry database
-// text, with a generic one; the original goes to the log.
-func presenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
-	return func(ctx context.Context, err error) *gqlerror.Error {
-		var gqlErr *gqlerror.Error
-		if errors.As(err, &gqlErr) {
-			return graphql.DefaultErrorPresenter(ctx, err)
-		}
-		var idemErr *idem.Error
-		if errors.As(err, &idemErr) {
-			return graphql.DefaultErrorPresenter(ctx, err)
-		}
-		logger.ErrorContext(ctx, "resolver error", slog.Any("error", err))
-		return &gqlerror.Error{
-			Path:       graphql.GetPath(ctx),
-			Message:    "internal error; retry with the same idempotency key",
-			Extensions: map[string]any{"code": "INTERNAL"},
-		}
-	}
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goovo/idem/idemcode"
 )
 
 // Defaults of the Client fields.
@@ -56,28 +58,23 @@ const (
 	OutcomeRefused = "refused"
 )
 
-// Error codes of the idempotency contract (extensions.code). Do retries
-// after CodeInProgress and CodeUnavailable; the others are the final answer
-// for the intent.
+// Error codes of the idempotency contract (extensions.code): the values of
+// package idemcode, which says of every code the server answers with
+// whether it is retryable (Do retries: IDEMPOTENCY_IN_PROGRESS,
+// IDEMPOTENCY_UNAVAILABLE, INTERNAL_SERVER_ERROR) or final (the others).
 const (
-	CodeKeyMissing      = "IDEMPOTENCY_KEY_MISSING"
-	CodeKeyInvalid      = "IDEMPOTENCY_KEY_INVALID"
-	CodeKeyReused       = "IDEMPOTENCY_KEY_REUSED"
-	CodeInProgress      = "IDEMPOTENCY_IN_PROGRESS"
-	CodeKeyExpired      = "IDEMPOTENCY_KEY_EXPIRED"
-	CodeUnavailable     = "IDEMPOTENCY_UNAVAILABLE"
-	CodeUnauthenticated = "UNAUTHENTICATED"
+	CodeKeyMissing        = string(idemcode.KeyMissing)
+	CodeKeyInvalid        = string(idemcode.KeyInvalid)
+	CodeKeyReused         = string(idemcode.KeyReused)
+	CodeInProgress        = string(idemcode.InProgress)
+	CodeKeyExpired        = string(idemcode.KeyExpired)
+	CodeUnavailable       = string(idemcode.Unavailable)
+	CodeUnauthenticated   = string(idemcode.Unauthenticated)
+	CodeRequestTooLarge   = string(idemcode.RequestTooLarge)
+	CodeResponseNotStored = string(idemcode.ResponseNotStored)
+	CodeBadUserInput      = string(idemcode.BadUserInput)
+	CodeInternal          = string(idemcode.InternalServerError)
 )
-
-// finalCodes are refusals that no retry with the same key and body can
-// change. They win over retryable signals of other fields.
-var finalCodes = map[string]bool{
-	CodeKeyMissing:      true,
-	CodeKeyInvalid:      true,
-	CodeKeyReused:       true,
-	CodeKeyExpired:      true,
-	CodeUnauthenticated: true,
-}
 
 // NewKey returns a fresh idempotency key: 26 characters of base32 (130 bits
 // from crypto/rand), printable ASCII as the server requires. Make one per
@@ -196,6 +193,9 @@ const (
 	// mutation failed with a retryable error, was rolled back and the key
 	// freed.
 	ReasonReleased Reason = "released"
+	// ReasonRetryable: another code that idemcode classifies as retryable,
+	// such as INTERNAL_SERVER_ERROR (an unexpected error on the server).
+	ReasonRetryable Reason = "retryable"
 )
 
 // Retry describes one retry, for Client.OnRetry.
@@ -345,11 +345,14 @@ func (e *ResponseError) Unwrap() error { return e.Err }
 // the attempt in flight).
 //
 // Do retries after network errors and timeouts, HTTP 429, 502, 503 and 504,
-// IDEMPOTENCY_IN_PROGRESS, IDEMPOTENCY_UNAVAILABLE, and a field reported as
+// the codes idemcode classifies as retryable (IDEMPOTENCY_IN_PROGRESS,
+// IDEMPOTENCY_UNAVAILABLE, INTERNAL_SERVER_ERROR), and a field reported as
 // "released". Anything else is final: success, a replay, a stored business
-// error, and the refusals IDEMPOTENCY_KEY_REUSED, _INVALID, _MISSING,
-// _EXPIRED and UNAUTHENTICATED (these win over a retryable signal of another
-// field of the same operation).
+// error, and the refusals with a final code (IDEMPOTENCY_KEY_REUSED,
+// _INVALID, _MISSING, _EXPIRED, IDEMPOTENCY_REQUEST_TOO_LARGE,
+// IDEMPOTENCY_RESPONSE_NOT_STORED, BAD_USER_INPUT, UNAUTHENTICATED, ...:
+// these win over a retryable signal of another field of the same
+// operation).
 //
 // The error is nil exactly when the final answer is a 2xx response without
 // GraphQL errors. A final answer with errors returns the Response and a
@@ -528,7 +531,8 @@ func transportFailure(actx context.Context, err error, status int) attemptResult
 }
 
 // classify reads a decoded GraphQL response: the reason to retry it, or ""
-// when it is final.
+// when it is final. A final code (idemcode) wins over the retryable signals
+// of other fields: no retry changes it.
 func classify(r *Response) (Reason, string, time.Duration) {
 	var (
 		reason Reason
@@ -536,31 +540,35 @@ func classify(r *Response) (Reason, string, time.Duration) {
 		hint   time.Duration
 	)
 	for _, e := range r.Errors {
-		c := e.Code()
-		if finalCodes[c] {
+		c := idemcode.Code(e.Code())
+		switch {
+		case c.Final():
 			return "", "", 0
-		}
-		switch c {
-		case CodeInProgress:
-			reason, code = ReasonInProgress, c
+		case c == idemcode.InProgress:
+			reason, code = ReasonInProgress, string(c)
 			if d, ok := e.RetryAfter(); ok && d > hint {
 				hint = d
 			}
-		case CodeUnavailable:
+		case c == idemcode.Unavailable:
 			if reason != ReasonInProgress {
-				reason, code = ReasonUnavailable, c
+				reason, code = ReasonUnavailable, string(c)
 			}
+		case c.Retryable() && code == "":
+			code = string(c)
 		}
 	}
-	if reason == "" {
-		for _, f := range r.Idempotency {
-			if f.Outcome == OutcomeReleased {
-				reason = ReasonReleased
-				break
-			}
+	if reason != "" {
+		return reason, code, hint
+	}
+	for _, f := range r.Idempotency {
+		if f.Outcome == OutcomeReleased {
+			return ReasonReleased, "", hint
 		}
 	}
-	return reason, code, hint
+	if code != "" {
+		return ReasonRetryable, code, hint
+	}
+	return "", "", hint
 }
 
 // decode fills the GraphQL members of r from r.Body.

@@ -41,17 +41,22 @@
 //
 // Retried, with the same key and body: network errors, timeouts (including
 // Client.AttemptTimeout, after which the attempt is abandoned), HTTP 429,
-// 502, 503 and 504, the errors IDEMPOTENCY_IN_PROGRESS (another attempt
-// holds the key; its retryAfterSeconds is honoured up to Client.MaxBackoff)
-// and IDEMPOTENCY_UNAVAILABLE (the server could not reach its record store
-// and did not run the mutation), and a field reported with outcome
-// "released" (the mutation failed with a retryable error, was rolled back
-// and its key freed).
+// 502, 503 and 504, the codes package idemcode classifies as retryable:
+// IDEMPOTENCY_IN_PROGRESS (another attempt holds the key; its
+// retryAfterSeconds is honoured up to Client.MaxBackoff),
+// IDEMPOTENCY_UNAVAILABLE (the server could not reach its record store and
+// did not run the mutation) and INTERNAL_SERVER_ERROR (an unexpected error
+// on the server), and a field reported with outcome "released" (the
+// mutation failed with a retryable error, was rolled back and its key
+// freed).
 //
 // Final, returned at once: success, a replay of an earlier attempt's result,
 // a business error the server stored (it is replayed to every retry), and
-// the refusals IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_INVALID,
-// IDEMPOTENCY_KEY_MISSING, IDEMPOTENCY_KEY_EXPIRED and UNAUTHENTICATED.
+// the refusals whose code idemcode classifies as final, such as
+// IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_KEY_INVALID, IDEMPOTENCY_KEY_MISSING,
+// IDEMPOTENCY_KEY_EXPIRED, IDEMPOTENCY_REQUEST_TOO_LARGE,
+// IDEMPOTENCY_RESPONSE_NOT_STORED, BAD_USER_INPUT and UNAUTHENTICATED. A
+// code idemcode does not know (an application's own) is final too.
 //
 // Between attempts Do waits with exponential backoff and full jitter
 // (Client.BaseBackoff, Client.MaxBackoff), and gives up after

@@ -334,7 +334,7 @@ func TestFailed(t *testing.T) {
 		text := be.run("failed").ok(t).stdout
 		if !strings.HasPrefix(text, "2 failed records (at most 50 per table, newest first):") ||
 			!regexp.MustCompile(`(?m)^Shipment +org-1 +"no-stock" +Mutation.createShipment +1 +\S+Z \(\S+ ago\) +out of stock \[OUT_OF_STOCK\]$`).MatchString(text) ||
-			!regexp.MustCompile(`(?m)^IdempotencyRecord +org-2 +"approve-1" +Mutation.approveShipment .* shipment not found$`).MatchString(text) {
+			!regexp.MustCompile(`(?m)^IdempotencyRecord +org-2 +"approve-1" +Mutation.approveShipment .* shipment not found \[MUTATION_FAILED\]$`).MatchString(text) {
 			t.Fatalf("failed:\n%s", text)
 		}
 		var doc struct {

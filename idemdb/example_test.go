@@ -26,8 +26,8 @@ func ExampleResolve() {
 	}
 	// Output:
 	// pgx postgres
-	// sqlite sqlite3
-	// sqlite sqlite3
+	// sqlite-idem sqlite3
+	// sqlite-idem sqlite3
 }
 
 // A server process sizes its pool from the database's budget and, at

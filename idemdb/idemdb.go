@@ -152,12 +152,15 @@ func permanent(err error) bool {
 }
 
 // Resolve returns the database/sql driver name, the driver's data source
-// name and the ent dialect for dsn, without opening anything.
+// name and the ent dialect for dsn, without opening anything. For SQLite the
+// driver is modernc.org/sqlite behind a queue in which the writers of this
+// process take turns for the database file, in arrival order (see
+// writers.go).
 func Resolve(dsn string) (driverName, source, dialectName string) {
 	if IsPostgres(dsn) {
 		return "pgx", dsn, dialect.Postgres
 	}
-	return "sqlite", SQLiteDSN(strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:")), dialect.SQLite
+	return sqliteDriverName, SQLiteDSN(strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:")), dialect.SQLite
 }
 
 // IsPostgres reports whether dsn is a PostgreSQL URL.

@@ -37,6 +37,7 @@
 //	go run ./cmd/loadtest -short -pgbouncer   # the same behind PgBouncer in transaction pooling mode
 //	go run ./cmd/loadtest -long     # for reports: 4 servers, 3 minutes, 12 kills, 4 restarts, a burst of 2×600 requests
 //	go run ./cmd/loadtest -bench    # mutations per second, no faults (see BENCHMARKS.md)
+//	go run ./cmd/loadtest -adversary   # one tenant's hostile requests against another's latency (adversary.go)
 //
 // PostgreSQL: a private cluster (initdb into a temporary directory, a free
 // port, max_connections = 100, fsync off: see internal/testkit/pgcluster), run as
@@ -118,6 +119,8 @@ type config struct {
 
 	bench           bool
 	countStatements int
+
+	adversary adversaryConfig // adversary.go
 }
 
 // presets are the values -short and -long give to the flags not set on
@@ -192,6 +195,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 	fs.BoolVar(&c.bench, "bench", false, "measure mutations per second instead: createOrder, then createPayment, each for -duration, no faults, no duplicates")
 	fs.IntVar(&c.countStatements, "count-statements", 0, "with -bench: send this many of each mutation from one client to one server with log_statement=all and count their statements in the PostgreSQL log")
+
+	addAdversaryFlags(fs, &c.adversary)
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -342,6 +347,13 @@ func run(cfg *config) int {
 		db.name += ", pgx default_query_exec_mode " + cfg.queryExecMode
 	}
 
+	if cfg.adversary.on {
+		if err := runAdversary(ctx, cfg.adversary, bin, tmp, db.serverEnv(nil)); err != nil {
+			keepLogs = true
+			return fail(err)
+		}
+		return 0
+	}
 	if cfg.bench {
 		if err := runBench(ctx, cfg, bin, tmp, db, pg); err != nil {
 			keepLogs = true
@@ -489,7 +501,7 @@ var logPatterns = []logPattern{
 	{"claim releases retried in the background", []string{"could not release idempotency claim yet"}},
 	{"claim releases that got through after retries", []string{"idempotency claim released after retries"}},
 	{"claim releases given up (the lease ran out)", []string{"could not release idempotency claim;"}},
-	{"resolver errors", []string{"resolver error"}},
+	{"unexpected errors (INTERNAL_SERVER_ERROR)", []string{"unexpected error"}},
 	{"failed starts (migration)", []string{"server: migrate:"}},
 	{"panics", []string{"panic"}},
 }

@@ -65,6 +65,14 @@ func run() error {
 		provConns   = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
 		connectWait = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 	)
+	// Request limits (idem.Limits): 0 keeps the default, a negative value
+	// turns the limit off.
+	var limits idem.Limits
+	flag.Int64Var(&limits.MaxBodyBytes, "max-body-bytes", 0, "largest request body, refused with HTTP 413 before it is read (default 1 MiB)")
+	flag.IntVar(&limits.MaxFields, "max-fields", 0, "most fields an operation selects, fragments expanded (default 1000)")
+	flag.IntVar(&limits.MaxAliases, "max-aliases", 0, "most aliased fields in an operation (default 100)")
+	flag.IntVar(&limits.MaxDepth, "max-depth", 0, "deepest nesting of an operation's selections (default 12)")
+	flag.IntVar(&limits.MaxComplexity, "max-complexity", 0, "gqlgen complexity limit of an operation (default 1000)")
 	flag.Parse()
 	if *failureRate < 0 || *failureRate > 1 {
 		return errors.New("-provider-failure-rate must be between 0 and 1")
@@ -120,7 +128,7 @@ func run() error {
 	defer closeProv()
 	prov.Latency, prov.ResponseLatency, prov.FailureRate = *latency, *respLatency, *failureRate
 
-	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger}
+	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger, Limits: limits}
 	if *metricsAddr != "" {
 		mp, err := serveMetrics(ctx, *metricsAddr, logger)
 		if err != nil {

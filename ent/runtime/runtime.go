@@ -136,6 +136,8 @@ func init() {
 	// pageviewcount.CountValidator is a validator for the "count" field. It is called by the builders before save.
 	pageviewcount.CountValidator = pageviewcountDescCount.Validators[0].(func(int) error)
 	paymentMixin := schema.Payment{}.Mixin()
+	paymentHooks := schema.Payment{}.Hooks()
+	payment.Hooks[0] = paymentHooks[0]
 	paymentMixinInters0 := paymentMixin[0].Interceptors()
 	payment.Interceptors[0] = paymentMixinInters0[0]
 	paymentMixinFields0 := paymentMixin[0].Fields()
@@ -181,6 +183,8 @@ func init() {
 	// payment.RefundedAmountValidator is a validator for the "refunded_amount" field. It is called by the builders before save.
 	payment.RefundedAmountValidator = paymentDescRefundedAmount.Validators[0].(func(int) error)
 	refundMixin := schema.Refund{}.Mixin()
+	refundHooks := schema.Refund{}.Hooks()
+	refund.Hooks[0] = refundHooks[0]
 	refundMixinInters0 := refundMixin[0].Interceptors()
 	refund.Interceptors[0] = refundMixinInters0[0]
 	refundMixinFields0 := refundMixin[0].Fields()

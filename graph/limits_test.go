@@ -1,0 +1,216 @@
+package graph_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemschema"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
+)
+
+// aliasBomb is the attack of issue 12: one field of createOrder's result
+// under n aliases. Unbounded, gqlgen spends time quadratic in n collecting
+// the fields (18.7 s for 45,000) inside the mutation's transaction.
+func aliasBomb(key string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `mutation { createOrder(idempotencyKey: %q, input: {amount: 100, currency: "EUR"}) {`, key)
+	for i := range n {
+		fmt.Fprintf(&b, " a%d: currency", i)
+	}
+	b.WriteString(" } }")
+	return b.String()
+}
+
+// deepPayment pays order with a selection that nests depth deep (the
+// root field at depth 1): order { payments { order { … id } } }.
+func deepPayment(key, order string, depth int) string {
+	var open, close strings.Builder
+	for d := 2; d < depth; d++ {
+		if d%2 == 0 {
+			open.WriteString("order { ")
+		} else {
+			open.WriteString("payments { ")
+		}
+		close.WriteString(" }")
+	}
+	return fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { %sid%s } }`,
+		key, order, open.String(), close.String())
+}
+
+// fragmentBomb selects 2^n fields through n fragments that each spread the
+// one before twice: a short document whose naive expansion (gqlgen's
+// complexity calculation walks every spread) is exponential.
+func fragmentBomb(key string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `mutation { createOrder(idempotencyKey: %q, input: {amount: 100, currency: "EUR"}) { ...F%d } }`, key, n)
+	b.WriteString("\nfragment F0 on Order { currency }")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "\nfragment F%d on Order { ...F%d ...F%d }", i, i-1, i-1)
+	}
+	return b.String()
+}
+
+// An operation over a limit is refused before anything runs: no claim, no
+// resolver, no database work, whatever the backend.
+func TestHostileOperationsAreRefusedBeforeAnythingRuns(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b)
+		order := a.newOrder("acme", 100)
+		before := a.allOrders()
+		cases := []struct {
+			name, query, code string
+		}{
+			{"alias bomb", aliasBomb("bomb", 45000), string(idem.CodeOperationLimit)},
+			{"aliases at the root of a query", "{" + rootAliases(45000) + " }", string(idem.CodeOperationLimit)},
+			{"deep selection", deepPayment("deep", order, 40), string(idem.CodeOperationLimit)},
+			{"fragment bomb", fragmentBomb("frag", 40), string(idem.CodeOperationLimit)},
+		}
+		for _, c := range cases {
+			r := a.do("mallory", c.query, nil)
+			if r.Code() != c.code || len(r.Data) > 0 && string(r.Data) != "null" {
+				t.Errorf("%s: %.300s", c.name, r.Body)
+			}
+		}
+		if after := a.allOrders(); after != before {
+			t.Fatalf("refused operations stored %d orders", after-before)
+		}
+		if n := a.allPayments(); n != 0 {
+			t.Fatalf("a refused payment stored %d payments", n)
+		}
+		if cs := a.charges("mallory", order); len(cs) != 0 {
+			t.Fatalf("a refused payment charged: %v", cs)
+		}
+
+		// At the limits, the same shapes run.
+		if r := a.do("acme", aliasBomb("ok-aliases", idem.DefaultMaxAliases), nil); len(r.Errors) > 0 {
+			t.Fatalf("%d aliases, the limit: %.300s", idem.DefaultMaxAliases, r.Body)
+		}
+		if r := a.do("acme", deepPayment("ok-depth", order, idem.DefaultMaxDepth), nil); len(r.Errors) > 0 {
+			t.Fatalf("depth %d, the limit: %.300s", idem.DefaultMaxDepth, r.Body)
+		}
+	})
+}
+
+func rootAliases(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, " t%d: __typename", i)
+	}
+	return b.String()
+}
+
+// Each limit is configurable, complexity included (gqlgen's own), and a
+// negative value turns it off.
+func TestLimitsAreConfigurable(t *testing.T) {
+	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
+		o.Limits = idem.Limits{MaxAliases: -1, MaxFields: -1, MaxComplexity: 5, MaxDepth: 2}
+	})
+	// 200 aliases: over the default, allowed with the limit off, but over
+	// the complexity of 5.
+	r := a.do("acme", aliasBomb("k1", 200), nil)
+	if r.Code() != "COMPLEXITY_LIMIT_EXCEEDED" {
+		t.Fatalf("complexity 201 over 5: %.300s", r.Body)
+	}
+	if r := a.do("acme", aliasBomb("k2", 4), nil); len(r.Errors) > 0 {
+		t.Fatalf("complexity 5: %.300s", r.Body)
+	}
+	order := a.newOrder("acme", 100)
+	if r := a.do("acme", deepPayment("k3", order, 3), nil); r.Code() != string(idem.CodeOperationLimit) || !strings.Contains(r.Errors[0].Message, "limit is 2") {
+		t.Fatalf("depth 3 over 2: %.300s", r.Body)
+	}
+}
+
+// A body over the limit is refused with HTTP 413 and a GraphQL error: when
+// its length is declared, before a byte of it is read; when it is not
+// (chunked), as soon as the limit is reached.
+func TestLargeBodiesAreRefusedBeforeTheyAreRead(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	addr := strings.TrimPrefix(a.URL, "http://")
+
+	// A declared 100 MB that never comes: the answer cannot wait for it.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nX-Tenant-ID: acme\r\nContent-Length: %d\r\n\r\n{\"query\":", addr, 100<<20)
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer before the body was sent: %v", err)
+	}
+	checkTooLarge(t, "declared length", res)
+
+	// Chunked: no length announced; refused once the limit is read.
+	big := `{"query":"` + strings.Repeat(" ", 2<<20) + `{ __typename }"}`
+	req, _ := http.NewRequest(http.MethodPost, a.URL+"/query", io.MultiReader(strings.NewReader(big)))
+	req.Header.Set("Content-Type", "application/json")
+	req.ContentLength = -1
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTooLarge(t, "chunked", res)
+
+	// Under the limit, the same padding is fine.
+	small := `{"query":"` + strings.Repeat(" ", 512<<10) + `{ __typename }"}`
+	res, err = http.Post(a.URL+"/query", "application/json", strings.NewReader(small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"__typename":"Query"`)) {
+		t.Fatalf("half a MiB: %d %s", res.StatusCode, body)
+	}
+}
+
+func checkTooLarge(t *testing.T, what string, res *http.Response) {
+	t.Helper()
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	var r struct {
+		Errors []testkit.Error `json:"errors"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil || res.StatusCode != http.StatusRequestEntityTooLarge ||
+		len(r.Errors) != 1 || r.Errors[0].Code() != string(idem.CodeBodyTooLarge) {
+		t.Fatalf("%s: %d %s", what, res.StatusCode, body)
+	}
+}
+
+// allOrders counts order rows, finished or not.
+func (a *app) allOrders() int {
+	a.t.Helper()
+	n, err := a.Client.Order.Query().Count(idemschema.IncludeUnfinished(context.Background()))
+	if err != nil {
+		a.t.Fatalf("count orders: %v", err)
+	}
+	return n
+}
+
+// With the limits off, the hook still refuses to fingerprint a selection
+// that expands beyond reason (it prints it expanded): a fragment bomb is
+// IDEMPOTENCY_REQUEST_TOO_LARGE, not 2^40 fields of work.
+func TestFingerprintIsBoundedWithTheLimitsOff(t *testing.T) {
+	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
+		o.Limits = idem.Limits{MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxComplexity: -1}
+	})
+	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.Code() != string(idem.CodeRequestTooLarge) {
+		t.Fatalf("fragment bomb: %.300s", r.Body)
+	}
+	if n := a.allOrders(); n != 0 {
+		t.Fatalf("%d orders", n)
+	}
+}

@@ -1,0 +1,153 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"runtime/debug"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/goovo/idem/idemcode"
+)
+
+// ErrorPresenter returns the server's error presenter, which Install sets:
+// the one place that decides what of an error a client sees.
+//
+// Errors written for clients reach them as they are: GraphQL errors the
+// application or gqlgen created (*gqlerror.Error with no Go error inside,
+// or with a message of its own over one), the hook's *Error, errors marked
+// Final, errors that carry an extensions.code, and the errors of reading an
+// argument (a scalar that does not parse). Every other error is unexpected:
+// a database or driver error, a provider's error, a panic. gqlgen wraps each
+// in a *gqlerror.Error before any presenter sees it (its message is the Go
+// error's text), which is how they are told apart. The client gets a
+// generic message, the code INTERNAL_SERVER_ERROR (retryable) and
+// extensions.correlationId; Config.Logger gets the cause under that id.
+//
+// An error without a code gets one: MUTATION_FAILED when it is marked
+// Final, INTERNAL_SERVER_ERROR (retryable: unmarked errors are) inside a
+// field, BAD_REQUEST for the request as a whole; BAD_USER_INPUT for an
+// argument. What remains goes through Config.ErrorPresenter. The presenter
+// is idempotent: a replayed error, presented when it was stored, is
+// presented again unchanged.
+func (e *Extension) ErrorPresenter() graphql.ErrorPresenterFunc {
+	return e.presentError
+}
+
+// RecoverFunc returns the server's recover function, which Install sets: a
+// resolver's panic becomes an unexpected error, so that the presenter logs
+// the panic and its stack under a correlation id and the client gets
+// INTERNAL_SERVER_ERROR (gqlgen's default prints to stderr and answers
+// "internal system error" without a code).
+func (e *Extension) RecoverFunc() graphql.RecoverFunc {
+	return func(ctx context.Context, p any) error {
+		return &panicError{value: p, stack: debug.Stack()}
+	}
+}
+
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
+
+func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error {
+	if err == nil {
+		return nil
+	}
+	var g *gqlerror.Error
+	if !errors.As(err, &g) {
+		g = gqlerror.WrapPath(graphql.GetPath(ctx), err)
+	}
+	var code idemcode.Code
+	switch {
+	case hasCode(g) || IsFinal(err) || isHookError(err):
+	case g.Err == nil:
+		// Written as a GraphQL error: by the application, by gqlgen (a
+		// parse or validation error), or replayed from a record.
+	case g.Message != g.Err.Error():
+		// A message written for the client over a cause.
+	case isArgumentError(ctx, g):
+		code = idemcode.BadUserInput
+	default:
+		return e.cfg.ErrorPresenter(ctx, e.unexpected(ctx, g))
+	}
+	out := e.cfg.ErrorPresenter(ctx, err)
+	if out == nil || hasCode(out) {
+		return out
+	}
+	if code == "" {
+		switch {
+		case IsFinal(err):
+			code = idemcode.MutationFailed
+		case graphql.GetFieldContext(ctx) == nil:
+			code = idemcode.BadRequest
+		default:
+			code = idemcode.InternalServerError
+		}
+	}
+	// A copy: the application may return one *gqlerror.Error value from
+	// many places.
+	cp := *out
+	cp.Extensions = maps.Clone(out.Extensions)
+	if cp.Extensions == nil {
+		cp.Extensions = map[string]any{}
+	}
+	cp.Extensions["code"] = string(code)
+	return &cp
+}
+
+// unexpected logs the cause of g under a new correlation id and returns
+// what the client sees instead.
+func (e *Extension) unexpected(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
+	id := correlationID()
+	level := slog.LevelError
+	if errors.Is(g.Err, context.Canceled) {
+		level = slog.LevelInfo // the client went away
+	}
+	e.cfg.Logger.LogAttrs(ctx, level, "unexpected error; the client got INTERNAL_SERVER_ERROR",
+		slog.String("correlation_id", id),
+		slog.String("path", g.Path.String()),
+		slog.Any("error", g.Err))
+	return &gqlerror.Error{
+		Message:   "internal server error (correlation id " + id + ")",
+		Path:      g.Path,
+		Locations: g.Locations,
+		Extensions: map[string]any{
+			"code":          string(idemcode.InternalServerError),
+			"correlationId": id,
+		},
+	}
+}
+
+func hasCode(g *gqlerror.Error) bool {
+	c, ok := g.Extensions["code"].(string)
+	return ok && c != ""
+}
+
+func isHookError(err error) bool {
+	var ie *Error
+	return errors.As(err, &ie)
+}
+
+// isArgumentError reports an error of reading a field's arguments: gqlgen
+// reports it, before the resolver runs, at the argument's path under the
+// field's.
+func isArgumentError(ctx context.Context, g *gqlerror.Error) bool {
+	fc := graphql.GetFieldContext(ctx)
+	return fc != nil && fc.Args == nil && len(g.Path) > len(fc.Path())
+}
+
+// correlationID is 16 hex digits from crypto/rand.
+func correlationID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
