@@ -56,6 +56,9 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 // protocol.
 func (e *Extension) answer(ctx context.Context, r *request, oc *graphql.OperationContext, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	key, err := e.keyOf(ctx, oc, r.field)
+	if r.spec.keyOptional && errors.Is(err, ErrKeyMissing) {
+		return e.runKeyless(ctx, r, next)
+	}
 	if err != nil {
 		return nil, OutcomeRefused, err
 	}

@@ -11,18 +11,19 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/store"
 )
 
 // Names in the GraphQL schema the hook reads.
 const (
 	// Directive marks a mutation as idempotent.
-	Directive = "idempotent"
+	Directive = directive.Name
 	// KeyArgument is the mutation argument that carries the key.
-	KeyArgument = "idempotencyKey"
+	KeyArgument = directive.KeyArgument
 	// DefaultRecordEntity is the ent type that holds the records of
 	// @idempotent mutations that name none (idemschema.Record).
-	DefaultRecordEntity = "IdempotencyRecord"
+	DefaultRecordEntity = directive.DefaultRecordEntity
 )
 
 // Extension is the runtime hook: a gqlgen handler extension that makes every
@@ -44,6 +45,9 @@ type fieldSpec struct {
 	mode      Mode
 	lease     time.Duration
 	retention time.Duration
+	// keyOptional: @idempotent(keyRequired: false), during a rollout; a
+	// call without a key runs without idempotency (keyless.go).
+	keyOptional bool
 }
 
 var (
@@ -120,6 +124,11 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 			return nil, fmt.Errorf("leaseSeconds must be a positive integer, got %q", a.Value.Raw)
 		}
 		spec.lease = time.Duration(n) * time.Second
+	}
+	if a := d.Arguments.ForName(directive.ArgKeyRequired); a != nil && a.Value != nil {
+		if spec.keyOptional = a.Value.Raw == "false"; spec.keyOptional && f.Arguments.ForName(KeyArgument).Type.NonNull {
+			return nil, fmt.Errorf("keyRequired: false needs the argument %s: String (nullable), or no call could omit it", KeyArgument)
+		}
 	}
 	recs, ok := e.cfg.Backend.Records(entity)
 	if !ok {
@@ -214,6 +223,9 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	c := callFrom(ctx)
 	if c == nil {
+		if k := keylessFrom(ctx); k != nil {
+			return k.interceptField(ctx, next)
+		}
 		return next(ctx)
 	}
 	if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Field.Field == c.field && !c.started {

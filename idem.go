@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strconv"
 	"time"
+
+	"github.com/goovo/idem/internal/tenancy"
 )
 
 // MaxKeyLength is the longest idempotency key accepted, in bytes.
@@ -78,19 +80,26 @@ func ClaimFromContext(ctx context.Context) *Claim {
 	return c
 }
 
-// KeyFromContext returns the idempotency key of the mutation running in ctx.
+// KeyFromContext returns the idempotency key of the mutation running in ctx;
+// ok is false outside an idempotent mutation and in a call that sent no key
+// while the key was optional (see idemgen's rollout).
 // Forward it to any system the resolver calls outside the database (a payment
 // provider, an email service) so that it can deduplicate the call: after a
 // crash the hook runs the mutation again with the same key, and only the
 // downstream system can tell that its part was already done.
 func KeyFromContext(ctx context.Context) (string, bool) {
-	if c := ClaimFromContext(ctx); c != nil {
+	if c := ClaimFromContext(ctx); c != nil && c.Key != "" {
 		return c.Key, true
 	}
 	return "", false
 }
 
 func withClaim(ctx context.Context, c *Claim) context.Context {
+	if c.Key != "" {
+		// What idemschema's interceptor needs to show the caller its own
+		// unfinished claim.
+		ctx = tenancy.WithClaim(ctx, tenancy.Claim{Table: c.Table, Tenant: c.Tenant, Key: c.Key})
+	}
 	return context.WithValue(ctx, claimKey{}, c)
 }
 
