@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"reflect"
 	"strconv"
 	"time"
 
@@ -114,31 +113,4 @@ func (m *Mode) UnmarshalGQL(v any) error {
 	}
 	*m = Mode(s)
 	return nil
-}
-
-// Arg returns the argument name of a mutation as a T, for generated code
-// that builds a claim row from a mutation's arguments. gqlgen passes
-// nullable arguments as pointers, which are dereferenced, and other types
-// convertible to T are converted; ok is false when the argument is absent
-// or null.
-func Arg[T any](args map[string]any, name string) (value T, ok bool, err error) {
-	v, present := args[name]
-	if !present || v == nil {
-		return value, false, nil
-	}
-	if t, isT := v.(T); isT {
-		return t, true, nil
-	}
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer {
-		if rv.IsNil() {
-			return value, false, nil
-		}
-		rv = rv.Elem()
-	}
-	want := reflect.TypeFor[T]()
-	if !rv.Type().ConvertibleTo(want) {
-		return value, false, fmt.Errorf("argument %s is a %s, the record field needs a %s", name, rv.Type(), want)
-	}
-	return rv.Convert(want).Interface().(T), true, nil
 }
