@@ -2,6 +2,7 @@ package idemgen
 
 import (
 	"embed"
+	"slices"
 	"text/template"
 
 	"entgo.io/ent/entc/gen"
@@ -48,8 +49,9 @@ var (
 
 	// TemplateFuncs are the functions the templates use besides ent's.
 	TemplateFuncs = template.FuncMap{
-		"idemRecords": records,
-		"idemArchive": archiveType,
+		"idemRecords":          records,
+		"idemArchive":          archiveType,
+		"idemIsolationTargets": isolationTargets,
 	}
 
 	//go:embed template/*.tmpl
@@ -58,6 +60,24 @@ var (
 
 func parseT(path string) *gen.Template {
 	return gen.MustParse(gen.NewTemplate(path).Funcs(TemplateFuncs).ParseFS(templateFS, path))
+}
+
+// isolationTargets returns the entities isolated entities link to, each
+// once: the packages idem_isolation.go imports.
+func isolationTargets(g *gen.Graph) ([]*gen.Type, error) {
+	recs, err := records(g)
+	if err != nil {
+		return nil, err
+	}
+	var targets []*gen.Type
+	for _, r := range recs {
+		for _, ie := range r.IsolatedEdges {
+			if !slices.Contains(targets, ie.Target.Type) {
+				targets = append(targets, ie.Target.Type)
+			}
+		}
+	}
+	return targets, nil
 }
 
 // noIsolation reports that no entity of g is isolated.
