@@ -61,12 +61,15 @@ type Arg struct {
 	Setter string
 	// Type is the value's Go type as the ent package writes it.
 	Type string
+	// Many: the setter adds IDs of a to-many edge (childIDs).
 	Many bool
 }
 
 // IsolatedEdge is an edge of an isolated entity to an isolated entity.
 type IsolatedEdge struct {
-	Edge   *gen.Edge
+	// Edge is the edge of the entity.
+	Edge *gen.Edge
+	// Target is the record entity it links to.
 	Target *Record
 }
 
