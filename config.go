@@ -31,7 +31,10 @@ type Config struct {
 
 	// Tenant returns the tenant of the request from its context, as the
 	// application's authentication put it there. Keys are unique per tenant.
-	// An error or an empty tenant answers UNAUTHENTICATED. Required.
+	// An error or an empty tenant answers UNAUTHENTICATED. It is also called
+	// once for every operation, queries included, to put the tenant into
+	// its context for isolated entities (idemschema.Mixin{Isolate: true}).
+	// Required.
 	Tenant func(ctx context.Context) (string, error)
 
 	// Lease is how long a pending claim belongs to the attempt that made it

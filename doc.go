@@ -37,6 +37,11 @@
 //   - no key: IDEMPOTENCY_KEY_MISSING; a malformed key (empty, over 255
 //     bytes, not printable ASCII): IDEMPOTENCY_KEY_INVALID; no tenant:
 //     UNAUTHENTICATED. Nothing is stored or run.
+//   - no key while the key is optional during a rollout
+//     (@idempotent(keyRequired: false); see package idemgen): the mutation
+//     runs as it did before it was idempotent, its writes in one
+//     transaction, nothing claimed or stored; outcome keyless, counted in
+//     the idem.keyless metric (MetricKeyless).
 //   - (T, K) unknown: the key is claimed, the resolver runs once, its result
 //     (data bytes and errors) is stored.
 //   - (T, K) finished, same request: the stored result is replayed, byte for
@@ -70,6 +75,14 @@
 // database's or a driver's, a panic) reaches the client as
 // INTERNAL_SERVER_ERROR with a correlation id, and its cause goes to the log
 // under that id.
+//
+// # Tenants
+//
+// Config.Tenant scopes keys. The hook also puts the tenant into the context
+// of every GraphQL operation, queries included, for the entities whose
+// mixin isolates tenants (idemschema.Mixin{Isolate: true}): their ent
+// queries, updates and deletes reach that tenant's rows only. Code outside
+// a GraphQL request names the tenant with WithTenant.
 //
 // # Failures
 //

@@ -11,21 +11,22 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/store"
 )
 
 // Names in the GraphQL schema the hook reads.
 const (
 	// Directive marks a mutation as idempotent.
-	Directive = "idempotent"
+	Directive = directive.Name
 	// KeyArgument is the mutation argument that carries the key.
-	KeyArgument = "idempotencyKey"
+	KeyArgument = directive.KeyArgument
 	// InputArgument is the argument of a generated create mutation that
 	// carries the entity's create input (entgql's Create<T>Input).
-	InputArgument = "input"
+	InputArgument = directive.InputArgument
 	// DefaultRecordEntity is the ent type that holds the records of
 	// @idempotent mutations that name none (idemschema.Record).
-	DefaultRecordEntity = "IdempotencyRecord"
+	DefaultRecordEntity = directive.DefaultRecordEntity
 )
 
 // Extension is the runtime hook: a gqlgen handler extension that makes every
@@ -48,6 +49,9 @@ type fieldSpec struct {
 	lease     time.Duration
 	retention time.Duration
 	pace      *pace // how long the mutation has recently been taking
+	// keyOptional: @idempotent(keyRequired: false), during a rollout; a
+	// call without a key runs without idempotency (keyless.go).
+	keyOptional bool
 }
 
 var (
@@ -124,6 +128,11 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 			return nil, fmt.Errorf("leaseSeconds must be a positive integer, got %q", a.Value.Raw)
 		}
 		spec.lease = time.Duration(n) * time.Second
+	}
+	if a := d.Arguments.ForName(directive.ArgKeyRequired); a != nil && a.Value != nil {
+		if spec.keyOptional = a.Value.Raw == "false"; spec.keyOptional && f.Arguments.ForName(KeyArgument).Type.NonNull {
+			return nil, fmt.Errorf("keyRequired: false needs the argument %s: String (nullable), or no call could omit it", KeyArgument)
+		}
 	}
 	recs, ok := e.cfg.Backend.Records(entity)
 	if !ok {
@@ -249,9 +258,16 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 // connection fail ("conn busy") or corrupt it (a panic in its rows). A
 // resolver returns before its children are resolved, so this cannot
 // deadlock.
+//
+// A call without a key while the key is optional (keyless.go) gets the
+// same: its transaction opened before the resolver, its tree one resolver
+// at a time, its panics watched.
 func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	a := attemptFrom(ctx)
 	if a == nil {
+		if k := keylessFrom(ctx); k != nil {
+			return k.interceptField(ctx, next)
+		}
 		return next(ctx)
 	}
 	if fc := graphql.GetFieldContext(ctx); fc != nil && a.isRoot(fc.Field.Field) && a.begun == nil {

@@ -4,15 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"reflect"
 	"strconv"
 	"time"
 
 	"github.com/goovo/idem/internal/record"
+	"github.com/goovo/idem/internal/tenancy"
 )
 
 // MaxKeyLength is the longest idempotency key accepted, in bytes.
-const MaxKeyLength = 255
+const MaxKeyLength = record.MaxKeyLength
 
 // Status is the state of an idempotency record.
 type Status string
@@ -80,19 +80,26 @@ func ClaimFromContext(ctx context.Context) *Claim {
 	return c
 }
 
-// KeyFromContext returns the idempotency key of the mutation running in ctx.
+// KeyFromContext returns the idempotency key of the mutation running in ctx;
+// ok is false outside an idempotent mutation and in a call that sent no key
+// while the key was optional (see idemgen's rollout).
 // Forward it to any system the resolver calls outside the database (a payment
 // provider, an email service) so that it can deduplicate the call: after a
 // crash the hook runs the mutation again with the same key, and only the
 // downstream system can tell that its part was already done.
 func KeyFromContext(ctx context.Context) (string, bool) {
-	if c := ClaimFromContext(ctx); c != nil {
+	if c := ClaimFromContext(ctx); c != nil && c.Key != "" {
 		return c.Key, true
 	}
 	return "", false
 }
 
 func withClaim(ctx context.Context, c *Claim) context.Context {
+	if c.Key != "" {
+		// What idemschema's interceptor needs to show the caller its own
+		// unfinished claim.
+		ctx = tenancy.WithClaim(ctx, tenancy.Claim{Table: c.Table, Tenant: c.Tenant, Key: c.Key})
+	}
 	return context.WithValue(ctx, claimKey{}, c)
 }
 
@@ -107,31 +114,4 @@ func (m *Mode) UnmarshalGQL(v any) error {
 	}
 	*m = Mode(s)
 	return nil
-}
-
-// Arg returns the argument name of a mutation as a T, for generated code
-// that builds a claim row from a mutation's arguments. gqlgen passes
-// nullable arguments as pointers, which are dereferenced, and other types
-// convertible to T are converted; ok is false when the argument is absent
-// or null.
-func Arg[T any](args map[string]any, name string) (value T, ok bool, err error) {
-	v, present := args[name]
-	if !present || v == nil {
-		return value, false, nil
-	}
-	if t, isT := v.(T); isT {
-		return t, true, nil
-	}
-	rv := reflect.ValueOf(v)
-	for rv.Kind() == reflect.Pointer {
-		if rv.IsNil() {
-			return value, false, nil
-		}
-		rv = rv.Elem()
-	}
-	want := reflect.TypeFor[T]()
-	if !rv.Type().ConvertibleTo(want) {
-		return value, false, fmt.Errorf("argument %s is a %s, the record field needs a %s", name, rv.Type(), want)
-	}
-	return rv.Convert(want).Interface().(T), true, nil
 }

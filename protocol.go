@@ -56,7 +56,12 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 	)
 	start := time.Now()
 	err := e.validate(ctx, r, oc)
-	if err == nil {
+	switch {
+	case r.spec.keyOptional && errors.Is(err, ErrKeyMissing):
+		// The key is optional during a rollout (keyless.go): the call runs
+		// as the mutation did before it was idempotent.
+		res, outcome, err = e.runKeyless(ctx, r, next)
+	case err == nil:
 		res, outcome, err = e.settle(ctx, r, next)
 	}
 	if err != nil {

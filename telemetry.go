@@ -36,6 +36,10 @@ const (
 	MetricClaimDuration = "idem.claim.duration"
 	// MetricResponseSize is the size of each stored response, in bytes.
 	MetricResponseSize = "idem.response.size"
+	// MetricKeyless counts calls without a key to mutations whose key is
+	// optional during a rollout (@idempotent(keyRequired: false)): they ran
+	// without idempotency. At zero, the key can be made required.
+	MetricKeyless = "idem.keyless"
 )
 
 // telemetry holds the hook's instruments and tracer.
@@ -47,6 +51,7 @@ type telemetry struct {
 	inProgress    metric.Int64Counter
 	failures      metric.Int64Counter
 	refusals      metric.Int64Counter
+	keyless       metric.Int64Counter
 	claimDuration metric.Float64Histogram
 	responseSize  metric.Int64Histogram
 }
@@ -74,6 +79,7 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	t.inProgress = counter(MetricInProgress, "IDEMPOTENCY_IN_PROGRESS answers.")
 	t.failures = counter(MetricFailures, "Failed runs of idempotent mutations, by class.")
 	t.refusals = counter(MetricRefusals, "Idempotent mutations refused before running, by error code.")
+	t.keyless = counter(MetricKeyless, "Calls without a key to mutations whose key is optional during a rollout; they ran without idempotency.")
 	if t.claimDuration, err = m.Float64Histogram(MetricClaimDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of the claim statement or the takeover."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)); err != nil {

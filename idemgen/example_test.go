@@ -20,5 +20,5 @@ func ExampleCheckSchema() {
 			approve(orderID: ID!): Boolean @idempotent
 		}`})
 	fmt.Println(idemgen.CheckSchema(schema))
-	// Output: idemgen: Mutation.approve is @idempotent and needs the argument idempotencyKey: String! (or String with the Idempotency-Key header)
+	// Output: Mutation.approve is @idempotent and needs the argument idempotencyKey: String! (or String with the Idempotency-Key header, or keyRequired: false)
 }

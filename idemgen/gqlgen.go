@@ -1,8 +1,11 @@
 package idemgen
 
 import (
+	"errors"
 	"fmt"
 	"go/types"
+	"reflect"
+	"strings"
 
 	"github.com/99designs/gqlgen/codegen"
 	"github.com/99designs/gqlgen/codegen/config"
@@ -10,18 +13,22 @@ import (
 	"github.com/99designs/gqlgen/plugin"
 	"github.com/vektah/gqlparser/v2/ast"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/internal/directive"
 )
 
-// Plugin is the gqlgen side of the generator. Run gqlgen with it:
+// Plugin is the gqlgen side of the generator. Run gqlgen with it, in either
+// position:
 //
 //	cfg, err := config.LoadConfigFromDefaultLocations()
-//	err = api.Generate(cfg, api.AddPlugin(idemgen.NewPlugin()))
+//	err = api.Generate(cfg, api.PrependPlugin(idemgen.NewPlugin()))
 //
-// It checks that every @idempotent mutation takes the key argument, binds
-// the directive's enum to idem.Mode, leaves the directive to the runtime hook
-// (no directive function to write), and writes the resolver of each
-// generated create<T> mutation.
+// (api.AddPlugin works as well: the directive's enum is bound in the
+// generated schema, not by the plugin.) It checks every @idempotent
+// mutation against the ent package generated with the Extension (its key
+// argument, its record entity, the arguments a claim takes fields from),
+// leaves the directive to the runtime hook (no directive function to
+// write), and writes the resolver of each generated create<T> mutation.
+// gqlgen prefixes its errors with the plugin's name.
 type Plugin struct{}
 
 // NewPlugin returns the gqlgen plugin.
@@ -29,6 +36,7 @@ func NewPlugin() *Plugin { return &Plugin{} }
 
 var (
 	_ plugin.ConfigMutator       = (*Plugin)(nil)
+	_ plugin.CodeGenerator       = (*Plugin)(nil)
 	_ plugin.ResolverImplementer = (*Plugin)(nil)
 )
 
@@ -41,39 +49,170 @@ func (*Plugin) MutateConfig(cfg *config.Config) error {
 		cfg.Directives = map[string]config.DirectiveConfig{}
 	}
 	// The hook reads the directive from the schema at run time.
-	cfg.Directives[idem.Directive] = config.DirectiveConfig{SkipRuntime: true}
+	cfg.Directives[directive.Name] = config.DirectiveConfig{SkipRuntime: true}
 	if !cfg.Models.Exists(ModeEnum) {
-		cfg.Models.Add(ModeEnum, "github.com/goovo/idem.Mode")
+		cfg.Models.Add(ModeEnum, modeModel)
 	}
 	return CheckSchema(cfg.Schema)
 }
 
-// CheckSchema reports the first @idempotent mutation that cannot work: one
-// without an idempotencyKey: String argument, or a directive outside
-// Mutation.
+// CheckSchema reports the first @idempotent field that cannot work: one
+// outside Mutation, one without an idempotencyKey: String argument, or one
+// whose key is optional for a rollout (keyRequired: false) but whose
+// argument is String!.
 func CheckSchema(s *ast.Schema) error {
 	for _, def := range s.Types {
 		for _, f := range def.Fields {
-			if f.Directives.ForName(idem.Directive) == nil {
+			d := f.Directives.ForName(directive.Name)
+			if d == nil {
 				continue
 			}
 			if s.Mutation == nil || def.Name != s.Mutation.Name {
-				return fmt.Errorf("idemgen: %s.%s: @%s applies to mutation fields only", def.Name, f.Name, idem.Directive)
+				return fmt.Errorf("%s.%s: @%s applies to mutation fields only", def.Name, f.Name, directive.Name)
 			}
-			arg := f.Arguments.ForName(idem.KeyArgument)
+			arg := f.Arguments.ForName(directive.KeyArgument)
 			if arg == nil || arg.Type.Elem != nil || arg.Type.NamedType != "String" {
-				return fmt.Errorf("idemgen: %s.%s is @%s and needs the argument %s: String! (or String with the Idempotency-Key header)",
-					def.Name, f.Name, idem.Directive, idem.KeyArgument)
+				return fmt.Errorf("%s.%s is @%s and needs the argument %s: String! (or String with the Idempotency-Key header, or keyRequired: false)",
+					def.Name, f.Name, directive.Name, directive.KeyArgument)
+			}
+			if a := d.Arguments.ForName(directive.ArgKeyRequired); a != nil && a.Value != nil && a.Value.Raw == "false" && arg.Type.NonNull {
+				return fmt.Errorf("%s.%s has @%s(%s: false) but its %s is String!, so no call can omit it: make it String",
+					def.Name, f.Name, directive.Name, directive.ArgKeyRequired, directive.KeyArgument)
 			}
 		}
 	}
 	return nil
 }
 
+// GenerateCode implements plugin.CodeGenerator. It writes nothing: it
+// checks, with the Go types gqlgen bound, that each @idempotent mutation
+// names a record entity of the ent package and that every argument a claim
+// takes a field from has that field's type, so that the hook never meets
+// these mistakes at server start or at the first request.
+func (*Plugin) GenerateCode(data *codegen.Data) error {
+	if data.Schema.Mutation == nil {
+		return nil
+	}
+	var mutation *codegen.Object
+	for _, o := range data.Objects {
+		if o.Name == data.Schema.Mutation.Name {
+			mutation = o
+		}
+	}
+	if mutation == nil {
+		return nil
+	}
+	var pkg *types.Package
+	for _, f := range mutation.Fields {
+		d := f.FieldDefinition.Directives.ForName(directive.Name)
+		if d == nil {
+			continue
+		}
+		if pkg == nil {
+			var err error
+			if pkg, err = entPackage(data.Config); err != nil {
+				return err
+			}
+		}
+		if err := checkField(pkg, mutation.Name, f, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entPackage finds the ent package generated with the Extension among
+// gqlgen's autobind packages.
+func entPackage(cfg *config.Config) (*types.Package, error) {
+	for _, path := range cfg.AutoBind {
+		p := cfg.Packages.Load(path)
+		if p == nil || p.Types == nil {
+			continue
+		}
+		client, ok := p.Types.Scope().Lookup("Client").(*types.TypeName)
+		if !ok {
+			continue
+		}
+		if m, _, _ := types.LookupFieldOrMethod(types.NewPointer(client.Type()), true, p.Types, "IdempotencyBackend"); m != nil {
+			return p.Types, nil
+		}
+	}
+	return nil, errors.New("no package in gqlgen's autobind list is an ent package generated with idemgen: " +
+		"run ent's generation with idemgen.NewExtension() first, and autobind its package in gqlgen.yml (entgql.WithConfigPath does)")
+}
+
+// checkField checks one @idempotent mutation against the ent package.
+func checkField(pkg *types.Package, object string, f *codegen.Field, d *ast.Directive) error {
+	where := object + "." + f.Name
+	entity, named := directive.DefaultRecordEntity, false
+	if a := d.Arguments.ForName(directive.ArgRecord); a != nil && a.Value != nil && a.Value.Raw != "" {
+		entity, named = a.Value.Raw, true
+	}
+	argsType, ok := pkg.Scope().Lookup("idem" + entity + "Args").(*types.TypeName)
+	if !ok {
+		switch _, isType := pkg.Scope().Lookup(entity).(*types.TypeName); {
+		case !named:
+			return fmt.Errorf("%s is @%s without %s:, so its records go to %s, which the ent package %s does not have. Add it to the ent schema,\n\n\ttype %s struct{ idemschema.Record }\n\nor name the entity that holds the records: @%s(%s: \"...\")",
+				where, directive.Name, directive.ArgRecord, entity, pkg.Path(), entity, directive.Name, directive.ArgRecord)
+		case isType:
+			return fmt.Errorf("%s: its record entity %s has no idemschema.Mixin; add the mixin to its schema, or name another entity", where, entity)
+		default:
+			return fmt.Errorf("%s: its record entity %q is not an ent type of %s (names are the ent schemas', case included)", where, entity, pkg.Path())
+		}
+	}
+	st, ok := argsType.Type().Underlying().(*types.Struct)
+	if !ok {
+		return nil
+	}
+	type target struct {
+		field string
+		typ   types.Type
+	}
+	byName := map[string]target{}
+	for i := range st.NumFields() {
+		tag := reflect.StructTag(st.Tag(i))
+		for _, name := range strings.Split(tag.Get("idem"), ",") {
+			byName[name] = target{field: tag.Get("ent"), typ: st.Field(i).Type()}
+		}
+	}
+	set := map[string]string{}
+	for _, a := range f.Args {
+		t, ok := byName[a.Name]
+		if !ok || a.TypeReference == nil {
+			continue
+		}
+		if other, ok := set[t.field]; ok {
+			return fmt.Errorf("%s: the arguments %s and %s both set %s.%s; keep one", where, other, a.Name, entity, t.field)
+		}
+		set[t.field] = a.Name
+		if !assignable(a.TypeReference.GO, t.typ) {
+			q := types.RelativeTo(pkg)
+			return fmt.Errorf("%s: argument %s sets %s.%s, a %s, but gqlgen binds it to %s: declare it with a GraphQL type bound to %s, or rename it if it is not meant to set the field",
+				where, a.Name, entity, t.field, types.TypeString(t.typ, q), types.TypeString(a.TypeReference.GO, q), types.TypeString(t.typ, q))
+		}
+	}
+	return nil
+}
+
+// assignable reports whether the generated claim code takes an argument of
+// Go type arg for a field of Go type field: the type itself, or a pointer
+// to it (a nullable argument). Types are compared by their full names:
+// gqlgen loads packages in several batches, so one type may have several
+// type-checker objects.
+func assignable(arg, field types.Type) bool {
+	name := types.TypeString(field, nil)
+	if types.TypeString(arg, nil) == name {
+		return true
+	}
+	p, ok := arg.(*types.Pointer)
+	return ok && types.TypeString(p.Elem(), nil) == name
+}
+
 // Implement implements plugin.ResolverImplementer. A resolver that exists is
-// kept as it is; a new generated create<T> mutation starts as
-// "return ent.Claimed<T>(ctx)", to which the application may add its
-// business logic; any other new resolver gets gqlgen's usual stub.
+// kept as it is; a new mutation that returns the entity holding its records
+// (a generated create<T>, or a hand-written @idempotent(record: "<T>"): T)
+// starts as "return ent.Claimed<T>(ctx)", to which the application may add
+// its business logic; any other new resolver gets gqlgen's usual stub.
 func (*Plugin) Implement(prev string, f *codegen.Field) string {
 	if prev != "" {
 		return prev
@@ -84,17 +223,17 @@ func (*Plugin) Implement(prev string, f *codegen.Field) string {
 	return fmt.Sprintf("panic(fmt.Errorf(\"not implemented: %v - %v\"))", f.GoFieldName, f.Name)
 }
 
-// createBody returns the body of a create<T> resolver whose records are the
-// T it returns.
+// createBody returns the body of a resolver whose records are the T it
+// returns.
 func createBody(f *codegen.Field) (string, bool) {
 	if f.FieldDefinition == nil || f.TypeReference == nil {
 		return "", false
 	}
-	d := f.FieldDefinition.Directives.ForName(idem.Directive)
-	if d == nil || f.FieldDefinition.Arguments.ForName(idem.InputArgument) == nil {
+	d := f.FieldDefinition.Directives.ForName(directive.Name)
+	if d == nil {
 		return "", false
 	}
-	rec := d.Arguments.ForName("record")
+	rec := d.Arguments.ForName(directive.ArgRecord)
 	if rec == nil || rec.Value == nil {
 		return "", false
 	}

@@ -1,6 +1,7 @@
 package idemgen
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -32,14 +33,67 @@ func TestRecordsOfAGraph(t *testing.T) {
 		t.Fatalf("record %+v", r)
 	}
 	var args []string
-	for _, f := range r.ArgFields {
-		args = append(args, f.Name)
+	for _, a := range r.Args {
+		args = append(args, a.Name+"="+strings.Join(a.Names, "|"))
 	}
-	if strings.Join(args, ",") != "destination,weight_grams,label,created_at" {
+	// label is skipped on create by entgql, so no argument sets it.
+	if strings.Join(args, ",") != "destination=destination,weight_grams=weightGrams,created_at=createdAt" {
 		t.Fatalf("fields filled from arguments: %v", args)
 	}
-	if g := byName["IdempotencyRecord"]; g.Create || g.Scope.Name != "tenant_id" || len(g.ArgFields) != 0 {
+	if g := byName["IdempotencyRecord"]; g.Create || g.Scope.Name != "tenant_id" || len(g.Args) != 0 || !g.RecordOnly() {
 		t.Fatalf("general record %+v", g)
+	}
+}
+
+// What a claim of the todo application's entities takes from arguments:
+// the names of entgql's create input and entgql.MapsTo's, never a field
+// entgql skips on create (created_at, blob); and which links isolation
+// checks.
+func TestRecordsOfTheTodoSchema(t *testing.T) {
+	g, err := entc.LoadGraph("./internal/todoapp/ent/schema", &gen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := records(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the extension's hook does before generating.
+	for _, r := range recs {
+		if err := prepareInputs(r.Type, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recs, err = records(g); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range recs {
+		var args, edges []string
+		for _, a := range r.Args {
+			args = append(args, a.Name+"="+strings.Join(a.Names, "|")+":"+a.Setter)
+		}
+		for _, e := range r.IsolatedEdges {
+			edges = append(edges, e.Edge.Name+">"+e.Target.Type.Name)
+		}
+		got[r.Type.Name] = fmt.Sprintf("create=%v input=%v isolate=%v recordOnly=%v args=%s edges=%s",
+			r.Create, r.Input, r.Isolate, r.RecordOnly(), strings.Join(args, ","), strings.Join(edges, ","))
+	}
+	for name, want := range map[string]string{
+		"Todo": "create=true input=true isolate=true recordOnly=false " +
+			"args=status=status:SetStatus,priority=priority|priorityOrder:SetPriority,text=text:SetText,labels=labels:SetLabels," +
+			"category_id=categoryID:SetCategoryID,parent=parentID:SetParentID,children=childIDs:AddChildIDs " +
+			"edges=parent>Todo,children>Todo,category>Category",
+		"Category": "create=false input=true isolate=true recordOnly=false " +
+			"args=text=text:SetText,color=color:SetColor,todos=todoIDs:AddTodoIDs edges=todos>Todo",
+		"IdempotencyRecord": "create=false input=false isolate=false recordOnly=true args= edges=",
+	} {
+		if got[name] != want {
+			t.Errorf("%s:\n got %s\nwant %s", name, got[name], want)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("records %v", got)
 	}
 }
 

@@ -1,17 +1,19 @@
 package idemgen
 
 import (
-	"fmt"
 	"strconv"
 
 	"entgo.io/ent/entc/gen"
 	"github.com/vektah/gqlparser/v2/ast"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/internal/directive"
 )
 
 // ModeEnum is the GraphQL enum of the directive's mode argument.
-const ModeEnum = "IdempotencyMode"
+const ModeEnum = directive.ModeEnum
+
+// modeModel is the Go type the generated schema binds ModeEnum to.
+const modeModel = "github.com/goovo/idem.Mode"
 
 // schemaHook adds the @idempotent directive, its mode enum and one create
 // mutation per record entity to entgql's schema.
@@ -23,7 +25,7 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 	if s.Directives == nil {
 		s.Directives = map[string]*ast.DirectiveDefinition{}
 	}
-	s.Directives[idem.Directive] = directiveDefinition()
+	s.Directives[directive.Name] = directiveDefinition()
 	s.AddTypes(modeEnum())
 
 	var fields ast.FieldList
@@ -31,9 +33,8 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 		if !r.Create {
 			continue
 		}
-		input := s.Types[r.CreateInput()]
-		if input == nil {
-			return fmt.Errorf("idemgen: %s: entgql did not generate %s; is entgql's mutation input generation on?", r.Type.Name, r.CreateInput())
+		if s.Types[r.CreateInput()] == nil {
+			return errorf("%s: entgql did not generate %s; is entgql's mutation input generation on?", r.Type.Name, r.CreateInput())
 		}
 		fields = append(fields, e.createField(r))
 	}
@@ -51,31 +52,41 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 }
 
 func (e *Extension) createField(r *Record) *ast.FieldDefinition {
+	keyOptional := r.KeyOptional || e.keyOptional
 	keyType := ast.NonNullNamedType("String", nil)
 	keyDoc := "One key per intent, reused on every retry of it: the first request runs, every retry gets its stored result."
-	if e.keyHeader {
+	if e.keyHeader || keyOptional {
 		keyType = ast.NamedType("String", nil)
+	}
+	if e.keyHeader {
 		keyDoc += " May be sent in the Idempotency-Key HTTP header instead."
 	}
+	if keyOptional {
+		keyDoc += " Optional while clients adopt keys: a call without one is not retry-safe."
+	}
+	arg := func(name string, kind ast.ValueKind, raw string) *ast.Argument {
+		return &ast.Argument{Name: name, Value: &ast.Value{Kind: kind, Raw: raw}}
+	}
 	dir := &ast.Directive{
-		Name:     idem.Directive,
-		Location: ast.LocationFieldDefinition,
-		Arguments: ast.ArgumentList{
-			{Name: "record", Value: &ast.Value{Kind: ast.StringValue, Raw: r.Type.Name}},
-		},
+		Name:      directive.Name,
+		Location:  ast.LocationFieldDefinition,
+		Arguments: ast.ArgumentList{arg(directive.ArgRecord, ast.StringValue, r.Type.Name)},
 	}
 	if r.Mode != "" {
-		dir.Arguments = append(dir.Arguments, &ast.Argument{Name: "mode", Value: &ast.Value{Kind: ast.EnumValue, Raw: r.Mode}})
+		dir.Arguments = append(dir.Arguments, arg(directive.ArgMode, ast.EnumValue, r.Mode))
 	}
 	if r.LeaseSeconds > 0 {
-		dir.Arguments = append(dir.Arguments, &ast.Argument{Name: "leaseSeconds", Value: &ast.Value{Kind: ast.IntValue, Raw: strconv.Itoa(r.LeaseSeconds)}})
+		dir.Arguments = append(dir.Arguments, arg(directive.ArgLeaseSeconds, ast.IntValue, strconv.Itoa(r.LeaseSeconds)))
+	}
+	if keyOptional {
+		dir.Arguments = append(dir.Arguments, arg(directive.ArgKeyRequired, ast.BooleanValue, "false"))
 	}
 	return &ast.FieldDefinition{
 		Name:        "create" + r.GQLType,
-		Description: fmt.Sprintf("Creates one %s, at most once per idempotency key.", r.GQLType),
+		Description: "Creates one " + r.GQLType + ", at most once per idempotency key.",
 		Arguments: ast.ArgumentDefinitionList{
-			{Name: idem.KeyArgument, Type: keyType, Description: keyDoc},
-			{Name: idem.InputArgument, Type: ast.NonNullNamedType(r.CreateInput(), nil)},
+			{Name: directive.KeyArgument, Type: keyType, Description: keyDoc},
+			{Name: directive.InputArgument, Type: ast.NonNullNamedType(r.CreateInput(), nil)},
 		},
 		Type:       ast.NonNullNamedType(r.GQLType, nil),
 		Directives: ast.DirectiveList{dir},
@@ -84,16 +95,18 @@ func (e *Extension) createField(r *Record) *ast.FieldDefinition {
 
 func directiveDefinition() *ast.DirectiveDefinition {
 	return &ast.DirectiveDefinition{
-		Name: idem.Directive,
+		Name: directive.Name,
 		Description: "Makes a mutation retry-safe: the first request with an idempotency key runs it and stores its result, " +
 			"every retry with the key gets that result. The mutation must take an idempotencyKey: String argument.",
 		Arguments: ast.ArgumentDefinitionList{
-			{Name: "record", Type: ast.NamedType("String", nil),
-				Description: "The ent type whose table holds the mutation's records (default " + idem.DefaultRecordEntity + ")."},
-			{Name: "mode", Type: ast.NamedType(ModeEnum, nil),
+			{Name: directive.ArgRecord, Type: ast.NamedType("String", nil),
+				Description: "The ent type whose table holds the mutation's records (default " + directive.DefaultRecordEntity + ")."},
+			{Name: directive.ArgMode, Type: ast.NamedType(ModeEnum, nil),
 				Description: "LEASE (default) or ATOMIC."},
-			{Name: "leaseSeconds", Type: ast.NamedType("Int", nil),
+			{Name: directive.ArgLeaseSeconds, Type: ast.NamedType("Int", nil),
 				Description: "How long a pending claim belongs to its attempt (default: the hook's lease)."},
+			{Name: directive.ArgKeyRequired, Type: ast.NamedType("Boolean", nil),
+				Description: "false while clients adopt keys: a call without a key runs as before, without idempotency (default true)."},
 		},
 		Locations: []ast.DirectiveLocation{ast.LocationFieldDefinition},
 	}
@@ -104,9 +117,15 @@ func modeEnum() *ast.Definition {
 		Kind:        ast.Enum,
 		Name:        ModeEnum,
 		Description: "How an idempotent mutation commits its claim, its writes and its result.",
+		// Bound here rather than by the gqlgen plugin, so that gqlgen's own
+		// model generation never sees it, whichever order the plugins run in.
+		Directives: ast.DirectiveList{{
+			Name:      "goModel",
+			Arguments: ast.ArgumentList{{Name: "model", Value: &ast.Value{Kind: ast.StringValue, Raw: modeModel}}},
+		}},
 		EnumValues: ast.EnumValueList{
-			{Name: string(idem.ModeLease), Description: "Commit the claim first, run, then commit the writes with the result while the claim is still owned. Safe for work outside the database."},
-			{Name: string(idem.ModeAtomic), Description: "Claim, writes and result in one transaction; concurrent duplicates wait and replay. For effects inside the database only."},
+			{Name: directive.ModeLease, Description: "Commit the claim first, run, then commit the writes with the result while the claim is still owned. Safe for work outside the database."},
+			{Name: directive.ModeAtomic, Description: "Claim, writes and result in one transaction; concurrent duplicates wait and replay. For effects inside the database only."},
 		},
 	}
 }

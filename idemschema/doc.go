@@ -15,8 +15,10 @@
 //		return []ent.Mixin{idemschema.Mixin{}}
 //	}
 //
-// Atomic, Lease, Retention and NoCreateMutation are annotations that
-// configure the entity's records and its generated mutation:
+// Atomic, Lease, Retention, KeyOptional and NoCreateMutation are
+// annotations that configure the entity's records and its generated
+// mutation (KeyOptional and NoCreateMutation serve the rollout of keys to
+// existing clients: see idemgen):
 //
 //	func (Order) Annotations() []schema.Annotation {
 //		return []schema.Annotation{idemschema.Atomic(), idemschema.Retention(48 * time.Hour)}
@@ -26,6 +28,35 @@
 // (IncludeUnfinished shows them): they are claims, not business facts.
 // Import the ent package's runtime package, as for any ent schema with
 // hooks or interceptors.
+//
+// # Tenant isolation
+//
+// The scope is the key's namespace; with Mixin{Isolate: true} it is also a
+// row filter, so that entgql's node(id), nodes(ids) and edge arguments are
+// safe to expose:
+//
+//	func (Todo) Mixin() []ent.Mixin {
+//		return []ent.Mixin{idemschema.Mixin{Isolate: true}}
+//	}
+//
+// For such an entity:
+//
+//   - queries (edge traversals included) return the rows of the tenant in
+//     the context only;
+//   - updates and deletes reach only that tenant's rows (another tenant's
+//     row is not found);
+//   - a new row gets the tenant, and may not be created for another;
+//   - a row may link only to rows of its own tenant, of isolated entities:
+//     a link to another tenant's row fails as a link to a row that does not
+//     exist (a constraint error), so that no tenant learns whether another
+//     tenant's id exists. Links to entities without isolation are not
+//     checked, nor links made from their side.
+//
+// The hook puts the tenant (idem.Config.Tenant) into the context of every
+// GraphQL operation, queries included. Code outside a GraphQL request sets
+// it with idem.WithTenant, or uses AllTenants when it serves every tenant
+// (a job folding events, an operator's tool). A context with neither fails
+// with ErrNoTenant instead of reading every tenant's rows.
 //
 // # Ready-made schemas
 //

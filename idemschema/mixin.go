@@ -14,8 +14,9 @@ import (
 	"entgo.io/ent/schema/index"
 	"entgo.io/ent/schema/mixin"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/record"
+	"github.com/goovo/idem/internal/tenancy"
 )
 
 // Column names the mixin adds. They are fixed so that one record store can
@@ -31,7 +32,7 @@ const (
 	FieldClaimedAt        = record.ClaimedAt
 	FieldCompletedAt      = record.CompletedAt
 	FieldArchivedAt       = record.ArchivedAt
-	maxKeyLength          = idem.MaxKeyLength
+	maxKeyLength          = record.MaxKeyLength
 	annotationName        = "Idempotent"
 	defaultScopeMaxLength = 255
 	fingerprintMaxLength  = 255
@@ -59,6 +60,16 @@ type Mixin struct {
 	// Scope names an existing string field of the entity that holds the
 	// tenant. Empty (the default) adds a "tenant_id" field.
 	Scope string
+
+	// Isolate makes the scope a row filter: ent queries of the entity
+	// (entgql's node and nodes included) see only the rows of the tenant in
+	// the context (idem.WithTenant; the hook puts it there for every
+	// GraphQL request), updates and deletes touch only those rows, and a
+	// row may only be linked to rows of its own tenant, a link to another
+	// tenant's row failing as one to a row that does not exist. A query
+	// without a tenant in its context fails (ErrNoTenant) unless the
+	// context comes from AllTenants. Default false.
+	Isolate bool
 }
 
 var _ ent.Mixin = Mixin{}
@@ -147,23 +158,34 @@ func (m Mixin) Indexes() []ent.Index {
 // Annotations of the mixin: they tell the code generator that the entity is
 // an idempotency record and which field scopes its keys.
 func (m Mixin) Annotations() []schema.Annotation {
-	return []schema.Annotation{Annotation{ScopeField: m.ScopeField()}}
+	return []schema.Annotation{Annotation{ScopeField: m.ScopeField(), Isolate: m.Isolate}}
 }
 
 // Interceptors of the mixin: pending and failed claims are hidden from ent
-// queries, except the caller's own claim inside its idempotent mutation.
+// queries, except the caller's own claim inside its idempotent mutation;
+// with Isolate, so are other tenants' rows.
 func (m Mixin) Interceptors() []ent.Interceptor {
-	scope := m.ScopeField()
+	scope, isolate := m.ScopeField(), m.Isolate
 	return []ent.Interceptor{
 		ent.TraverseFunc(func(ctx context.Context, q ent.Query) error {
-			if includeUnfinished(ctx) {
-				return nil
-			}
 			wq, ok := q.(wherer)
 			if !ok {
+				if isolate {
+					return errNotGenerated
+				}
 				return nil
 			}
-			wq.WhereIdempotency(visible(scope, idem.ClaimFromContext(ctx)))
+			if isolate && !tenancy.AllTenants(ctx) {
+				tenant, ok := tenancy.Tenant(ctx)
+				if !ok {
+					return ErrNoTenant
+				}
+				wq.WhereIdempotency(sql.FieldEQ(scope, tenant))
+			}
+			if !includeUnfinished(ctx) {
+				own, _ := tenancy.ClaimOf(ctx)
+				wq.WhereIdempotency(visible(scope, own))
+			}
 			return nil
 		}),
 	}
@@ -177,13 +199,13 @@ type wherer interface {
 
 // visible keeps rows created without a key, finished successes, and the row
 // of the caller's own claim.
-func visible(scope string, own *idem.Claim) func(*sql.Selector) {
+func visible(scope string, own tenancy.Claim) func(*sql.Selector) {
 	return func(s *sql.Selector) {
 		preds := []*sql.Predicate{
 			sql.IsNull(s.C(FieldStatus)),
 			sql.EQ(s.C(FieldStatus), record.StatusSucceeded),
 		}
-		if own != nil && own.Table == s.TableName() {
+		if own.Key != "" && own.Table == s.TableName() {
 			preds = append(preds, sql.And(
 				sql.EQ(s.C(scope), own.Tenant),
 				sql.EQ(s.C(FieldKey), own.Key),
@@ -223,13 +245,18 @@ type Annotation struct {
 	// RetentionSeconds overrides the hook's retention window for the
 	// entity's records.
 	RetentionSeconds int `json:"retention_seconds,omitempty"`
+	// KeyOptional makes the key of the generated create mutation optional
+	// during a rollout; see KeyOptional.
+	KeyOptional bool `json:"key_optional,omitempty"`
+	// Isolate is Mixin.Isolate.
+	Isolate bool `json:"isolate,omitempty"`
 }
 
 // Atomic makes the generated create mutation run in atomic mode: claim,
 // writes and result commit in one transaction, and concurrent duplicates
 // wait for it and replay its result. Use it when the mutation's effects live
 // in this database only.
-func Atomic() Annotation { return Annotation{Mode: string(idem.ModeAtomic)} }
+func Atomic() Annotation { return Annotation{Mode: directive.ModeAtomic} }
 
 // Lease sets how long a pending claim of the generated create mutation
 // belongs to its attempt (whole seconds, at least one).
@@ -246,7 +273,18 @@ func Retention(d time.Duration) Annotation {
 
 // NoCreateMutation keeps the generator from adding a create mutation for the
 // entity: it only holds the records of @idempotent mutations that name it.
+// An application that keeps its own create<T> mutation uses it, and opts
+// that mutation in with @idempotent(record: "<T>").
 func NoCreateMutation() Annotation { return Annotation{NoCreate: true} }
+
+// KeyOptional eases the rollout of the entity's generated create mutation
+// to clients that do not send keys yet: its key argument is optional
+// (idempotencyKey: String, @idempotent(keyRequired: false)), and a call
+// without a key runs as the mutation did before, with no claim and no
+// record, counted in the hook's idem.keyless metric. Remove it once the
+// metric stays at zero: the key is then required again. idemgen's
+// WithKeyOptional does the same for every entity.
+func KeyOptional() Annotation { return Annotation{KeyOptional: true} }
 
 // Name implements schema.Annotation.
 func (Annotation) Name() string { return annotationName }
@@ -278,6 +316,8 @@ func (a Annotation) Merge(other schema.Annotation) schema.Annotation {
 		a.RetentionSeconds = o.RetentionSeconds
 	}
 	a.NoCreate = a.NoCreate || o.NoCreate
+	a.KeyOptional = a.KeyOptional || o.KeyOptional
+	a.Isolate = a.Isolate || o.Isolate
 	return a
 }
 

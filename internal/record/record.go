@@ -26,6 +26,10 @@ const (
 // mixin's fields.
 var Columns = []string{Key, Status, Fingerprint, Response, Attempt, LeaseExpiresAt, ClaimedAt, CompletedAt, ArchivedAt}
 
+// MaxKeyLength is the longest idempotency key, in bytes: the key column's
+// length, and the limit the hook checks before any database work.
+const MaxKeyLength = 255
+
 // Archive columns: the archive table holds what a record held, and the
 // table it came from, under a fixed tenant column.
 const (

@@ -1,0 +1,4 @@
+package todo
+
+//go:generate go run ./ent/entc.go
+//go:generate go run ./graph/gqlgen.go

@@ -1,0 +1,216 @@
+package idemgen_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"entgo.io/contrib/entgql"
+	"entgo.io/ent/entc"
+	"entgo.io/ent/entc/gen"
+	"github.com/99designs/gqlgen/api"
+	"github.com/99designs/gqlgen/codegen/config"
+
+	"github.com/goovo/idem/idemgen"
+)
+
+// The generation tests run the generator as go generate does, ent's step
+// and then gqlgen's, in a new module in a temporary directory built from
+// testdata/gen, which requires this module by a replace directive.
+
+const gqlgenYML = `schema:
+  - graph/*.graphql
+exec:
+  filename: graph/generated.go
+  package: graph
+# gqlgen's default: a file for the models the schema declares without a Go
+# type. idemgen's enum must not land there.
+model:
+  filename: graph/models_gen.go
+  package: graph
+resolver:
+  layout: follow-schema
+  dir: graph
+  package: graph
+autobind:
+  - example.com/gentest/ent
+models:
+  ID:
+    model:
+      - github.com/99designs/gqlgen/graphql.UUID
+skip_mod_tidy: true
+`
+
+// newModule makes the module and runs ent's step in it, the working
+// directory of the test from then on.
+func newModule(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := os.ReadFile("testdata/gen/schema/schema.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gomod := strings.Replace(string(mod), "module github.com/goovo/idem", "module example.com/gentest", 1) +
+		"\nrequire github.com/goovo/idem v0.0.0\n\nreplace github.com/goovo/idem => " + root + "\n"
+	for name, content := range map[string]string{
+		"go.mod":               gomod,
+		"go.sum":               string(sum),
+		"gqlgen.yml":           gqlgenYML,
+		"ent/schema/schema.go": string(schema),
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "graph"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	ix, err := idemgen.NewExtension()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gx, err := entgql.NewExtension(entgql.WithSchemaGenerator(), entgql.WithSchemaPath("graph/ent.graphql"),
+		entgql.WithConfigPath("gqlgen.yml"), entgql.WithRelaySpec(false), ix.EntGQLOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := entc.Generate("./ent/schema", &gen.Config{}, entc.Extensions(gx, ix)); err != nil {
+		t.Fatalf("ent's step: %v", err)
+	}
+	return dir
+}
+
+// runGQLGen runs gqlgen's step with idemgen's plugin added after gqlgen's
+// own, on ent's schema and schema, a hand-written one.
+func runGQLGen(t *testing.T, dir, schema string) error {
+	t.Helper()
+	for _, pattern := range []string{"graph/*.go", "graph/handwritten.graphql"} {
+		files, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, f := range files {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(schema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadConfig(filepath.Join(dir, "gqlgen.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.Generate(cfg, api.AddPlugin(idemgen.NewPlugin()))
+}
+
+// Every mistake in how a mutation opts in, which the hook would otherwise
+// meet at server start or at the first request, fails gqlgen's step with
+// one message that names the fix; a correct schema generates code that
+// compiles, with no models file of gqlgen's for idemgen's enum.
+func TestGeneration(t *testing.T) {
+	dir := newModule(t)
+	for _, c := range []struct {
+		name, schema, err string
+	}{
+		{"no key argument",
+			`extend type Mutation { pay(amount: Int): Int @idempotent }`,
+			"Mutation.pay is @idempotent and needs the argument idempotencyKey: String!"},
+		{"optional key required by the schema",
+			`extend type Mutation { pay(idempotencyKey: String!): Int @idempotent(keyRequired: false) }`,
+			"Mutation.pay has @idempotent(keyRequired: false) but its idempotencyKey is String!, so no call can omit it: make it String"},
+		{"no IdempotencyRecord entity",
+			`extend type Mutation { approve(idempotencyKey: String!, id: ID!): Boolean @idempotent }`,
+			"Mutation.approve is @idempotent without record:, so its records go to IdempotencyRecord, which the ent package example.com/gentest/ent does not have. Add it to the ent schema,\n\n\ttype IdempotencyRecord struct{ idemschema.Record }"},
+		{"record entity without the mixin",
+			`extend type Mutation { approve(idempotencyKey: String!): Boolean @idempotent(record: "Widget") }`,
+			"Mutation.approve: its record entity Widget has no idemschema.Mixin; add the mixin to its schema, or name another entity"},
+		{"record entity unknown to ent",
+			`extend type Mutation { approve(idempotencyKey: String!): Boolean @idempotent(record: "todo") }`,
+			`Mutation.approve: its record entity "todo" is not an ent type of example.com/gentest/ent`},
+		{"argument of another type",
+			`extend type Mutation { quick(idempotencyKey: String!, text: String!, priorityOrder: String): Todo! @idempotent(record: "Todo") }`,
+			"Mutation.quick: argument priorityOrder sets Todo.priority, a int, but gqlgen binds it to *string"},
+		{"two arguments for one field",
+			`extend type Mutation { quick(idempotencyKey: String!, text: String!, priority: Int, priorityOrder: Int): Todo! @idempotent(record: "Todo") }`,
+			"Mutation.quick: the arguments priority and priorityOrder both set Todo.priority; keep one"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := runGQLGen(t, dir, c.schema)
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("error:\n%v\nwant it to contain:\n%s", err, c.err)
+			}
+			if !strings.HasPrefix(err.Error(), "idemgen: ") || strings.Count(err.Error(), "idemgen:") != 1 {
+				t.Fatalf("error %q: want one idemgen: prefix", err)
+			}
+		})
+	}
+	t.Run("correct", func(t *testing.T) {
+		// A hand-written mutation whose records are Todo rows, and whose
+		// key is optional during a rollout; createdAt is skipped on create,
+		// so no type is asked of it.
+		err := runGQLGen(t, dir, `extend type Mutation {
+			quick(idempotencyKey: String, text: String!, priorityOrder: Int, ownerID: ID, createdAt: String): Todo!
+				@idempotent(record: "Todo", keyRequired: false)
+		}`)
+		if err != nil {
+			t.Fatal(err) // gqlgen compiled the generated packages
+		}
+		if _, err := os.Stat(filepath.Join(dir, "graph/models_gen.go")); !os.IsNotExist(err) {
+			t.Errorf("gqlgen wrote a models file: %v", err)
+		}
+		resolvers, err := os.ReadFile(filepath.Join(dir, "graph/handwritten.resolvers.go"))
+		if err != nil || !strings.Contains(string(resolvers), "return ent.ClaimedTodo(ctx)") {
+			t.Errorf("resolver of quick: %s (%v)", resolvers, err)
+		}
+	})
+}
+
+// A schema package with record entities and no archive fails ent's step
+// with one message naming the fix, unless idemgen.WithoutArchive says so;
+// a storage other than SQL fails it too.
+func TestGenerationWithoutArchive(t *testing.T) {
+	ix, err := idemgen.NewExtension()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &gen.Config{Target: t.TempDir(), Package: "example.com/noarchive/ent"}
+	err = entc.Generate("./testdata/noarchive", cfg, entc.Extensions(ix))
+	if err == nil || !strings.Contains(err.Error(), "no idemschema.Archive entity") ||
+		!strings.Contains(err.Error(), "type IdempotencyArchive struct{ idemschema.Archive }") ||
+		!strings.Contains(err.Error(), "idemgen.WithoutArchive()") || strings.Count(err.Error(), "idemgen:") != 1 {
+		t.Fatalf("error: %v", err)
+	}
+	ix, _ = idemgen.NewExtension(idemgen.WithoutArchive())
+	cfg = &gen.Config{Target: cfg.Target, Package: cfg.Package}
+	if err := entc.Generate("./testdata/noarchive", cfg, entc.Extensions(ix)); err != nil {
+		t.Fatalf("WithoutArchive: %v", err)
+	}
+	backend, err := os.ReadFile(filepath.Join(cfg.Target, "idem_backend.go"))
+	if err != nil || !strings.Contains(string(backend), `return "" // no idemschema.Archive entity`) ||
+		!strings.HasPrefix(string(backend), "// Code generated by ent, DO NOT EDIT.") {
+		t.Fatalf("idem_backend.go: %s (%v)", backend, err)
+	}
+
+	cfg = &gen.Config{Target: t.TempDir(), Package: cfg.Package}
+	err = entc.Generate("./testdata/noarchive", cfg, entc.Storage("gremlin"), entc.Extensions(ix))
+	if err == nil || err.Error() != "idemgen: the idempotency records need ent's SQL storage" {
+		t.Fatalf("gremlin storage: %v", err)
+	}
+}

@@ -1,0 +1,41 @@
+// Package directive names what an application's GraphQL schema tells the
+// runtime hook about its idempotent mutations: the @idempotent directive,
+// its arguments and the key argument. idemgen writes these names into the
+// schema and the hook reads them back; both take them from this leaf
+// package, so that the generator does not link the hook's runtime.
+package directive
+
+// Names in the GraphQL schema.
+const (
+	// Name of the directive that marks a mutation idempotent.
+	Name = "idempotent"
+	// KeyArgument is the mutation argument that carries the key.
+	KeyArgument = "idempotencyKey"
+	// InputArgument is the argument of a create mutation that carries the
+	// entity's create input (entgql's Create<T>Input).
+	InputArgument = "input"
+	// DefaultRecordEntity is the ent type that holds the records of
+	// @idempotent mutations that name none (idemschema.Record).
+	DefaultRecordEntity = "IdempotencyRecord"
+	// ModeEnum is the GraphQL enum of the mode argument.
+	ModeEnum = "IdempotencyMode"
+)
+
+// Arguments of the directive.
+const (
+	// ArgRecord names the ent type whose table holds the records.
+	ArgRecord = "record"
+	// ArgMode is LEASE (the default) or ATOMIC.
+	ArgMode = "mode"
+	// ArgLeaseSeconds overrides the hook's lease.
+	ArgLeaseSeconds = "leaseSeconds"
+	// ArgKeyRequired, false during a rollout, lets a call without a key
+	// run as the mutation did before it was idempotent.
+	ArgKeyRequired = "keyRequired"
+)
+
+// Values of ModeEnum.
+const (
+	ModeLease  = "LEASE"
+	ModeAtomic = "ATOMIC"
+)
