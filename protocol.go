@@ -5,7 +5,9 @@ package idem
 // validates its request before any database work (validate), settles its
 // key (settle: look it up, then replay, refuse, wait, take over or claim)
 // and, when the mutation must run, runs one attempt (run, in attempt.go:
-// the transaction, the lease, the completion).
+// the transaction, the lease, the completion). A call without a key to a
+// mutation whose key is optional during a rollout runs without any of this
+// (runKeyless, in keyless.go).
 
 import (
 	"context"
