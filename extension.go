@@ -111,10 +111,10 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	}
 	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease, pace: &pace{}}
 	entity := DefaultRecordEntity
-	if a := d.Arguments.ForName("record"); a != nil && a.Value != nil && a.Value.Raw != "" {
+	if a := d.Arguments.ForName(directive.ArgRecord); a != nil && a.Value != nil && a.Value.Raw != "" {
 		entity = a.Value.Raw
 	}
-	if a := d.Arguments.ForName("mode"); a != nil && a.Value != nil {
+	if a := d.Arguments.ForName(directive.ArgMode); a != nil && a.Value != nil {
 		switch m := Mode(a.Value.Raw); m {
 		case ModeLease, ModeAtomic:
 			spec.mode = m
@@ -122,7 +122,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 			return nil, fmt.Errorf("unknown mode %q", a.Value.Raw)
 		}
 	}
-	if a := d.Arguments.ForName("leaseSeconds"); a != nil && a.Value != nil {
+	if a := d.Arguments.ForName(directive.ArgLeaseSeconds); a != nil && a.Value != nil {
 		n, err := strconv.Atoi(a.Value.Raw)
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("leaseSeconds must be a positive integer, got %q", a.Value.Raw)
