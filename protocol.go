@@ -192,12 +192,25 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 	look := !e.store.Traits().ClaimFirst
 	var lost *store.Claimed // what the last lost claim read, decided on in place of a lookup
 	ran := false            // this request already ran the resolver once
+	waits := 0              // for a claim in flight
 	for round := 0; round < maxRounds; {
 		var (
 			rec     *store.Record
 			reading store.Reading
 			err     error
 		)
+		if lost != nil && lost.InFlight {
+			// A claim of the key is not committed yet (atomic mode's
+			// transaction). As a duplicate that waited on the unique
+			// index would, wait for its outcome, for as long as the
+			// request may, but holding no connection; then claim again,
+			// which replays a result. Not a lost race: no round.
+			if timer.Sleep(ctx, inFlightPoll(waits)) != nil {
+				return nil, "", e.inProgress(r, nil, time.Time{})
+			}
+			waits++
+			lost, look = nil, false
+		}
 		switch {
 		case lost != nil:
 			rec, reading = lost.Holder, lost.Reading
@@ -254,7 +267,9 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 		}
 		lost = end.lost
 		ran = ran || end.ran
-		round++
+		if lost == nil || !lost.InFlight { // waiting for a claim in flight is no lost race
+			round++
+		}
 	}
 	return nil, "", e.inProgress(r, nil, time.Time{})
 }
@@ -313,6 +328,15 @@ func expired(rec *store.Record, retention time.Duration, now time.Time) bool {
 	return !rec.ArchivedAt.IsZero() || !now.Before(rec.CompletedAt.Add(retention))
 }
 
+// inFlightPoll is the wait before the n-th claim again of a key whose
+// claim has not committed: short at first, since a transaction of the
+// protocol lasts milliseconds.
+func inFlightPoll(n int) time.Duration {
+	return min(2*time.Millisecond<<min(n, 7), 250*time.Millisecond)
+}
+
+// pollInterval is the wait before the round-th look at a live pending
+// claim.
 func pollInterval(round int) time.Duration {
 	return min(25*time.Millisecond<<min(round, 5), 500*time.Millisecond)
 }

@@ -38,6 +38,8 @@ const (
 	stmtFailed
 	stmtFind
 	stmtFindArchived
+	stmtClaimFree      // PostgreSQL on pgx: the check ahead of a claim
+	stmtCompleteOrFail // PostgreSQL on pgx: the completion that travels with COMMIT
 )
 
 // statements are a backend's SQL, by name.
