@@ -14,17 +14,16 @@ import (
 // directly (package pgxdriver) instead of database/sql: its transactions
 // send BEGIN with their first statement, and the hook's store can put its
 // own statements into their round trips. Everything ent's generated code
-// does works on it unchanged, the hook included; migrations go through its
-// database/sql view:
+// does works on it unchanged, the hook and migrations included:
 //
 //	drv, err := idemdb.OpenPgx(url)
 //	client := ent.NewClient(ent.Driver(drv))
-//	err = migrate.NewSchema(entsql.OpenDB(dialect.Postgres, drv.DB())).Create(ctx)
+//	err = client.Schema.Create(ctx)
 //
 // The pool is bounded like Open's: DefaultMaxConns connections unless
 // the URL sets pool_max_conns, and idle connections closed after five
-// minutes unless it sets pool_max_conn_idle_time. Open stays the default
-// until the pipelined store of the hook, which needs this driver, lands.
+// minutes unless it sets pool_max_conn_idle_time. On this driver the
+// hook's store pipelines its statements (BENCHMARKS.md has the figures).
 func OpenPgx(dsn string) (*pgxdriver.Driver, error) {
 	if !IsPostgres(dsn) {
 		return nil, fmt.Errorf("idemdb: OpenPgx needs a postgres:// URL")

@@ -153,7 +153,11 @@ func (tx *Tx) Query(ctx context.Context, query string, args, v any) error {
 		pb.fail(err)
 		return err
 	}
-	*vr = entsql.Rows{ColumnScanner: rs}
+	sr, err := asSQL(ctx, tx.d.rows, rs)
+	if err != nil {
+		return err
+	}
+	*vr = entsql.Rows{ColumnScanner: sr}
 	return nil
 }
 
