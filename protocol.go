@@ -192,25 +192,12 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 	look := !e.store.Traits().ClaimFirst
 	var lost *store.Claimed // what the last lost claim read, decided on in place of a lookup
 	ran := false            // this request already ran the resolver once
-	waits := 0              // for a claim in flight
 	for round := 0; round < maxRounds; {
 		var (
 			rec     *store.Record
 			reading store.Reading
 			err     error
 		)
-		if lost != nil && lost.InFlight {
-			// A claim of the key is not committed yet (atomic mode's
-			// transaction). As a duplicate that waited on the unique
-			// index would, wait for its outcome, for as long as the
-			// request may, but holding no connection; then claim again,
-			// which replays a result. Not a lost race: no round.
-			if timer.Sleep(ctx, inFlightPoll(waits)) != nil {
-				return nil, "", e.inProgress(r, nil, time.Time{})
-			}
-			waits++
-			lost, look = nil, false
-		}
 		switch {
 		case lost != nil:
 			rec, reading = lost.Holder, lost.Reading
@@ -267,9 +254,7 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 		}
 		lost = end.lost
 		ran = ran || end.ran
-		if lost == nil || !lost.InFlight { // waiting for a claim in flight is no lost race
-			round++
-		}
+		round++
 	}
 	return nil, "", e.inProgress(r, nil, time.Time{})
 }
@@ -326,13 +311,6 @@ func expired(rec *store.Record, retention time.Duration, now time.Time) bool {
 		return false
 	}
 	return !rec.ArchivedAt.IsZero() || !now.Before(rec.CompletedAt.Add(retention))
-}
-
-// inFlightPoll is the wait before the n-th claim again of a key whose
-// claim has not committed: short at first, since a transaction of the
-// protocol lasts milliseconds.
-func inFlightPoll(n int) time.Duration {
-	return min(2*time.Millisecond<<min(n, 7), 250*time.Millisecond)
 }
 
 // pollInterval is the wait before the round-th look at a live pending

@@ -32,6 +32,9 @@ type rows struct {
 func newRows(r pgx.Rows, finish func() error, release func()) (*rows, error) {
 	rs := &rows{Rows: r, finish: finish, release: release, preloaded: true}
 	rs.more = r.Next()
+	// The column names, before the rows end: pgx forgets them once the
+	// rows are closed (an INSERT … RETURNING that inserted nothing).
+	_, _ = rs.Columns()
 	if !rs.more {
 		rs.end()
 		if rs.err != nil {

@@ -221,10 +221,6 @@ type Claimed struct {
 	// clock of that read.
 	Holder  *Record
 	Reading Reading
-	// InFlight: the claim lost to a claim of the key that has not
-	// committed yet, and did not wait for it (Holder is nil). The caller
-	// claims again later, holding no connection meanwhile.
-	InFlight bool
 }
 
 // TakeOver is a takeover of an expired claim.

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -18,25 +17,18 @@ import (
 // idemdb.Open returns for PostgreSQL) it folds the protocol's statements
 // into the round trips that must happen anyway:
 //
-//   - a claim sends, in one round trip, a check that no claim of the key is
-//     in flight, the lookup of the key, BEGIN and the insert; when the key
-//     is taken, the insert writes nothing and the lookup has read the
-//     holder: a retry of a finished key costs that round trip (and, in a
-//     transaction, ROLLBACK) and writes nothing;
-//   - the check takes a transaction-scoped advisory lock on the key, which
-//     the claim's transaction holds until it ends: a duplicate of a key
-//     whose claim is not committed yet learns so at once (Claimed.InFlight:
-//     the check fails, and nothing after it runs, BEGIN included) instead
-//     of waiting on the unique index with a connection held. Only then does
-//     a statement fail on purpose: pgx forgets the prepared statements of a
-//     round trip that failed, and prepares them again on next use;
+//   - a claim sends, in one round trip, the lookup of the key, BEGIN and
+//     the insert; when the key is taken, the insert writes nothing and the
+//     lookup has read the holder: a retry of a finished key costs that
+//     round trip (and, in a transaction, ROLLBACK) and writes nothing;
 //   - SAVEPOINT travels with the resolver's first statement;
 //   - the completion's fenced UPDATE travels with COMMIT, and fails when it
-//     updates nothing, which stops the COMMIT.
+//     updates nothing, which stops the COMMIT (the only statement that
+//     fails on purpose, and only for an attempt that lost its claim: pgx
+//     forgets the prepared statements of a round trip that failed).
 //
-// The unique index stays the arbiter of a key: the advisory lock only
-// spares a claimer a wait, so processes on either path may share a
-// database.
+// Processes on either path may share a database: the unique index is the
+// arbiter of a key.
 type pipelined struct {
 	*sqlDriver
 
@@ -50,8 +42,8 @@ type pipeTx struct {
 	savepoint *pgxdriver.Queued // the SAVEPOINT, while it may still be queued
 }
 
-// divisionByZero is the SQLSTATE of the failures the two statements above
-// raise on purpose.
+// divisionByZero is the SQLSTATE of the failure stmtCompleteOrFail raises
+// on purpose.
 const divisionByZero = "22012"
 
 func newPipelined(d *sqlDriver) *pipelined {
@@ -94,25 +86,17 @@ func (d *pipelined) pipe(tx Tx, forget bool) *pipeTx {
 	return p
 }
 
-// Claim claims with the check and the lookup ahead of the insert (see
-// pipelined). Over database/sql, where nothing travels with the insert,
-// it is the standard claim.
+// Claim claims with the lookup ahead of the insert (see pipelined). Over
+// database/sql, where nothing travels with the insert, it is the standard
+// claim.
 func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
-	st := d.stmts(c.Ref.Table, "")
 	var (
-		holder   *Record
-		reading  Reading
-		looked   bool
-		inFlight bool
+		holder  *Record
+		reading Reading
+		looked  bool
 	)
 	first := &pgx.Batch{}
-	first.Queue(st[stmtClaimFree], claimLock(c.Ref)).Fn = func(br pgx.BatchResults) error {
-		_, err := br.Exec()
-		var pg *pgconn.PgError
-		inFlight = errors.As(err, &pg) && pg.Code == divisionByZero
-		return err
-	}
-	first.Queue(st[stmtLookup], c.Ref.Tenant, c.Ref.Key).QueryRow(func(row pgx.Row) (err error) {
+	first.Queue(d.stmts(c.Ref.Table, "")[stmtLookup], c.Ref.Tenant, c.Ref.Key).QueryRow(func(row pgx.Row) (err error) {
 		holder, reading, err = d.scanLookup(row.Scan)
 		looked = err == nil
 		return err
@@ -126,24 +110,16 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 		return Claimed{Won: true}, nil
 	}
 	d.pipe(c.Tx, true)
-	switch {
-	case inFlight:
-		// Nothing was begun: the rollback only gives the connection back.
-		if c.Tx != nil {
-			_ = c.Tx.Rollback()
-		}
-		return Claimed{InFlight: true}, nil
-	case err == nil && looked && holder != nil:
-		// The key was taken before the check: the lookup read its holder.
-		// The insert wrote nothing.
+	if err == nil && looked && holder != nil {
+		// The key was taken before the claim: the lookup read its holder,
+		// and the insert wrote nothing.
 		if c.Tx != nil {
 			_ = c.Tx.Rollback()
 		}
 		return Claimed{Holder: holder, Reading: reading}, nil
 	}
-	// Failed, or taken after the lookup by a claimer that took no advisory
-	// lock (one on database/sql), whose commit the insert waited for: the
-	// standard way on.
+	// Failed, or taken by a claim that committed after the lookup (the
+	// insert waited for it): the standard way on, which looks again.
 	return d.inserted(ctx, c, won, err)
 }
 
@@ -181,16 +157,4 @@ func (d *pipelined) Complete(ctx context.Context, tx Tx, c Completion) (bool, er
 	}
 	_ = tx.Rollback() // if the commit left it open
 	return false, d.err("complete", err)
-}
-
-// claimLock is the advisory lock of a key: a hash of its table, scope and
-// key. Two keys that share a hash only make each other's duplicates look
-// again later.
-func claimLock(r Ref) int64 {
-	h := fnv.New64a()
-	for _, s := range []string{r.Table.Name, r.Tenant, r.Key} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return int64(h.Sum64())
 }

@@ -56,11 +56,6 @@ var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	stmtArchiveStats: `SELECT count(*), COALESCE(SUM(octet_length(idempotency_response)), 0) FROM {archive}`,
 
 	// The statements of the pipelined path on pgx (pipeline.go).
-	// The check fails (division by zero) when the key's advisory lock is
-	// held: by a claim in flight. It runs ahead of BEGIN, in the implicit
-	// transaction that BEGIN turns into the claim's, so a winning claim
-	// keeps the lock until it commits or rolls back.
-	stmtClaimFree: `SELECT 1 / pg_try_advisory_xact_lock($1::bigint)::int`,
 	// The completion fails (division by zero) when it updates no row: it
 	// travels with COMMIT and must stop it by itself.
 	stmtCompleteOrFail: `WITH done AS (UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5

@@ -38,7 +38,6 @@ const (
 	stmtFailed
 	stmtFind
 	stmtFindArchived
-	stmtClaimFree      // PostgreSQL on pgx: the check ahead of a claim
 	stmtCompleteOrFail // PostgreSQL on pgx: the completion that travels with COMMIT
 )
 

@@ -44,8 +44,14 @@ func open(t *testing.T, b idemtest.Backend, pgx bool) *storetest.Env {
 	client := ent.NewClient(ent.Driver(db.Driver))
 	backend := client.IdempotencyBackend()
 	testkit.Setup(t, db, backend, client.Schema.Create)
-	if pgx {
-		drv, err := idemdb.OpenPgx(db.DSN)
+	if b.IsPostgres() {
+		var drv idemtest.Driver
+		var err error
+		if pgx {
+			drv, err = idemdb.OpenPgx(db.DSN)
+		} else {
+			drv, err = idemdb.Open(db.DSN)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

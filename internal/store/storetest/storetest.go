@@ -191,10 +191,6 @@ func testConcurrentClaims(t *testing.T, s *suite) {
 	var won atomic.Int32
 	concurrently(n, func(i int) {
 		c, err := s.claimIn(nil, s.Business, "t1", "k", lease)
-		for err == nil && c.InFlight { // the winner's insert had not committed: claim again
-			time.Sleep(time.Millisecond)
-			c, err = s.claimIn(nil, s.Business, "t1", "k", lease)
-		}
 		switch {
 		case err != nil:
 			t.Errorf("claim %d: %v", i, err)
@@ -210,36 +206,19 @@ func testConcurrentClaims(t *testing.T, s *suite) {
 }
 
 // Claims inside transactions (atomic mode): a loser waits for the winner's
-// transaction, on the unique index or by claiming again while the driver
-// reports the winner in flight, and reads its committed result; its own
-// transaction is rolled back.
+// transaction and reads its committed result; its own transaction is
+// rolled back.
 func testConcurrentClaimsInTransactions(t *testing.T, s *suite) {
 	const n = 8
 	lease := s.now().Add(time.Minute)
 	var won atomic.Int32
 	concurrently(n, func(i int) {
-		var (
-			tx  store.Tx
-			c   store.Claimed
-			err error
-		)
-		// A driver that does not wait for the winner's transaction says
-		// so (InFlight), having rolled the loser's back: claim again.
-		for c.InFlight || tx == nil {
-			if tx != nil {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if _, tx, err = s.Driver.Begin(s.ctx); err != nil {
-				t.Errorf("begin %d: %v", i, err)
-				return
-			}
-			if c, err = s.claimIn(tx, s.Business, "t1", "k", lease); err != nil {
-				break
-			}
-			if c.InFlight && c.Holder != nil {
-				t.Errorf("claim %d: in flight, yet it read a holder %+v", i, c.Holder)
-			}
+		_, tx, err := s.Driver.Begin(s.ctx)
+		if err != nil {
+			t.Errorf("begin %d: %v", i, err)
+			return
 		}
+		c, err := s.claimIn(tx, s.Business, "t1", "k", lease)
 		switch {
 		case err != nil:
 			t.Errorf("claim %d: %v", i, err)
