@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql/schema"
 
 	"github.com/goovo/idem"
@@ -56,12 +55,8 @@ func PostgresURL() string {
 	return DefaultPostgresURL
 }
 
-// Driver is an ent driver with a database/sql view of its database:
-// *entsql.Driver (idemdb.Open) or *pgxdriver.Driver (idemdb.OpenPgx).
-type Driver interface {
-	dialect.Driver
-	DB() *sql.DB
-}
+// Driver is an ent driver with a database/sql view of its database.
+type Driver = idemdb.Driver
 
 // DB is a fresh database of one test.
 type DB struct {
