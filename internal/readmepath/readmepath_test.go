@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,7 +120,7 @@ func TestReadmePath(t *testing.T) {
 		t.Fatal("README.md marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
 	}
 
-	app := t.TempDir()
+	app := appDir(t, root)
 	goVersion := goDirective(t, filepath.Join(root, "go.mod"))
 	writeFile(t, app, "go.mod", "module example.com/app\n\ngo "+goVersion+"\n")
 	// The app's schema: what the README shows only in part (a user's
@@ -130,7 +132,7 @@ func TestReadmePath(t *testing.T) {
 	run := func(line int, args ...string) {
 		t.Helper()
 		began := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 		cmd.Dir, cmd.Env = app, env
@@ -253,6 +255,35 @@ func post(t *testing.T, url, tenant, query string, vars map[string]any) response
 		t.Fatalf("HTTP %d: %s", res.StatusCode, r.body)
 	}
 	return r
+}
+
+// appDir returns the directory of the new module, empty, for this checkout
+// at root, and holds a lock on it until the test ends. It is the same
+// directory on every run, not a t.TempDir: the build cache keys the
+// module's packages by their directory, so that a run whose generated
+// code is unchanged compiles nothing again.
+func appDir(t *testing.T, root string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("idem-readmepath-%x", sum[:6]))
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		lock.Close() // releases the lock
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // goDirective returns the go version of the go.mod at path.
