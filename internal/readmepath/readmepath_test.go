@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
@@ -219,6 +221,23 @@ func sendTwice(t *testing.T, url string) {
 		}
 		t.Logf("%s: %s", m.field, first.Data)
 	}
+
+	// The key scope the README states: a key belongs to a tenant and a
+	// record entity. tagBooks' key is new to Author's records, and
+	// another tenant's a-1 is its own; b-1 with other arguments is refused.
+	for _, c := range []struct{ tenant, key, want string }{
+		{"acme", "t-1", idem.OutcomeExecuted},
+		{"globex", "a-1", idem.OutcomeExecuted},
+	} {
+		r := post(t, url, c.tenant, `mutation($key: String!) { createAuthor(idempotencyKey: $key, input: {name: "Butler"}) { id } }`, map[string]any{"key": c.key})
+		if got := idemtest.Outcome(t, r.body, "createAuthor"); got != c.want {
+			t.Errorf("tenant %s, key %s: outcome %q, want %q: %s", c.tenant, c.key, got, c.want, r.body)
+		}
+	}
+	r := send(t, url, "acme", `mutation { createBook(idempotencyKey: "b-1", input: {title: "Kindred"}) { id } }`, nil)
+	if len(r.Errors) != 1 || !bytes.Contains(r.Errors[0], []byte(idemcode.KeyReused)) {
+		t.Errorf("b-1 for another book: want %s, got %s", idemcode.KeyReused, r.body)
+	}
 }
 
 type response struct {
@@ -231,6 +250,17 @@ type response struct {
 // post sends a GraphQL request as tenant and fails the test on an error in
 // the answer.
 func post(t *testing.T, url, tenant, query string, vars map[string]any) response {
+	t.Helper()
+	r := send(t, url, tenant, query, vars)
+	if len(r.Errors) > 0 {
+		t.Fatalf("errors: %s", r.body)
+	}
+	return r
+}
+
+// send sends a GraphQL request as tenant and returns the answer, which
+// must be HTTP 200 and JSON.
+func send(t *testing.T, url, tenant, query string, vars map[string]any) response {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {
@@ -251,7 +281,7 @@ func post(t *testing.T, url, tenant, query string, vars map[string]any) response
 	if r.body, err = io.ReadAll(res.Body); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(r.body, &r); err != nil || len(r.Errors) > 0 || res.StatusCode != http.StatusOK {
+	if err := json.Unmarshal(r.body, &r); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("HTTP %d: %s", res.StatusCode, r.body)
 	}
 	return r
