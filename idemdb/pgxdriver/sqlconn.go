@@ -75,12 +75,11 @@ func (c sqlConn) QueryContext(ctx context.Context, query string, named []driver.
 	if err != nil {
 		return nil, err
 	}
-	return &sqlRows{rows: rows, m: conn.TypeMap(), tx: c.tx}, nil
+	return &sqlRows{rows: rows, tx: c.tx}, nil
 }
 
 type sqlRows struct {
 	rows   pgx.Rows
-	m      *pgtype.Map
 	tx     *Tx
 	closed bool
 }
