@@ -353,6 +353,8 @@ type looked struct {
 	reading store.Reading
 }
 
+// pollInterval is the wait before the round-th look at a live pending
+// claim.
 func pollInterval(round int) time.Duration {
 	return min(25*time.Millisecond<<min(round, 5), 500*time.Millisecond)
 }

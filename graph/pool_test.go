@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,11 +20,24 @@ import (
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
+	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
 // smallPool is the pool of the tests below: far fewer connections than
 // concurrent requests.
 const smallPool = 4
+
+// newSmallApp is newApp with the application's client on a pool of
+// smallPool connections.
+func newSmallApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
+	t.Helper()
+	clock := &idem.ClockOffset{}
+	o := graph.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &app{App: exampletest.Start(t, backend, exampletest.Config{Options: o, MaxConns: smallPool}), t: t, clock: clock}
+}
 
 // burst is how many requests the tests below send at once.
 const burst = 256
@@ -66,8 +81,7 @@ func (a *app) sendAll(t *testing.T, tenant, query string, vars func(i int) map[s
 // No request fails, none deadlocks, and every one gets the first result.
 func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		a.DB.Driver.DB().SetMaxOpenConns(smallPool)
+		a := newSmallApp(t, b)
 		responses := a.sendAll(t, "acme", createOrder, func(int) map[string]any {
 			return map[string]any{"key": "atomic-burst", "amount": 990, "currency": "EUR"}
 		})
@@ -97,12 +111,11 @@ func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 // one. Nobody takes the live attempt over: the provider is reached once.
 func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b, func(o *graph.Options) {
+		a := newSmallApp(t, b, func(o *graph.Options) {
 			o.Lease = 3 * time.Second
 			o.WaitForInFlight = time.Minute
 		})
 		order := a.newOrder("acme", 500)
-		a.DB.Driver.DB().SetMaxOpenConns(smallPool)
 		a.Provider.Latency = 1500 * time.Millisecond // a renewal falls inside it
 		responses := a.sendAll(t, "acme", createPayment, func(int) map[string]any {
 			return map[string]any{"key": "lease-burst", "order": order, "amount": 500}
@@ -125,8 +138,7 @@ func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
 // the pool wait for a connection instead of failing.
 func TestManyKeysOnASmallPool(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		a.DB.Driver.DB().SetMaxOpenConns(smallPool)
+		a := newSmallApp(t, b)
 		responses := a.sendAll(t, "acme", createOrder, func(i int) map[string]any {
 			return map[string]any{"key": fmt.Sprintf("many-%d", i), "amount": 100 + i, "currency": "EUR"}
 		})
@@ -148,9 +160,8 @@ func TestManyKeysOnASmallPool(t *testing.T) {
 // connection is free.
 func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
-		db := a.DB.Driver.DB()
-		db.SetMaxOpenConns(smallPool)
+		a := newSmallApp(t, b)
+		db := a.Driver.DB()
 		ctx := context.Background()
 		var held []*sql.Conn
 		for range smallPool {

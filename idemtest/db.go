@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	entsql "entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/schema"
 
 	"github.com/goovo/idem"
@@ -56,14 +55,20 @@ func PostgresURL() string {
 	return DefaultPostgresURL
 }
 
+// Driver is an ent driver with a database/sql view of its database.
+type Driver = idemdb.Driver
+
 // DB is a fresh database of one test.
 type DB struct {
 	Backend Backend
 	// DSN opens more connections to the same database (idemdb.Open), for
 	// example from another process.
 	DSN string
-	// Driver is an ent driver on it, closed when the test ends.
-	Driver *entsql.Driver
+	// Driver is an ent driver on it, closed when the test ends: on
+	// PostgreSQL pgx's (idemdb.OpenPgx), on which the hook's store
+	// pipelines, unless IDEMTEST_POSTGRES_DRIVER=database/sql selects
+	// database/sql's (idemdb.Open); on SQLite database/sql's.
+	Driver Driver
 	// Partitioning is what Setup made of the tables on
 	// PostgresPartitioned; nil on the other backends.
 	Partitioning *idemdb.Partitioning
@@ -145,7 +150,12 @@ func Connect(ctx context.Context, backend Backend) (*DB, error) {
 	default:
 		return nil, fmt.Errorf("idemtest: unknown backend %q", backend)
 	}
-	drv, err := idemdb.Open(dsn)
+	var drv Driver
+	if backend.IsPostgres() && os.Getenv("IDEMTEST_POSTGRES_DRIVER") != "database/sql" {
+		drv, err = idemdb.OpenPgx(dsn)
+	} else {
+		drv, err = idemdb.Open(dsn)
+	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("idemtest: %w", err), remove())
 	}

@@ -106,7 +106,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	drv, err := idemdb.OpenPool(dsn, idemdb.Pool{MaxConns: *maxConns})
+	drv, err := idemdb.OpenDriver(dsn, idemdb.Pool{MaxConns: *maxConns})
 	if err != nil {
 		return err
 	}

@@ -45,17 +45,16 @@
 //
 // # database/sql
 //
-// *sql.Rows and *sql.ColumnType can only be made by database/sql. DB
-// returns a database/sql view of the same pool (stdlib.OpenDBFromPool),
-// within the same bound: ent's migrations need it (Atlas reads *sql.Rows;
-// client.Schema.Create on this driver panics in ent's type assertion), as
-// does any library that takes a *sql.DB. QueryContext, ent's raw query
-// (the sql/execquery feature), returns *sql.Rows: outside a transaction
-// through DB, inside one through a small database/sql driver of this
-// package over the transaction's connection, with the values pgx's own
-// database/sql driver gives. ent's generated code never asks for column
-// types (only entsql.ScanTypeOf does, and it falls back to scanning into
-// *any); ColumnTypes returns an error.
+// ent reads rows as *sql.Rows, which only database/sql can make (ent's
+// migrations, through Atlas, insist on them): the rows of a query, read by
+// pgx in its round trip, reach ent through a small database/sql driver of
+// this package that hands them out, with the values pgx's own database/sql
+// driver gives, so client.Schema.Create runs on this driver. DB returns a
+// database/sql view of the same pool (stdlib.OpenDBFromPool), within the
+// same bound, for any library that takes a *sql.DB. QueryContext, ent's
+// raw query (the sql/execquery feature), returns *sql.Rows: outside a
+// transaction through DB, inside one through a database/sql driver over
+// the transaction's connection.
 //
 // ent's entsql.WithVar (session variables set before each statement) is
 // not seen by this driver: its context key is unexported. Set variables

@@ -25,6 +25,7 @@ import (
 type Driver struct {
 	pool    *pgxpool.Pool
 	db      *sql.DB
+	rows    *sql.DB // makes ent's *sql.Rows of pgx's rows (asSQL)
 	ownPool bool
 }
 
@@ -60,18 +61,17 @@ func OpenConfig(cfg *pgxpool.Config) (*Driver, error) {
 // New returns a driver over pool, which the caller keeps: Close leaves it
 // open.
 func New(pool *pgxpool.Pool) *Driver {
-	return &Driver{pool: pool, db: stdlib.OpenDBFromPool(pool)}
+	rows := sql.OpenDB(launderer{})
+	rows.SetMaxIdleConns(int(pool.Config().MaxConns) + 1)
+	return &Driver{pool: pool, db: stdlib.OpenDBFromPool(pool), rows: rows}
 }
 
 // Pool returns the driver's pool.
 func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
 // DB returns a database/sql view of the same pool (stdlib.OpenDBFromPool):
-// its connections count against the pool's bound. Code that needs
-// database/sql uses it, ent's migrations first of all, whose Atlas
-// integration reads *sql.Rows and cannot run on Driver:
-//
-//	migrate.NewSchema(entsql.OpenDB(dialect.Postgres, drv.DB())).Create(ctx)
+// its connections count against the pool's bound. Code that needs a
+// *sql.DB uses it.
 func (d *Driver) DB() *sql.DB { return d.db }
 
 // Dialect implements dialect.Driver: "postgres".
@@ -80,7 +80,7 @@ func (d *Driver) Dialect() string { return dialect.Postgres }
 // Close closes the database/sql view and, if the driver opened it, the
 // pool (which waits for the connections in use to be released).
 func (d *Driver) Close() error {
-	err := d.db.Close()
+	err := errors.Join(d.db.Close(), d.rows.Close())
 	if d.ownPool {
 		d.pool.Close()
 	}
@@ -134,7 +134,11 @@ func (d *Driver) Query(ctx context.Context, query string, args, v any) error {
 			pb.fail(err)
 			return err
 		}
-		*vr = entsql.Rows{ColumnScanner: rs}
+		sr, err := asSQL(ctx, d.rows, rs)
+		if err != nil {
+			return err
+		}
+		*vr = entsql.Rows{ColumnScanner: sr}
 		return nil
 	}
 }

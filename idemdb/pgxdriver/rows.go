@@ -1,20 +1,17 @@
 package pgxdriver
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"io"
 
-	entsql "entgo.io/ent/dialect/sql"
 	"github.com/jackc/pgx/v5"
 )
 
-// rows gives pgx's rows the shape ent reads (entsql.ColumnScanner).
-// Values are scanned by pgx, which fills sql.Scanner destinations (the
-// sql.Null* types ent's generated code scans into, uuid.UUID, …) with the
-// same values database/sql would; a destination that only database/sql
-// knows how to fill (*any, *driver.Value, *entsql.UnknownType: values of
-// columns ent does not know) gets database/sql's representation too.
+// rows are the rows of one query and the end of its round trip; ent reads
+// them through database/sql (asSQL).
 type rows struct {
 	pgx.Rows
 	finish  func() error // ends the round trip
@@ -29,14 +26,15 @@ type rows struct {
 	columns         []string
 }
 
-var _ entsql.ColumnScanner = (*rows)(nil)
-
 // newRows reads the first row of r, whose round trip finish ends and
 // release then gives the connection back. If the statement failed, it
 // ends the round trip, releases, and returns the error.
 func newRows(r pgx.Rows, finish func() error, release func()) (*rows, error) {
 	rs := &rows{Rows: r, finish: finish, release: release, preloaded: true}
 	rs.more = r.Next()
+	// The column names, before the rows end: pgx forgets them once the
+	// rows are closed (an INSERT … RETURNING that inserted nothing).
+	_, _ = rs.Columns()
 	if !rs.more {
 		rs.end()
 		if rs.err != nil {
@@ -105,52 +103,70 @@ func (r *rows) Columns() ([]string, error) {
 	return r.columns, nil
 }
 
-// errNoColumnTypes: database/sql's *sql.ColumnType cannot be made outside
-// database/sql. Only entsql.ScanTypeOf asks for them, and it falls back to
-// scanning into *any, which Scan supports.
-var errNoColumnTypes = errors.New("pgxdriver: column types are not available (database/sql's ColumnType cannot be made by another driver)")
-
-// ColumnTypes returns an error: see errNoColumnTypes.
-func (r *rows) ColumnTypes() ([]*sql.ColumnType, error) { return nil, errNoColumnTypes }
-
-// NextResultSet reports false: a statement sent through the extended
-// protocol has one result set.
-func (r *rows) NextResultSet() bool { return false }
-
-// Scan copies the current row's columns into dest.
-func (r *rows) Scan(dest ...any) error {
-	// dest is often the caller's own slice (Scan(values...)), which it reads
-	// again afterwards: replace destinations in a copy.
-	adapted := dest
-	for i, d := range dest {
-		var s valueScanner
-		switch d := d.(type) {
-		case *any:
-			s.set = func(v driver.Value) { *d = v }
-		case *driver.Value:
-			s.set = func(v driver.Value) { *d = v }
-		case *entsql.UnknownType:
-			s.set = func(v driver.Value) { *d = v }
-		default:
-			continue
-		}
-		if &adapted[0] == &dest[0] {
-			adapted = append([]any(nil), dest...)
-		}
-		adapted[i] = s
+// asSQL hands rs to ent as *sql.Rows, which only database/sql can make:
+// through db (the driver's launderer), whose connections serve the rows
+// that the context carries, already read from PostgreSQL. ent's
+// migrations (Atlas) insist on *sql.Rows; everything else reads them as
+// it reads database/sql's rows on pgx's own database/sql driver, with the
+// same values.
+func asSQL(ctx context.Context, db *sql.DB, rs *rows) (*sql.Rows, error) {
+	sr, err := db.QueryContext(context.WithValue(ctx, launderKey{}, rs), "")
+	if err != nil {
+		rs.Close()
+		return nil, err
 	}
-	return r.Rows.Scan(adapted...)
+	return sr, nil
 }
 
-// valueScanner receives a column's value as database/sql represents it
-// (int64, float64, bool, []byte, string, time.Time or nil: pgx's
-// DecodeDatabaseSQLValue, which pgx's database/sql driver uses too).
-type valueScanner struct{ set func(driver.Value) }
+type launderKey struct{}
 
-func (s valueScanner) Scan(v any) error {
-	if b, ok := v.([]byte); ok {
-		v = append([]byte(nil), b...) // pgx may reuse its read buffer
+// launderer is a database/sql driver whose connections only hand out the
+// rows their query's context carries.
+type launderer struct{}
+
+func (launderer) Connect(context.Context) (driver.Conn, error) { return launderConn{}, nil }
+func (launderer) Driver() driver.Driver                        { return launderer{} }
+func (launderer) Open(string) (driver.Conn, error)             { return launderConn{}, nil }
+
+type launderConn struct{}
+
+var (
+	_ driver.QueryerContext    = launderConn{}
+	_ driver.NamedValueChecker = launderConn{}
+)
+
+var errLaunderOnly = errors.New("pgxdriver: internal: the rows connection only hands out rows")
+
+func (launderConn) Prepare(string) (driver.Stmt, error)      { return nil, errLaunderOnly }
+func (launderConn) Close() error                             { return nil }
+func (launderConn) Begin() (driver.Tx, error)                { return nil, errLaunderOnly }
+func (launderConn) CheckNamedValue(*driver.NamedValue) error { return nil }
+
+func (launderConn) QueryContext(ctx context.Context, _ string, _ []driver.NamedValue) (driver.Rows, error) {
+	rs, ok := ctx.Value(launderKey{}).(*rows)
+	if !ok {
+		return nil, errLaunderOnly
 	}
-	s.set(v)
-	return nil
+	return launderedRows{rs}, nil
+}
+
+// launderedRows are pgx's rows as a database/sql driver's, with the values
+// pgx's database/sql driver gives.
+type launderedRows struct{ rs *rows }
+
+func (r launderedRows) Columns() []string {
+	c, _ := r.rs.Columns()
+	return c
+}
+
+func (r launderedRows) Close() error { return r.rs.Close() }
+
+func (r launderedRows) Next(dest []driver.Value) error {
+	if !r.rs.Next() {
+		if err := r.rs.Err(); err != nil {
+			return err
+		}
+		return io.EOF
+	}
+	return decodeRow(r.rs.Rows, dest)
 }

@@ -75,12 +75,11 @@ func (c sqlConn) QueryContext(ctx context.Context, query string, named []driver.
 	if err != nil {
 		return nil, err
 	}
-	return &sqlRows{rows: rows, m: conn.TypeMap(), tx: c.tx}, nil
+	return &sqlRows{rows: rows, tx: c.tx}, nil
 }
 
 type sqlRows struct {
 	rows   pgx.Rows
-	m      *pgtype.Map
 	tx     *Tx
 	closed bool
 }
@@ -111,14 +110,21 @@ func (r *sqlRows) Next(dest []driver.Value) error {
 		}
 		return io.EOF
 	}
-	fds := r.rows.FieldDescriptions()
-	for i, raw := range r.rows.RawValues() {
+	return decodeRow(r.rows, dest)
+}
+
+// decodeRow decodes the current row of rows as pgx's database/sql driver
+// does: pgtype's DecodeDatabaseSQLValue for the types pgx knows.
+func decodeRow(rows pgx.Rows, dest []driver.Value) error {
+	m := rows.Conn().TypeMap()
+	fds := rows.FieldDescriptions()
+	for i, raw := range rows.RawValues() {
 		fd := fds[i]
-		switch t, ok := r.m.TypeForOID(fd.DataTypeOID); {
+		switch t, ok := m.TypeForOID(fd.DataTypeOID); {
 		case raw == nil:
 			dest[i] = nil
 		case ok:
-			v, err := t.Codec.DecodeDatabaseSQLValue(r.m, fd.DataTypeOID, fd.Format, raw)
+			v, err := t.Codec.DecodeDatabaseSQLValue(m, fd.DataTypeOID, fd.Format, raw)
 			if err != nil {
 				return err
 			}

@@ -33,7 +33,16 @@ type Statement struct {
 //
 // A Piggyback travels once, with the first statement sent under the
 // context; later statements go alone.
+//
+// First are sent ahead of everything else in the round trip, a
+// transaction's BEGIN included, and their results go to the callbacks of
+// First's queued queries as they arrive, before the statement's. If one of
+// them fails (or its callback returns an error), nothing after it runs:
+// on a transaction's first round trip, the transaction is not begun. A
+// check that must see the database before a transaction begins, and keep
+// it from beginning, goes there.
 type Piggyback struct {
+	First  *pgx.Batch
 	Before []Statement
 	After  *pgx.Batch
 
@@ -108,22 +117,34 @@ type trip struct {
 
 func (t trip) alone() bool { return len(t.before) == 0 && t.pb == nil }
 
+// lead is a statement of the trip ahead of the query: fn, when not nil,
+// reads its result (First's callbacks).
+type lead struct {
+	fn func(pgx.BatchResults) error
+}
+
 // batch queues every statement of the trip. The callbacks of After are
 // wrapped: an error of a callback is the caller's, recorded in the
 // piggyback, and must not stop pgx from reading the results that follow,
 // where the database's own errors would otherwise go unseen.
-func (t trip) batch(query string, args []any) (b *pgx.Batch, before int) {
+func (t trip) batch(query string, args []any) (b *pgx.Batch, leads []lead) {
 	b = &pgx.Batch{}
 	queue := func(ss []Statement) {
 		for _, s := range ss {
 			b.Queue(s.SQL, s.Args...)
+			leads = append(leads, lead{})
+		}
+	}
+	if t.pb != nil && t.pb.First != nil {
+		for _, qq := range t.pb.First.QueuedQueries {
+			b.Queue(qq.SQL, qq.Arguments...)
+			leads = append(leads, lead{fn: qq.Fn})
 		}
 	}
 	queue(t.before)
 	if t.pb != nil {
 		queue(t.pb.Before)
 	}
-	before = b.Len()
 	b.Queue(query, args...)
 	if t.pb != nil && t.pb.After != nil {
 		for _, qq := range t.pb.After.QueuedQueries {
@@ -136,7 +157,7 @@ func (t trip) batch(query string, args []any) (b *pgx.Batch, before int) {
 			}
 		}
 	}
-	return b, before
+	return b, leads
 }
 
 // exec1 sends query, with what travels with it, and returns its command
@@ -145,9 +166,9 @@ func exec1(ctx context.Context, conn *pgx.Conn, t trip, query string, args []any
 	if t.alone() {
 		return conn.Exec(ctx, query, args...)
 	}
-	b, before := t.batch(query, args)
+	b, leads := t.batch(query, args)
 	br := conn.SendBatch(ctx, b)
-	err := skip(br, before)
+	err := skip(br, leads)
 	var tag pgconn.CommandTag
 	if err == nil {
 		tag, err = br.Exec()
@@ -166,9 +187,9 @@ func query1(ctx context.Context, conn *pgx.Conn, t trip, query string, args []an
 		}
 		return rows, func() error { return nil }, nil
 	}
-	b, before := t.batch(query, args)
+	b, leads := t.batch(query, args)
 	br := conn.SendBatch(ctx, b)
-	if err := skip(br, before); err != nil {
+	if err := skip(br, leads); err != nil {
 		return nil, nil, t.end(br, err)
 	}
 	rows, err := br.Query()
@@ -181,10 +202,17 @@ func query1(ctx context.Context, conn *pgx.Conn, t trip, query string, args []an
 	}, nil
 }
 
-// skip reads the results of the first n statements, which nobody awaits.
-func skip(br pgx.BatchResults, n int) error {
-	for range n {
-		if _, err := br.Exec(); err != nil {
+// skip reads the results of the statements ahead of the query: First's
+// go to their callbacks; nobody awaits the others'.
+func skip(br pgx.BatchResults, leads []lead) error {
+	for _, l := range leads {
+		var err error
+		if l.fn != nil {
+			err = l.fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			return err
 		}
 	}

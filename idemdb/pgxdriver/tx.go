@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
@@ -47,6 +48,7 @@ type Tx struct {
 	begun    bool // BEGIN reached the server: the connection is in the transaction
 	rowsOpen bool
 	done     bool
+	over     atomic.Bool // done, for Done, which must not wait for tx.mu
 	queue    []*Queued
 	sqlDB    *sql.DB // the database/sql view for QueryContext, made on first use
 }
@@ -151,7 +153,11 @@ func (tx *Tx) Query(ctx context.Context, query string, args, v any) error {
 		pb.fail(err)
 		return err
 	}
-	*vr = entsql.Rows{ColumnScanner: rs}
+	sr, err := asSQL(ctx, tx.d.rows, rs)
+	if err != nil {
+		return err
+	}
+	*vr = entsql.Rows{ColumnScanner: sr}
 	return nil
 }
 
@@ -274,6 +280,11 @@ func (tx *Tx) Commit() error {
 	}
 	return nil
 }
+
+// Done reports whether the transaction is over: committed, rolled back,
+// or rolled back because its context ended.
+// It does not wait for a statement in flight.
+func (tx *Tx) Done() bool { return tx.over.Load() }
 
 // Rollback rolls the transaction back and drops the statements queued. It
 // returns sql.ErrTxDone if the transaction is over (committed, rolled
@@ -421,6 +432,7 @@ func (tx *Tx) finish() {
 		return
 	}
 	tx.done = true
+	tx.over.Store(true)
 	tx.queue = nil
 	tx.stop()
 	if tx.sqlDB != nil {

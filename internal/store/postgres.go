@@ -54,9 +54,17 @@ var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 		SELECT {scope}, {id} FROM {table} WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
 		ORDER BY idempotency_lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	stmtArchiveStats: `SELECT count(*), COALESCE(SUM(octet_length(idempotency_response)), 0) FROM {archive}`,
+
+	// The statements of the pipelined path on pgx (pipeline.go).
+	// The completion fails (division by zero) when it updates no row: it
+	// travels with COMMIT and must stop it by itself.
+	stmtCompleteOrFail: `WITH done AS (UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5
+		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $6 RETURNING 1)
+		SELECT 1 / count(*) FROM done`,
 })
 
-// newPostgres is the driver of PostgreSQL over database/sql (pgx's stdlib).
+// newPostgres is the driver of PostgreSQL: pipelined on pgx, standard
+// over database/sql (pipeline.go).
 func newPostgres(conn Conn, opts Options) Driver {
 	d := &sqlDriver{
 		conn:     conn,
@@ -73,7 +81,7 @@ func newPostgres(conn Conn, opts Options) Driver {
 	d.purge = func(ctx context.Context, tx Tx, st statements, b PurgeBatch) (int, error) {
 		return d.count(ctx, tx, "purge", st[stmtPurge], b.ArchivedBefore.UTC(), b.Limit)
 	}
-	return d
+	return newPipelined(d)
 }
 
 // clockMaxAge is how long a reading of PostgreSQL's clock is reused before

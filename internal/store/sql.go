@@ -38,6 +38,7 @@ const (
 	stmtFailed
 	stmtFind
 	stmtFindArchived
+	stmtCompleteOrFail // PostgreSQL on pgx: the completion that travels with COMMIT
 )
 
 // statements are a backend's SQL, by name.

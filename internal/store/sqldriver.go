@@ -80,28 +80,42 @@ func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*Record, Reading, erro
 	}
 	defer rows.Close()
 	var (
+		rec     *Record
+		reading Reading
+	)
+	if rows.Next() {
+		rec, reading, err = d.scanLookup(rows.Scan)
+	} else if err = rows.Err(); err == nil {
+		reading, err = d.clock.observed(sql.NullTime{})
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	if err != nil {
+		return nil, Reading{}, d.err("lookup", err)
+	}
+	return rec, reading, nil
+}
+
+// scanLookup reads the row of stmtLookup: the database time, then the
+// record's columns (NULL when the key is unknown).
+func (d *sqlDriver) scanLookup(scan func(dest ...any) error) (*Record, Reading, error) {
+	var (
 		dbNow                     sql.NullTime
 		status, fingerprint       sql.NullString
 		response                  []byte
 		attempt                   sql.NullInt64
 		lease, claimed, completed sql.NullTime
 		archived                  sql.NullTime
-		found                     bool
 	)
-	if rows.Next() {
-		if err := rows.Scan(&dbNow, &status, &fingerprint, &response, &attempt, &lease, &claimed, &completed, &archived); err != nil {
-			return nil, Reading{}, d.err("lookup", err)
-		}
-		found = status.Valid || fingerprint.Valid
-	}
-	if err := rows.Err(); err != nil {
-		return nil, Reading{}, d.err("lookup", err)
+	if err := scan(&dbNow, &status, &fingerprint, &response, &attempt, &lease, &claimed, &completed, &archived); err != nil {
+		return nil, Reading{}, err
 	}
 	reading, err := d.clock.observed(dbNow)
 	if err != nil {
-		return nil, Reading{}, d.err("lookup", err)
+		return nil, Reading{}, err
 	}
-	if !found {
+	if !status.Valid && !fingerprint.Valid {
 		return nil, reading, nil
 	}
 	return &Record{
@@ -126,6 +140,11 @@ func (d *sqlDriver) Begin(ctx context.Context) (context.Context, Tx, error) {
 
 func (d *sqlDriver) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	won, err := c.Insert(ctx, c.Tx)
+	return d.inserted(ctx, c, won, err)
+}
+
+// inserted decides a claim whose insert returned won and err.
+func (d *sqlDriver) inserted(ctx context.Context, c Claim, won bool, err error) (Claimed, error) {
 	if won && err == nil {
 		return Claimed{Won: true}, nil
 	}

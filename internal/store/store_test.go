@@ -18,17 +18,46 @@ import (
 // The conformance suite on every backend, over the test application's
 // tables, made by ent from the mixin: IdempotencyRecord (records only) and
 // Shipment (a business entity with UUID ids and its own scope column).
+//
+// PostgreSQL runs it twice: with the ent client on pgx (pgxdriver), where
+// the driver pipelines, and on database/sql, where it sends one statement
+// at a time.
 func TestConformance(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		storetest.Run(t, func(t *testing.T) *storetest.Env { return open(t, b) })
+		if !b.IsPostgres() {
+			storetest.Run(t, func(t *testing.T) *storetest.Env { return open(t, b, false) })
+			return
+		}
+		for _, pgx := range []bool{true, false} {
+			t.Run(map[bool]string{true: "pgx", false: "database-sql"}[pgx], func(t *testing.T) {
+				storetest.Run(t, func(t *testing.T) *storetest.Env { return open(t, b, pgx) })
+			})
+		}
 	})
 }
 
-func open(t *testing.T, b idemtest.Backend) *storetest.Env {
+// open makes the test application's tables in a fresh database of b, and
+// returns the store driver over an ent client on it: on pgx when pgx is
+// set (PostgreSQL), else on database/sql.
+func open(t *testing.T, b idemtest.Backend, pgx bool) *storetest.Env {
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))
 	backend := client.IdempotencyBackend()
 	testkit.Setup(t, db, backend, client.Schema.Create)
+	if b.IsPostgres() {
+		var drv idemtest.Driver
+		var err error
+		if pgx {
+			drv, err = idemdb.OpenPgx(db.DSN)
+		} else {
+			drv, err = idemdb.Open(db.DSN)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { drv.Close() })
+		backend = ent.NewClient(ent.Driver(drv)).IdempotencyBackend()
+	}
 	d, err := store.Open(backend.Dialect(), backend, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +140,7 @@ func TestOpenRefusesAnUnknownDialect(t *testing.T) {
 // the busy timeout is ErrBusy, never an answer.
 func TestSQLiteBusy(t *testing.T) {
 	t.Parallel()
-	env := open(t, idemtest.SQLite)
+	env := open(t, idemtest.SQLite, false)
 	ctx := context.Background()
 	_, holder, err := env.Driver.Begin(ctx) // immediate: takes the write lock
 	if err != nil {

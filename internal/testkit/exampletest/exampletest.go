@@ -11,6 +11,7 @@ package exampletest
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/example/provider"
 	"github.com/goovo/idem/internal/testkit"
@@ -33,6 +35,11 @@ type Config struct {
 	// simulated one with its latencies set, or a wrapper around it. Nil:
 	// the simulated provider as it is.
 	Provider func(*provider.Simulated) provider.Provider
+	// MaxConns, if not 0, bounds the connections of the application's
+	// client (App.Driver): pgx's pool of its own on PostgreSQL, database/sql's
+	// SetMaxOpenConns on SQLite or with
+	// IDEMTEST_POSTGRES_DRIVER=database/sql.
+	MaxConns int
 }
 
 // App is the example application of one test, serving over HTTP. Everything
@@ -41,8 +48,11 @@ type App struct {
 	// DB is the test's database (idemtest.Open), set up with the example's
 	// schema.
 	DB *idemtest.DB
-	// Client is the ent client over DB.
+	// Client is the ent client over DB, on Driver.
 	Client *ent.Client
+	// Driver is Client's driver: DB.Driver, or one of its own when
+	// Config.MaxConns bounds it.
+	Driver idemtest.Driver
 	// Provider is the simulated payment provider, its ledger in DB's
 	// PostgreSQL schema or, on SQLite, in a file of its own beside DB's. A
 	// test may change its latencies and failure rate between requests.
@@ -63,7 +73,18 @@ func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 	db := idemtest.Open(t, backend)
 	client := ent.NewClient(ent.Driver(db.Driver))
 	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
-	a := &App{t: t, DB: db, Client: client, Provider: openProvider(t, db)}
+	drv := db.Driver
+	if _, onPgx := drv.(*pgxdriver.Driver); onPgx && cfg.MaxConns > 0 {
+		small, err := idemdb.OpenPgx(fmt.Sprintf("%s&pool_max_conns=%d", db.DSN, cfg.MaxConns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { small.Close() })
+		drv, client = small, ent.NewClient(ent.Driver(small))
+	} else if cfg.MaxConns > 0 {
+		drv.DB().SetMaxOpenConns(cfg.MaxConns)
+	}
+	a := &App{t: t, DB: db, Client: client, Driver: drv, Provider: openProvider(t, db)}
 	a.prov = a.Provider
 	if cfg.Provider != nil {
 		a.prov = cfg.Provider(a.Provider)

@@ -17,6 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -57,6 +58,26 @@ func NewBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))
 	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
+	return newBench(t, db, client, cfg)
+}
+
+// NewBenchDatabaseSQL is NewBench with the application's ent client on
+// database/sql (idemdb.Open), where NewBench's is on pgx on PostgreSQL: the
+// path before the pipelined store, measured side by side with it.
+func NewBenchDatabaseSQL(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
+	t.Helper()
+	db := idemtest.Open(t, b)
+	setup := ent.NewClient(ent.Driver(db.Driver))
+	testkit.Setup(t, db, setup.IdempotencyBackend(), setup.Schema.Create)
+	drv, err := idemdb.Open(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drv.Close() })
+	return newBench(t, db, ent.NewClient(ent.Driver(drv)), cfg)
+}
+
+func newBench(t testing.TB, db *idemtest.DB, client *ent.Client, cfg idem.Config) *Bench {
 	be := &Bench{t: t, DB: db, Client: client, Resolver: &graph.Resolver{Client: client}, Clock: &idem.ClockOffset{}}
 	be.Server = testkit.Serve(t, be.Handler(client, be.Resolver, cfg), "", graph.OrgHeader)
 	return be

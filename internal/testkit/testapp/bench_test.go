@@ -2,6 +2,7 @@ package testapp_test
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,7 +16,7 @@ import (
 )
 
 // BenchmarkCreate measures one create mutation through the whole stack
-// (HTTP handler, gqlgen, the hook, ent, the database) in five variants,
+// (HTTP handler, gqlgen, the hook, ent, the database) in four variants,
 // interleaved in one run so that the machine's noise hits them alike:
 //
 //	plain   the same create with no idempotency (no hook on the field)
@@ -23,19 +24,28 @@ import (
 //	atomic  idempotent, atomic mode (first call of a key)
 //	replay  a retry of a key whose result is stored
 //
+// On PostgreSQL each variant runs twice in each round: on pgx, where the
+// hook's store pipelines (the default), and on database/sql (the sql-
+// metrics), each against its own plain create.
+//
 // It reports the median of each, in µs, and their ratios to plain (and of
 // replay to lease). ns/op is the time of one round of all variants.
 func BenchmarkCreate(b *testing.B) {
 	for _, backend := range idemtest.Backends() {
 		b.Run(string(backend), func(b *testing.B) {
-			benchCreate(b, testapp.NewBench(b, backend, idem.Config{}))
+			benches := map[string]*testapp.Bench{"": testapp.NewBench(b, backend, idem.Config{})}
+			if backend.IsPostgres() {
+				benches["sql-"] = testapp.NewBenchDatabaseSQL(b, backend, idem.Config{})
+			}
+			benchCreate(b, benches)
 		})
 	}
 }
 
-func benchCreate(b *testing.B, be *testapp.Bench) {
-	h := be.Server.Config.Handler
-	send := func(body string) {
+// benchCreate interleaves the variants on each bench, whose name prefixes
+// its metrics.
+func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
+	send := func(h http.Handler, body string) {
 		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Org", "bench")
@@ -52,37 +62,45 @@ func benchCreate(b *testing.B, be *testapp.Bench) {
 		}
 		return fmt.Sprintf(`{"query":"mutation { %s(%sinput: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }"}`, field, keyArg)
 	}
+	names := slices.Sorted(maps.Keys(benches))
 	variants := []string{"plain", "lease", "atomic", "replay"}
 	samples := map[string][]time.Duration{}
-	send(mutation("createShipmentLease", "replayed-key"))
+	for _, name := range names {
+		send(benches[name].Server.Config.Handler, mutation("createShipmentLease", "replayed-key"))
+	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		for _, v := range variants {
-			var body string
-			switch v {
-			case "plain":
-				body = mutation("createShipmentPlain", "")
-			case "lease":
-				body = mutation("createShipmentLease", fmt.Sprintf("lease-%d", i))
-			case "atomic":
-				body = mutation("createShipmentAtomic", fmt.Sprintf("atomic-%d", i))
-			case "replay":
-				body = mutation("createShipmentLease", "replayed-key")
+			for _, name := range names {
+				var body string
+				switch v {
+				case "plain":
+					body = mutation("createShipmentPlain", "")
+				case "lease":
+					body = mutation("createShipmentLease", fmt.Sprintf("lease-%d", i))
+				case "atomic":
+					body = mutation("createShipmentAtomic", fmt.Sprintf("atomic-%d", i))
+				case "replay":
+					body = mutation("createShipmentLease", "replayed-key")
+				}
+				start := time.Now()
+				send(benches[name].Server.Config.Handler, body)
+				samples[name+v] = append(samples[name+v], time.Since(start))
 			}
-			start := time.Now()
-			send(body)
-			samples[v] = append(samples[v], time.Since(start))
 		}
 	}
 	b.StopTimer()
-	p50 := map[string]float64{}
-	for _, v := range variants {
-		s := samples[v]
-		slices.Sort(s)
-		p50[v] = float64(s[len(s)/2].Microseconds())
-		b.ReportMetric(p50[v], v+"-p50-µs")
+	for _, name := range names {
+		p50 := map[string]float64{}
+		for _, v := range variants {
+			s := samples[name+v]
+			slices.Sort(s)
+			p50[v] = float64(s[len(s)/2].Microseconds())
+			b.ReportMetric(p50[v], name+v+"-p50-µs")
+		}
+		b.ReportMetric(p50["lease"]/p50["plain"], name+"lease/plain")
+		b.ReportMetric(p50["atomic"]/p50["plain"], name+"atomic/plain")
+		b.ReportMetric(p50["replay"]/p50["plain"], name+"replay/plain")
+		b.ReportMetric(p50["replay"]/p50["lease"], name+"replay/first")
 	}
-	b.ReportMetric(p50["lease"]/p50["plain"], "lease/plain")
-	b.ReportMetric(p50["atomic"]/p50["plain"], "atomic/plain")
-	b.ReportMetric(p50["replay"]/p50["lease"], "replay/first")
 }

@@ -50,6 +50,11 @@ func BenchmarkStorm(b *testing.B) {
 		b.Run(m.name, func(b *testing.B) {
 			benchStorm(b, testapp.NewBench(b, idemtest.Postgres, m.cfg), m.field)
 		})
+		// The same on database/sql, right after: the path before the
+		// pipelined store.
+		b.Run(m.name+"-database-sql", func(b *testing.B) {
+			benchStorm(b, testapp.NewBenchDatabaseSQL(b, idemtest.Postgres, m.cfg), m.field)
+		})
 	}
 }
 

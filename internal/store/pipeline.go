@@ -1,0 +1,160 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/goovo/idem/idemdb/pgxdriver"
+)
+
+// pipelined is PostgreSQL's driver. Over database/sql (an ent client on
+// idemdb.OpenSQL) it is the standard one (sqlDriver), one statement per
+// round trip. Over pgx (an ent client on a pgxdriver.Driver, which
+// idemdb.Open returns for PostgreSQL) it folds the protocol's statements
+// into the round trips that must happen anyway:
+//
+//   - a claim sends, in one round trip, the lookup of the key, BEGIN and
+//     the insert; when the key is taken, the insert writes nothing and the
+//     lookup has read the holder: a retry of a finished key costs that
+//     round trip (and, in a transaction, ROLLBACK) and writes nothing;
+//   - SAVEPOINT travels with the resolver's first statement;
+//   - the completion's fenced UPDATE travels with COMMIT, and fails when it
+//     updates nothing, which stops the COMMIT (the only statement that
+//     fails on purpose, and only for an attempt that lost its claim: pgx
+//     forgets the prepared statements of a round trip that failed).
+//
+// Processes on either path may share a database: the unique index is the
+// arbiter of a key.
+type pipelined struct {
+	*sqlDriver
+
+	mu  sync.Mutex
+	txs map[Tx]*pipeTx // the transactions begun on pgx, until completed
+}
+
+// pipeTx is a transaction of the protocol on pgx.
+type pipeTx struct {
+	tx        *pgxdriver.Tx
+	savepoint *pgxdriver.Queued // the SAVEPOINT, while it may still be queued
+}
+
+// divisionByZero is the SQLSTATE of the failure stmtCompleteOrFail raises
+// on purpose.
+const divisionByZero = "22012"
+
+func newPipelined(d *sqlDriver) *pipelined {
+	return &pipelined{sqlDriver: d, txs: map[Tx]*pipeTx{}}
+}
+
+// Begin begins a transaction; on pgx nothing is sent until its first
+// statement, which carries BEGIN.
+func (d *pipelined) Begin(ctx context.Context) (context.Context, Tx, error) {
+	var ptx *pgxdriver.Tx
+	txCtx, tx, err := d.conn.BeginTx(pgxdriver.CaptureTx(ctx, &ptx))
+	if err != nil {
+		return ctx, nil, d.err("begin", err)
+	}
+	if ptx != nil {
+		d.mu.Lock()
+		for t, p := range d.txs { // those the protocol rolled back itself
+			if p.tx.Done() {
+				delete(d.txs, t)
+			}
+		}
+		d.txs[tx] = &pipeTx{tx: ptx}
+		d.mu.Unlock()
+	}
+	return txCtx, tx, nil
+}
+
+// pipe returns the pgx transaction of tx, nil for one of database/sql;
+// with forget, it stops tracking it.
+func (d *pipelined) pipe(tx Tx, forget bool) *pipeTx {
+	if tx == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.txs[tx]
+	if forget {
+		delete(d.txs, tx)
+	}
+	return p
+}
+
+// Claim claims with the lookup ahead of the insert (see pipelined). Over
+// database/sql, where nothing travels with the insert, it is the standard
+// claim.
+func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
+	var (
+		holder  *Record
+		reading Reading
+		looked  bool
+	)
+	first := &pgx.Batch{}
+	first.Queue(d.stmts(c.Ref.Table, "")[stmtLookup], c.Ref.Tenant, c.Ref.Key).QueryRow(func(row pgx.Row) (err error) {
+		holder, reading, err = d.scanLookup(row.Scan)
+		looked = err == nil
+		return err
+	})
+	pb := &pgxdriver.Piggyback{First: first}
+	won, err := c.Insert(pgxdriver.WithPiggyback(ctx, pb), c.Tx)
+	switch {
+	case !pb.Sent():
+		return d.inserted(ctx, c, won, err)
+	case won && err == nil:
+		return Claimed{Won: true}, nil
+	}
+	d.pipe(c.Tx, true)
+	if err == nil && looked && holder != nil {
+		// The key was taken before the claim: the lookup read its holder,
+		// and the insert wrote nothing.
+		if c.Tx != nil {
+			_ = c.Tx.Rollback()
+		}
+		return Claimed{Holder: holder, Reading: reading}, nil
+	}
+	// Failed, or taken by a claim that committed after the lookup (the
+	// insert waited for it): the standard way on, which looks again.
+	return d.inserted(ctx, c, won, err)
+}
+
+// Savepoint queues SAVEPOINT on pgx: it travels with the resolver's first
+// statement, or is dropped if nothing follows it.
+func (d *pipelined) Savepoint(ctx context.Context, tx Tx) error {
+	p := d.pipe(tx, false)
+	if p == nil {
+		return d.sqlDriver.Savepoint(ctx, tx)
+	}
+	p.savepoint = p.tx.Queue(d.sql[stmtSavepoint])
+	return nil
+}
+
+// Complete sends the fenced UPDATE with COMMIT on pgx, in one round trip
+// (with DiscardWrites, ROLLBACK TO SAVEPOINT ahead of them, unless the
+// SAVEPOINT was never sent).
+func (d *pipelined) Complete(ctx context.Context, tx Tx, c Completion) (bool, error) {
+	p := d.pipe(tx, true)
+	if p == nil {
+		return d.sqlDriver.Complete(ctx, tx, c)
+	}
+	if c.DiscardWrites && (p.savepoint == nil || !p.tx.Unqueue(p.savepoint)) {
+		p.tx.Queue(d.sql[stmtRollbackToSavepoint])
+	}
+	p.tx.Queue(d.stmts(c.Ref.Table, "")[stmtCompleteOrFail],
+		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt)
+	err := tx.Commit()
+	var pg *pgconn.PgError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &pg) && pg.Code == divisionByZero:
+		return false, nil // fenced out: rolled back
+	}
+	_ = tx.Rollback() // if the commit left it open
+	return false, d.err("complete", err)
+}
