@@ -52,6 +52,9 @@ type fieldSpec struct {
 	// keyOptional: @idempotent(keyRequired: false), during a rollout; a
 	// call without a key runs without idempotency (keyless.go).
 	keyOptional bool
+	// recoverable: the claim keeps its operation, so that the recoverer
+	// can run it again if its client never comes back.
+	recoverable bool
 }
 
 var (
@@ -109,7 +112,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	if f.Arguments.ForName(KeyArgument) == nil {
 		return nil, fmt.Errorf("@%s needs an argument %s: String", Directive, KeyArgument)
 	}
-	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease, pace: &pace{}}
+	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease, pace: &pace{}, recoverable: true}
 	entity := DefaultRecordEntity
 	if a := d.Arguments.ForName(directive.ArgRecord); a != nil && a.Value != nil && a.Value.Raw != "" {
 		entity = a.Value.Raw

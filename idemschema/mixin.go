@@ -32,6 +32,7 @@ const (
 	FieldClaimedAt        = record.ClaimedAt
 	FieldCompletedAt      = record.CompletedAt
 	FieldArchivedAt       = record.ArchivedAt
+	FieldOperation        = record.Operation
 	maxKeyLength          = record.MaxKeyLength
 	annotationName        = "Idempotent"
 	defaultScopeMaxLength = 255
@@ -133,6 +134,10 @@ func (m Mixin) Fields() []ent.Field {
 		field.Time(FieldArchivedAt).
 			Optional().Nillable().
 			Comment("Database time at which the sweeper moved the response to the archive; the row is a tombstone.").
+			Annotations(hidden),
+		field.Bytes(FieldOperation).
+			Optional().Nillable().Immutable().
+			Comment("The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.").
 			Annotations(hidden),
 	)
 }

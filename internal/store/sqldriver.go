@@ -291,6 +291,31 @@ func (d *sqlDriver) Stuck(ctx context.Context, q StuckQuery) ([]Row, error) {
 	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtStuck], q.LeaseEndedBefore.UTC(), q.Limit)
 }
 
+func (d *sqlDriver) Abandoned(ctx context.Context, q StuckQuery) ([]AbandonedClaim, error) {
+	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(q.Table, "")[stmtAbandoned], q.LeaseEndedBefore.UTC(), q.Limit)
+	if err != nil {
+		return nil, d.err("list abandoned", err)
+	}
+	defer rows.Close()
+	var out []AbandonedClaim
+	for rows.Next() {
+		var c AbandonedClaim
+		var key sql.NullString
+		var attempt sql.NullInt64
+		var lease, claimed any
+		if err := rows.Scan(&c.Tenant, &key, &attempt, &lease, &claimed, &c.Operation); err != nil {
+			return nil, d.err("list abandoned", err)
+		}
+		c.Key, c.Attempt = key.String, int(attempt.Int64)
+		c.LeaseExpiresAt, c.ClaimedAt = asTime(lease), asTime(claimed)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.err("list abandoned", err)
+	}
+	return out, nil
+}
+
 func (d *sqlDriver) Failed(ctx context.Context, q FailedQuery) ([]Row, error) {
 	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtFailed], q.Limit)
 }
