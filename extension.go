@@ -38,6 +38,8 @@ type Extension struct {
 	store  store.Driver
 	schema *ast.Schema
 	fields map[string]*fieldSpec // by Mutation field name
+
+	recovery recovery // the recoverer's (recover.go)
 }
 
 // fieldSpec is what the hook knows of one idempotent mutation field.

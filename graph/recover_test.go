@@ -1,14 +1,19 @@
 package graph_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -95,4 +100,162 @@ func (a *app) requireNoOperation(tenant, key string) {
 	if err != nil || (p.IdempotencyOperation != nil && len(*p.IdempotencyOperation) > 0) {
 		a.t.Fatalf("payment %s: %v %v, want no operation", key, p, err)
 	}
+}
+
+// recovering starts the app with the recoverer on, logging into logs.
+func recovering(after time.Duration, logs *syncBuffer) appOption {
+	return func(o *graph.Options) {
+		o.RecoverAfter = after
+		o.Retention = time.Hour
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+}
+
+// abandonPayment sends a payment whose client gives up after the provider
+// charged, before the answer (the provider answers slowly), and waits for
+// the charge: the claim is left pending and its client never comes back.
+func (a *app) abandonPayment(key, order string, amount int) {
+	a.t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": createPayment, "variables": map[string]any{"key": key, "order": order, "amount": amount}})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/query", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(graph.TenantHeader, "acme")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		a.t.Fatal("the payment answered before its client gave up")
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(a.charges("acme", order)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			a.t.Fatal("the abandoned payment did not charge")
+		}
+	}
+}
+
+// awaitFinished waits until the record of key is finished, and returns its
+// state.
+func (a *app) awaitFinished(key string) string {
+	a.t.Helper()
+	admin, err := idem.NewAdmin(idem.Config{Backend: a.Client.IdempotencyBackend(), Clock: a.clock})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		recs, err := admin.Inspect(context.Background(), "acme", key)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.State == idemtest.Succeeded || r.State == idemtest.Failed {
+				return r.State
+			}
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("key %s: %+v, still not finished", key, recs)
+		}
+	}
+}
+
+// Nobody retries: the recoverers of two server processes on one database
+// race for each abandoned payment, one of them runs it again with its key
+// (the provider finds the charge it made), and the order is paid once with
+// one live charge. The client's late retry replays that success.
+func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs, otherLogs := &syncBuffer{}, &syncBuffer{}
+		a := newApp(t, b, recovering(300*time.Millisecond, logs))
+		a.Provider.ResponseLatency = 300 * time.Millisecond
+		// A second server process, recovering too.
+		a.Handler(a.Client, graph.Options{Clock: a.clock, RecoverAfter: 300 * time.Millisecond, Retention: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(otherLogs, nil))})
+
+		const n = 3
+		orders := make([]string, n)
+		for i := range n {
+			orders[i] = a.newOrder("acme", 500+i)
+			a.abandonPayment(fmt.Sprintf("nobody-retries-%d", i), orders[i], 500+i)
+		}
+		for i, order := range orders {
+			key := fmt.Sprintf("nobody-retries-%d", i)
+			if state := a.awaitFinished(key); state != idemtest.Succeeded {
+				t.Fatalf("%s: %s, want succeeded", key, state)
+			}
+			cs := a.charges("acme", order)
+			if len(cs) != 1 || cs[0].Voided || cs[0].Requests != 2 {
+				t.Fatalf("%s: charges %+v, want one live charge, requested by the attempt and one recovery", key, cs)
+			}
+			r := a.pay("acme", key, order, 500+i)
+			idemtest.RequireReplayed(t, r.Body, "createPayment")
+			if !strings.Contains(string(r.Data), `"paid":true`) {
+				t.Fatalf("%s: late retry: %s", key, r.Body)
+			}
+		}
+		if got := strings.Count(logs.String()+otherLogs.String(), "idempotency claim recovered"); got != n {
+			t.Fatalf("%d recoveries logged, want %d:\n%s\n%s", got, n, logs, otherLogs)
+		}
+		if strings.Contains(logs.String()+otherLogs.String(), "nobody-retries") {
+			t.Fatal("a key is logged in clear")
+		}
+	})
+}
+
+// The user paid again with a second key meanwhile: the recoverer's run of
+// the first finds the order paid, voids the first key's charge and stores
+// ORDER_ALREADY_PAID, without the first client ever coming back.
+func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs := &syncBuffer{}
+		a := newApp(t, b, recovering(time.Second, logs))
+		a.Provider.ResponseLatency = 300 * time.Millisecond
+		order := a.newOrder("acme", 900)
+		a.abandonPayment("k1", order, 900)
+		if r := a.pay("acme", "k2", order, 900); len(r.Errors) > 0 {
+			t.Fatalf("payment with a second key: %s", r.Body)
+		}
+		if state := a.awaitFinished("k1"); state != idemtest.Failed {
+			t.Fatalf("k1: %s, want failed", state)
+		}
+		cs := a.charges("acme", order)
+		voided := map[string]bool{}
+		for _, c := range cs {
+			voided[c.IdempotencyKey] = c.Voided
+		}
+		if len(cs) != 2 || !voided["k1"] || voided["k2"] {
+			t.Fatalf("charges %+v: want k1's voided and k2's live", cs)
+		}
+		if r := a.pay("acme", "k1", order, 900); r.Code() != "ORDER_ALREADY_PAID" {
+			t.Fatalf("k1's late retry: %s", r.Body)
+		}
+		if !strings.Contains(logs.String(), "idempotency claim recovered") || !strings.Contains(logs.String(), "code=ORDER_ALREADY_PAID") {
+			t.Fatalf("no recovery logged:\n%s", logs)
+		}
+	})
+}
+
+// A claim whose runs keep failing is tried again, less and less often,
+// and stored as failed with IDEMPOTENCY_ABANDONED once a retention window
+// has passed since it was made; the client's retry gets that.
+func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs := &syncBuffer{}
+		a := newApp(t, b, recovering(100*time.Millisecond, logs))
+		a.Provider.FailureRate = 1 // every charge fails, retryably
+		order := a.newOrder("acme", 300)
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeInternal) {
+			t.Fatalf("payment: %s", r.Body)
+		}
+		time.Sleep(500 * time.Millisecond) // the recoverer tries, and fails
+		idemtest.RequireState(t, a.Client.IdempotencyBackend(), "acme", "doomed", idemtest.Pending)
+		a.clock.Advance(2 * time.Hour) // past the retention window
+		if state := a.awaitFinished("doomed"); state != idemtest.Failed {
+			t.Fatalf("doomed: %s, want failed", state)
+		}
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeAbandoned) {
+			t.Fatalf("retry: %s", r.Body)
+		}
+		if !strings.Contains(logs.String(), "idempotency claim abandoned") {
+			t.Fatalf("no abandonment logged:\n%s", logs)
+		}
+	})
 }

@@ -329,7 +329,7 @@ type StuckQuery struct {
 // AbandonedClaim is a pending claim whose lease has run out, as the
 // recoverer sees it.
 type AbandonedClaim struct {
-	Tenant, Key string
+	Tenant, Key, Fingerprint string
 	// Attempt is the attempt that holds the claim: a takeover makes
 	// Attempt+1.
 	Attempt                   int

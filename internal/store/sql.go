@@ -92,7 +92,7 @@ var standardSQL = statements{
 	stmtStuck: `SELECT {scope}, ` + rowColumns + ` FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
 		ORDER BY idempotency_lease_expires_at LIMIT $2`,
-	stmtAbandoned: `SELECT {scope}, idempotency_key, idempotency_attempt, idempotency_lease_expires_at, idempotency_claimed_at,
+	stmtAbandoned: `SELECT {scope}, idempotency_key, idempotency_fingerprint, idempotency_attempt, idempotency_lease_expires_at, idempotency_claimed_at,
 		idempotency_operation FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
 		ORDER BY idempotency_lease_expires_at LIMIT $2`,

@@ -300,13 +300,13 @@ func (d *sqlDriver) Abandoned(ctx context.Context, q StuckQuery) ([]AbandonedCla
 	var out []AbandonedClaim
 	for rows.Next() {
 		var c AbandonedClaim
-		var key sql.NullString
+		var key, fingerprint sql.NullString
 		var attempt sql.NullInt64
 		var lease, claimed any
-		if err := rows.Scan(&c.Tenant, &key, &attempt, &lease, &claimed, &c.Operation); err != nil {
+		if err := rows.Scan(&c.Tenant, &key, &fingerprint, &attempt, &lease, &claimed, &c.Operation); err != nil {
 			return nil, d.err("list abandoned", err)
 		}
-		c.Key, c.Attempt = key.String, int(attempt.Int64)
+		c.Key, c.Fingerprint, c.Attempt = key.String, fingerprint.String, int(attempt.Int64)
 		c.LeaseExpiresAt, c.ClaimedAt = asTime(lease), asTime(claimed)
 		out = append(out, c)
 	}

@@ -662,7 +662,7 @@ func testAbandoned(t *testing.T, s *suite) {
 			t.Fatalf("%s: abandoned %+v %v, want older and no-operation", tb.Name, got, err)
 		}
 		older, none := got[0], got[1]
-		if older.Tenant != "t1" || older.Key != "older" || older.Attempt != 1 || string(older.Operation) != `{"query":"mutation { older }"}` ||
+		if older.Tenant != "t1" || older.Key != "older" || older.Fingerprint != "fp-older" || older.Attempt != 1 || string(older.Operation) != `{"query":"mutation { older }"}` ||
 			!near(older.LeaseExpiresAt, now.Add(-2*time.Hour)) || older.ClaimedAt.IsZero() {
 			t.Fatalf("%s: older %+v", tb.Name, older)
 		}
