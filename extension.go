@@ -139,6 +139,9 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 			return nil, fmt.Errorf("keyRequired: false needs the argument %s: String (nullable), or no call could omit it", KeyArgument)
 		}
 	}
+	if a := d.Arguments.ForName(directive.ArgRecover); a != nil && a.Value != nil {
+		spec.recoverable = a.Value.Raw != "false"
+	}
 	recs, ok := e.cfg.Backend.Records(entity)
 	if !ok {
 		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)

@@ -182,8 +182,13 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 				t.Fatalf("%s: %s, want succeeded", key, state)
 			}
 			cs := a.charges("acme", order)
-			if len(cs) != 1 || cs[0].Voided || cs[0].Requests != 2 {
-				t.Fatalf("%s: charges %+v, want one live charge, requested by the attempt and one recovery", key, cs)
+			// Requested by the attempt and the recovery (and again by any
+			// run that failed and released the claim): one charge.
+			if len(cs) != 1 {
+				t.Fatalf("%s: %d charges, want 1", key, len(cs))
+			}
+			if c := *cs[0]; c.Voided || c.Requests < 2 {
+				t.Fatalf("%s: charge %+v, want it live, requested by the attempt and the recovery", key, c)
 			}
 			r := a.pay("acme", key, order, 500+i)
 			idemtest.RequireReplayed(t, r.Body, "createPayment")
@@ -206,7 +211,9 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		logs := &syncBuffer{}
-		a := newApp(t, b, recovering(time.Second, logs))
+		// Long enough for the second payment to come first, even on a
+		// busy machine.
+		a := newApp(t, b, recovering(3*time.Second, logs))
 		a.Provider.ResponseLatency = 300 * time.Millisecond
 		order := a.newOrder("acme", 900)
 		a.abandonPayment("k1", order, 900)
