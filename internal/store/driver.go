@@ -316,6 +316,8 @@ type Row struct {
 	// Archived rows come from the archive table.
 	Archived                                           bool
 	LeaseExpiresAt, ClaimedAt, CompletedAt, ArchivedAt time.Time
+	// Recoverable: the record keeps an operation the recoverer can run.
+	Recoverable bool
 }
 
 // StuckQuery selects up to Limit pending records of Table whose lease

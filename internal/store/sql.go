@@ -102,7 +102,7 @@ var standardSQL = statements{
 	stmtFind: `SELECT {scope}, ` + rowColumns + ` FROM {table} WHERE {scope} = $1 AND idempotency_key = $2`,
 	// The archive has no lease: NULL in its place.
 	stmtFindArchived: `SELECT tenant_id, idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt,
-		idempotency_response, NULL, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at
+		idempotency_response, NULL, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at, (1 = 0)
 		FROM {archive} WHERE record_table = $3 AND tenant_id = $1 AND idempotency_key = $2 ORDER BY idempotency_claimed_at`,
 }
 
@@ -113,7 +113,8 @@ const lookupColumns = `idempotency_status, idempotency_fingerprint, idempotency_
 
 // rowColumns are the columns of an operator's Row, after the scope.
 const rowColumns = `idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt, idempotency_response,
-	idempotency_lease_expires_at, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at`
+	idempotency_lease_expires_at, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at,
+	(idempotency_operation IS NOT NULL)`
 
 // archiveInsert copies a record into the archive; both backends follow it
 // with a SELECT of the rows, then ON CONFLICT … DO NOTHING (archiveOnce).

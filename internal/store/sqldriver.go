@@ -343,7 +343,7 @@ func (d *sqlDriver) rows(ctx context.Context, table string, archived bool, q str
 		var status, fingerprint, key sql.NullString
 		var attempt sql.NullInt64
 		var lease, claimed, completed, archivedAt any
-		if err := rows.Scan(&r.Tenant, &key, &status, &fingerprint, &attempt, &r.Response, &lease, &claimed, &completed, &archivedAt); err != nil {
+		if err := rows.Scan(&r.Tenant, &key, &status, &fingerprint, &attempt, &r.Response, &lease, &claimed, &completed, &archivedAt, &r.Recoverable); err != nil {
 			return nil, d.err("list", err)
 		}
 		r.Key, r.Status, r.Fingerprint, r.Attempt = key.String, status.String, fingerprint.String, int(attempt.Int64)
