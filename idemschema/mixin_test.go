@@ -85,4 +85,7 @@ func TestAnnotationsMerge(t *testing.T) {
 	if !merged.Merge(idemschema.NoCreateMutation()).(idemschema.Annotation).NoCreate {
 		t.Fatal("NoCreateMutation lost in merge")
 	}
+	if merged.NoRecover || !merged.Merge(idemschema.NoRecover()).(idemschema.Annotation).Merge(idemschema.Atomic()).(idemschema.Annotation).NoRecover {
+		t.Fatal("NoRecover lost in merge")
+	}
 }
