@@ -195,7 +195,8 @@ func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recovery
 		return
 	}
 	outcome := outcomeUnrunnable
-	if len(c.Operation) > 0 {
+	// A field that opted out since the claim was made is not run either.
+	if spec := e.fields[field]; len(c.Operation) > 0 && (spec == nil || spec.recoverable) {
 		outcome = e.runStored(ctx, h, c)
 	}
 	switch {
