@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -139,6 +140,18 @@ type Config struct {
 	// on the server (Extension.ErrorPresenter): set yours here, not with
 	// srv.SetErrorPresenter. Default graphql.DefaultErrorPresenter.
 	ErrorPresenter graphql.ErrorPresenterFunc
+
+	// MapError, if set, is asked about every unexpected error (one the
+	// application did not write for clients; see Extension.ErrorPresenter)
+	// before the hook replaces it with INTERNAL_SERVER_ERROR: it returns
+	// the GraphQL error the client sees instead, such as NOT_FOUND for
+	// ent.IsNotFound(err), or nil to leave the error unexpected. The
+	// returned error is presented as one written for clients (path and
+	// locations filled in, INTERNAL_SERVER_ERROR when it has no code,
+	// then ErrorPresenter), and the cause is not logged. It changes what
+	// clients see, not what the hook does: an error the resolver did not
+	// mark Final still rolls the attempt back and releases the key.
+	MapError func(ctx context.Context, err error) *gqlerror.Error
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/store"
@@ -38,6 +39,10 @@ type Extension struct {
 	store  store.Driver
 	schema *ast.Schema
 	fields map[string]*fieldSpec // by Mutation field name
+	// lookups shares a lookup of one key among concurrent requests.
+	lookups singleflight.Group
+	// inFlight queues identical requests of this process behind the first.
+	inFlight inFlight
 
 	recovery recovery // the recoverer's (recover.go)
 }

@@ -26,8 +26,9 @@ import (
 // argument (a scalar that does not parse). Every other error is unexpected:
 // a database or driver error, a provider's error, a panic. gqlgen wraps each
 // in a *gqlerror.Error before any presenter sees it (its message is the Go
-// error's text), which is how they are told apart. The client gets a
-// generic message, the code INTERNAL_SERVER_ERROR (retryable) and
+// error's text), which is how they are told apart. Config.MapError may
+// turn such an error into one for clients (NOT_FOUND, say); otherwise the
+// client gets a generic message, the code INTERNAL_SERVER_ERROR (retryable) and
 // extensions.correlationId; Config.Logger gets the cause under that id.
 //
 // An error without a code gets one: MUTATION_FAILED when it is marked
@@ -77,6 +78,9 @@ func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error
 	case isArgumentError(ctx, g):
 		code = idemcode.BadUserInput
 	default:
+		if m := e.mapped(ctx, g); m != nil {
+			return e.presentError(ctx, m)
+		}
 		return e.cfg.ErrorPresenter(ctx, e.unexpected(ctx, g))
 	}
 	out := e.cfg.ErrorPresenter(ctx, err)
@@ -101,6 +105,29 @@ func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error
 		cp.Extensions = map[string]any{}
 	}
 	cp.Extensions["code"] = string(code)
+	return &cp
+}
+
+// mapped returns what Config.MapError makes of the unexpected error g, as
+// an error written for the client, or nil. The copy carries no cause, so
+// that presenting it is presenting an error written for clients, never
+// this path again.
+func (e *Extension) mapped(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
+	if e.cfg.MapError == nil {
+		return nil
+	}
+	m := e.cfg.MapError(ctx, g.Err)
+	if m == nil {
+		return nil
+	}
+	cp := *m
+	cp.Err = nil
+	if cp.Path == nil {
+		cp.Path = g.Path
+	}
+	if cp.Locations == nil {
+		cp.Locations = g.Locations
+	}
 	return &cp
 }
 

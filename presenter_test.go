@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem"
@@ -248,4 +249,41 @@ func sameErrors(a, b string) bool {
 		return s[i:j]
 	}
 	return cut(a) == cut(b)
+}
+
+// Config.MapError turns an application's own unexpected errors into
+// errors for clients before they become INTERNAL_SERVER_ERROR: here ent's
+// NotFound, met for real, into NOT_FOUND. The attempt is still released
+// (the resolver did not mark the error Final), and an error it does not
+// map stays unexpected. Presentation does not depend on the backend:
+// SQLite only.
+func TestMapErrorPresentsApplicationErrors(t *testing.T) {
+	be, logs := loggedBench(t, idemtest.SQLite, idem.Config{
+		MapError: func(ctx context.Context, err error) *gqlerror.Error {
+			if ent.IsNotFound(err) {
+				return &gqlerror.Error{Message: "no such shipment", Extensions: map[string]any{"code": "NOT_FOUND"}}
+			}
+			return nil
+		},
+	})
+	be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		_, err := ent.FromContext(ctx).Shipment.Get(ctx, uuid.New())
+		return err
+	}
+	r := be.Post("org-1", "missing", 100)
+	if len(r.Errors) != 1 || r.Code() != "NOT_FOUND" || r.Errors[0].Message != "no such shipment" ||
+		r.Outcome("createShipment") != idem.OutcomeReleased {
+		t.Fatalf("mapped error: %s", r.Body)
+	}
+	if _, ok := r.Errors[0].Extensions["correlationId"]; ok || len(r.Errors[0].Path) == 0 {
+		t.Fatalf("a mapped error has its path and no correlation id: %s", r.Body)
+	}
+	if strings.Contains(logs.String(), "unexpected error") {
+		t.Fatalf("a mapped error was logged as unexpected:\n%s", logs)
+	}
+
+	be.Resolver.Hook = func(context.Context, *ent.Shipment) error { return errors.New("disk full") }
+	if r := be.Post("org-1", "other", 100); r.Code() != string(idem.CodeInternal) || strings.Contains(string(r.Body), "disk full") {
+		t.Fatalf("an error MapError leaves alone: %s", r.Body)
+	}
 }

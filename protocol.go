@@ -66,6 +66,9 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 		// as the mutation did before it was idempotent.
 		res, outcome, err = e.runKeyless(ctx, r, next)
 	case err == nil:
+		if leave := e.admit(ctx, r); leave != nil {
+			defer leave()
+		}
 		res, outcome, err = e.settle(ctx, r, next)
 	}
 	if err != nil {
@@ -207,7 +210,7 @@ func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootRes
 		case lost != nil:
 			rec, reading = lost.Holder, lost.Reading
 		case look:
-			rec, reading, err = e.store.Lookup(ctx, r.ref())
+			rec, reading, err = e.lookup(ctx, r)
 		default:
 			reading, err = e.store.Now(ctx)
 		}
@@ -316,6 +319,43 @@ func expired(rec *store.Record, retention time.Duration, now time.Time) bool {
 		return false
 	}
 	return !rec.ArchivedAt.IsZero() || !now.Before(rec.CompletedAt.Add(retention))
+}
+
+// lookup reads the record of r's key. Concurrent lookups of one key in
+// this process share one statement: a burst of duplicates waiting for an
+// attempt in flight reads the store once per poll, not once per duplicate,
+// and so leaves the pool to the attempt itself and its lease renewals
+// (which, starved, would let a duplicate take a live attempt over). A
+// record read a moment before this request arrived is no risk: every
+// decision taken on it is fenced by the statement that acts on it.
+func (e *Extension) lookup(ctx context.Context, r *request) (*store.Record, store.Reading, error) {
+	ref := r.ref()
+	key := ref.Table.Name + "\x00" + ref.Tenant + "\x00" + ref.Key
+	for {
+		// The statement runs under the context of the request that
+		// started it; the others only wait for it.
+		ch := e.lookups.DoChan(key, func() (any, error) {
+			rec, reading, err := e.store.Lookup(ctx, ref)
+			return looked{rec, reading}, err
+		})
+		select {
+		case <-ctx.Done():
+			return nil, store.Reading{}, ctx.Err()
+		case res := <-ch:
+			if res.Err != nil && ctx.Err() == nil &&
+				(errors.Is(res.Err, context.Canceled) || errors.Is(res.Err, context.DeadlineExceeded)) {
+				continue // the request that ran it went away, this one has not: look again
+			}
+			l, _ := res.Val.(looked)
+			return l.rec, l.reading, res.Err
+		}
+	}
+}
+
+// looked is what a shared lookup read.
+type looked struct {
+	rec     *store.Record
+	reading store.Reading
 }
 
 func pollInterval(round int) time.Duration {

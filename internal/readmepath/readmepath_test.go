@@ -1,0 +1,365 @@
+package readmepath
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit/proctest"
+)
+
+// step is one marked block of the README: a file to write or commands to
+// run, in the README's order.
+type step struct {
+	file     string   // path in the module, for a file block
+	content  string   // the file's text
+	commands []string // for a command block, one command a line
+	line     int      // where the block starts in README.md
+}
+
+var (
+	fileMarker    = regexp.MustCompile(`^<!-- file: (\S+) -->$`)
+	commandMarker = regexp.MustCompile(`^<!-- commands -->$`)
+)
+
+// readmeSteps returns the marked blocks of the README's section "Add it to
+// your app". A marker must be followed by a fenced block.
+func readmeSteps(t *testing.T, readme string) []step {
+	t.Helper()
+	text, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []step
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	n := 0
+	next := func() (string, bool) {
+		if !sc.Scan() {
+			return "", false
+		}
+		n++
+		return sc.Text(), true
+	}
+	for {
+		l, ok := next()
+		if !ok {
+			break
+		}
+		m := fileMarker.FindStringSubmatch(l)
+		if m == nil && !commandMarker.MatchString(l) {
+			continue
+		}
+		start := n
+		fence, ok := next()
+		if !ok || !strings.HasPrefix(fence, "```") {
+			t.Fatalf("README.md:%d: a marker must be followed by a fenced block, found %q", start, fence)
+		}
+		var body []string
+		for {
+			l, ok := next()
+			if !ok {
+				t.Fatalf("README.md:%d: unterminated block", start)
+			}
+			if l == "```" {
+				break
+			}
+			body = append(body, l)
+		}
+		s := step{line: start}
+		if m != nil {
+			s.file, s.content = m[1], strings.Join(body, "\n")+"\n"
+		} else {
+			for _, c := range body {
+				if c = strings.TrimSpace(c); c != "" && !strings.HasPrefix(c, "#") {
+					s.commands = append(s.commands, c)
+				}
+			}
+		}
+		steps = append(steps, s)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return steps
+}
+
+// TestReadmePath builds the app the README's "Add it to your app" describes,
+// in a new module whose schema is testdata's, and checks that a mutation
+// sent twice is executed once and replayed once, on SQLite and PostgreSQL.
+//
+// The module cache is the only source of modules it needs once warm:
+// GOFLAGS is cleared of the caller's -mod, GOSUMDB is off (the cache
+// verified the modules when it was filled; a temporary module has no
+// go.sum of its own to check against), GOPROXY is the environment's, so a
+// cold cache fills from the module proxy. The README's one step that
+// cannot run as written, `go get github.com/goovo/idem@latest`, runs
+// against this checkout: a replace directive, then go get of it.
+func TestReadmePath(t *testing.T) {
+	start := time.Now()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := readmeSteps(t, filepath.Join(root, "README.md"))
+	if len(steps) == 0 {
+		t.Fatal("README.md marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
+	}
+
+	app := appDir(t, root)
+	goVersion := goDirective(t, filepath.Join(root, "go.mod"))
+	writeFile(t, app, "go.mod", "module example.com/app\n\ngo "+goVersion+"\n")
+	// The app's schema: what the README shows only in part (a user's
+	// entities, with the mixin the README shows).
+	copyTree(t, "testdata/ent", filepath.Join(app, "ent"))
+
+	env := append(os.Environ(),
+		"GOFLAGS=-buildvcs=false", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local")
+	run := func(line int, args ...string) {
+		t.Helper()
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir, cmd.Env = app, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("README.md:%d: %s: %v\n%s", line, strings.Join(args, " "), err, out)
+		}
+		t.Logf("README.md:%d: %s (%.1fs)", line, strings.Join(args, " "), time.Since(began).Seconds())
+	}
+	for _, s := range steps {
+		if s.file != "" {
+			writeFile(t, app, s.file, s.content)
+			continue
+		}
+		for _, c := range s.commands {
+			args := strings.Fields(c)
+			if c == "go get github.com/goovo/idem@latest" {
+				run(s.line, "go", "mod", "edit", "-replace=github.com/goovo/idem="+root)
+				run(s.line, "go", "get", "github.com/goovo/idem@v0.0.0")
+				continue
+			}
+			if args[0] != "go" {
+				t.Fatalf("README.md:%d: %q: the test runs go commands only", s.line, c)
+			}
+			run(s.line, args...)
+			if c == "go generate ./..." {
+				// The app's own root resolver, which the README leaves to
+				// it. It comes after the first generation because it
+				// imports the ent package, which a new module has only
+				// then (gqlgen wrote a default resolver.go meanwhile).
+				copyTree(t, "testdata/graph", filepath.Join(app, "graph"))
+			}
+		}
+	}
+	t.Logf("generated and built in %.1fs", time.Since(start).Seconds())
+	bin := filepath.Join(app, "server")
+
+	for _, backend := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+		t.Run(string(backend), func(t *testing.T) {
+			dsn := filepath.Join(t.TempDir(), "app.db")
+			if backend == idemtest.Postgres {
+				dsn = idemtest.Open(t, backend).DSN // a schema of its own, dropped at the end
+			}
+			addr := proctest.FreeAddr(t)
+			p := proctest.Start(t, bin, []string{"DATABASE_URL=" + dsn, "ADDR=" + addr}, nil)
+			p.WaitListening(t, addr, time.Minute)
+			sendTwice(t, "http://"+addr+"/query")
+		})
+	}
+	t.Logf("README path: %.1fs in all", time.Since(start).Seconds())
+}
+
+// sendTwice creates an author, then a book and tags the author's books,
+// each mutation twice with one key: the first runs, the second replays the
+// same data.
+func sendTwice(t *testing.T, url string) {
+	author := post(t, url, "acme", `mutation { createAuthor(idempotencyKey: "a-1", input: {name: "Le Guin"}) { id } }`, nil)
+	idemtest.RequireExecuted(t, author.body, "createAuthor")
+	var a struct {
+		CreateAuthor struct{ ID string }
+	}
+	if err := json.Unmarshal(author.Data, &a); err != nil || a.CreateAuthor.ID == "" {
+		t.Fatalf("createAuthor: %s", author.body)
+	}
+	vars := map[string]any{"author": a.CreateAuthor.ID}
+
+	for _, m := range []struct{ field, query string }{
+		{"createBook", `mutation($author: ID!) {
+			createBook(idempotencyKey: "b-1", input: {title: "The Dispossessed", format: HARDCOVER, tags: ["sf"], pages: 387, authorID: $author}) {
+				id headline format tags pages author { name }
+			}
+		}`},
+		{"tagBooks", `mutation($author: ID!) { tagBooks(idempotencyKey: "t-1", authorID: $author, tag: "classic") }`},
+	} {
+		first := post(t, url, "acme", m.query, vars)
+		idemtest.RequireExecuted(t, first.body, m.field)
+		second := post(t, url, "acme", m.query, vars)
+		idemtest.RequireReplayed(t, second.body, m.field)
+		if second.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("%s: the replay has no Idempotent-Replayed: true header: %v", m.field, second.header)
+		}
+		if !bytes.Equal(first.Data, second.Data) {
+			t.Errorf("%s: the replay's data differ:\n%s\n%s", m.field, first.Data, second.Data)
+		}
+		t.Logf("%s: %s", m.field, first.Data)
+	}
+
+	// The key scope the README states: a key belongs to a tenant and a
+	// record entity. tagBooks' key is new to Author's records, and
+	// another tenant's a-1 is its own; b-1 with other arguments is refused.
+	for _, c := range []struct{ tenant, key, want string }{
+		{"acme", "t-1", idem.OutcomeExecuted},
+		{"globex", "a-1", idem.OutcomeExecuted},
+	} {
+		r := post(t, url, c.tenant, `mutation($key: String!) { createAuthor(idempotencyKey: $key, input: {name: "Butler"}) { id } }`, map[string]any{"key": c.key})
+		if got := idemtest.Outcome(t, r.body, "createAuthor"); got != c.want {
+			t.Errorf("tenant %s, key %s: outcome %q, want %q: %s", c.tenant, c.key, got, c.want, r.body)
+		}
+	}
+	r := send(t, url, "acme", `mutation { createBook(idempotencyKey: "b-1", input: {title: "Kindred"}) { id } }`, nil)
+	if len(r.Errors) != 1 || !bytes.Contains(r.Errors[0], []byte(idemcode.KeyReused)) {
+		t.Errorf("b-1 for another book: want %s, got %s", idemcode.KeyReused, r.body)
+	}
+}
+
+type response struct {
+	body   []byte
+	header http.Header
+	Data   json.RawMessage
+	Errors []json.RawMessage
+}
+
+// post sends a GraphQL request as tenant and fails the test on an error in
+// the answer.
+func post(t *testing.T, url, tenant, query string, vars map[string]any) response {
+	t.Helper()
+	r := send(t, url, tenant, query, vars)
+	if len(r.Errors) > 0 {
+		t.Fatalf("errors: %s", r.body)
+	}
+	return r
+}
+
+// send sends a GraphQL request as tenant and returns the answer, which
+// must be HTTP 200 and JSON.
+func send(t *testing.T, url, tenant, query string, vars map[string]any) response {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Tenant-ID", tenant)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := response{header: res.Header}
+	if r.body, err = io.ReadAll(res.Body); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(r.body, &r); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", res.StatusCode, r.body)
+	}
+	return r
+}
+
+// appDir returns the directory of the new module, empty, for this checkout
+// at root, and holds a lock on it until the test ends. It is the same
+// directory on every run, not a t.TempDir: the build cache keys the
+// module's packages by their directory, so that a run whose generated
+// code is unchanged compiles nothing again.
+func appDir(t *testing.T, root string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("idem-readmepath-%x", sum[:6]))
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		lock.Close() // releases the lock
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// goDirective returns the go version of the go.mod at path.
+func goDirective(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no go directive", path)
+	}
+	return string(m[1])
+}
+
+func writeFile(t *testing.T, dir, name, content string) {
+	t.Helper()
+	path := filepath.Join(dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyTree copies the files under src into dst.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		writeFile(t, dst, filepath.ToSlash(rel), string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(fmt.Errorf("copy %s: %w", src, err))
+	}
+}
