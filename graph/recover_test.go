@@ -165,7 +165,7 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		logs, otherLogs := &syncBuffer{}, &syncBuffer{}
 		a := newApp(t, b, recovering(300*time.Millisecond, logs))
-		a.Provider.ResponseLatency = 300 * time.Millisecond
+		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
 		// A second server process, recovering too.
 		a.Handler(a.Client, graph.Options{Clock: a.clock, RecoverAfter: 300 * time.Millisecond, Retention: time.Hour,
 			Logger: slog.New(slog.NewTextHandler(otherLogs, nil))})
@@ -214,7 +214,7 @@ func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 		// Long enough for the second payment to come first, even on a
 		// busy machine.
 		a := newApp(t, b, recovering(3*time.Second, logs))
-		a.Provider.ResponseLatency = 300 * time.Millisecond
+		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
 		order := a.newOrder("acme", 900)
 		a.abandonPayment("k1", order, 900)
 		if r := a.pay("acme", "k2", order, 900); len(r.Errors) > 0 {
