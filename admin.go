@@ -262,6 +262,11 @@ type RecordInfo struct {
 	// Data and Errors are the stored response, when the record holds one.
 	Data   json.RawMessage `json:"data,omitempty"`
 	Errors gqlerror.List   `json:"errors,omitempty"`
+	// Recoverable: a pending claim that kept its operation, which a server
+	// with Config.RecoverAfter runs again by itself if its client never
+	// comes back; false for one that waits for its client (and is stored
+	// as IDEMPOTENCY_ABANDONED past the retention window).
+	Recoverable bool `json:"recoverable,omitempty"`
 }
 
 // Inspect returns every record of (tenant, key), in every record table and
@@ -362,6 +367,7 @@ func info(recs *RecordTable, r store.Row) RecordInfo {
 		Entity: recs.Entity, Table: recs.Table, Tenant: r.Tenant, Key: r.Key, State: r.Status, Status: r.Status, Attempt: r.Attempt,
 		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), ClaimedAt: timePtr(r.ClaimedAt),
 		CompletedAt: timePtr(r.CompletedAt), ArchivedAt: timePtr(r.ArchivedAt),
+		Recoverable: r.Recoverable,
 	}
 	if f, ok := fingerprint.Parse(r.Fingerprint); ok {
 		ri.Operation = f.Field

@@ -89,6 +89,7 @@ func (e *Extension) newAttempt(r *request, reading store.Reading, now time.Time)
 			Mode:           r.spec.mode,
 			ClaimedAt:      now,
 			LeaseExpiresAt: now.Add(r.spec.lease),
+			Operation:      r.operation,
 		},
 	}
 }

@@ -104,6 +104,35 @@ type Config struct {
 	// depth, complexity); see Limits for each default. Install applies them.
 	Limits Limits
 
+	// RecoverAfter turns the recoverer on: every server process looks, every
+	// quarter of RecoverAfter (at most every 10 s), for claims still
+	// pending whose lease ran out more than RecoverAfter ago (their client
+	// crashed or gave up and never retried) and runs each again, in
+	// process, through the server's own handler: the same field, arguments,
+	// selection, tenant and key, so that work outside the database
+	// deduplicates on the key and the result is stored as a client's
+	// attempt would store it. It takes each claim over like any retry, so
+	// several processes never run one claim twice. A run that fails with
+	// a retryable error is tried again later, less and less often. A claim
+	// still unfinished a retention window (Retention) after it was made is
+	// not run again: it is stored as failed with IDEMPOTENCY_ABANDONED, and
+	// so is, then, a claim that cannot be run (@idempotent(recover: false),
+	// or an operation too large to keep), which until then waits for its
+	// client as before. It needs TenantContext and the handler of Install
+	// (or Extension.Middleware). Default 0: off; a pending claim waits for
+	// its client's retry.
+	RecoverAfter time.Duration
+
+	// TenantContext is the inverse of Tenant: it returns ctx carrying the
+	// tenant, as the application's authentication would put it there, so
+	// that the recoverer runs a claim as its tenant. Required with
+	// RecoverAfter.
+	TenantContext func(ctx context.Context, tenant string) context.Context
+
+	// Done stops the background work the hook starts (the recoverer) when
+	// it is closed. Default nil: it runs for the life of the process.
+	Done <-chan struct{}
+
 	// ErrorPresenter, if set, presents the errors that reach clients as
 	// they are (GraphQL errors the application wrote, the hook's own, errors
 	// marked Final), after the hook's presenter has replaced every
@@ -128,6 +157,12 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.Tenant == nil {
 		return c, errors.New("idem: Config.Tenant is required")
+	}
+	if c.RecoverAfter < 0 {
+		return c, errors.New("idem: Config.RecoverAfter must not be negative")
+	}
+	if c.RecoverAfter > 0 && c.TenantContext == nil {
+		return c, errors.New("idem: Config.TenantContext is required with Config.RecoverAfter (the recoverer runs a claim as its tenant)")
 	}
 	c.Limits = c.Limits.withDefaults()
 	if c.ErrorPresenter == nil {

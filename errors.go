@@ -45,6 +45,10 @@ const (
 	// exceeded Config.MaxResponseBytes and was not stored, so it cannot be
 	// replayed; it will not run again either.
 	CodeResponseNotStored = idemcode.ResponseNotStored
+	// CodeAbandoned: the key's claim was abandoned by its client and could
+	// not be finished by the recoverer (Config.RecoverAfter) within the
+	// retention window; it is stored as the key's result.
+	CodeAbandoned = idemcode.Abandoned
 	// CodeInternal: an unexpected error, answered with a generic message and
 	// a correlation id (see Extension.ErrorPresenter).
 	CodeInternal = idemcode.InternalServerError
@@ -89,6 +93,7 @@ var (
 	ErrUnauthenticated   = &Error{Code: CodeUnauthenticated}
 	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge}
 	ErrResponseNotStored = &Error{Code: CodeResponseNotStored}
+	ErrAbandoned         = &Error{Code: CodeAbandoned}
 )
 
 // gqlError renders e for a GraphQL response at the current field's path.

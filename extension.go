@@ -43,6 +43,8 @@ type Extension struct {
 	lookups singleflight.Group
 	// inFlight queues identical requests of this process behind the first.
 	inFlight inFlight
+
+	recovery recovery // the recoverer's (recover.go)
 }
 
 // fieldSpec is what the hook knows of one idempotent mutation field.
@@ -57,6 +59,9 @@ type fieldSpec struct {
 	// keyOptional: @idempotent(keyRequired: false), during a rollout; a
 	// call without a key runs without idempotency (keyless.go).
 	keyOptional bool
+	// recoverable: the claim keeps its operation, so that the recoverer
+	// can run it again if its client never comes back.
+	recoverable bool
 }
 
 var (
@@ -114,7 +119,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	if f.Arguments.ForName(KeyArgument) == nil {
 		return nil, fmt.Errorf("@%s needs an argument %s: String", Directive, KeyArgument)
 	}
-	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease, pace: &pace{}}
+	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease, pace: &pace{}, recoverable: true}
 	entity := DefaultRecordEntity
 	if a := d.Arguments.ForName(directive.ArgRecord); a != nil && a.Value != nil && a.Value.Raw != "" {
 		entity = a.Value.Raw
@@ -138,6 +143,9 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 		if spec.keyOptional = a.Value.Raw == "false"; spec.keyOptional && f.Arguments.ForName(KeyArgument).Type.NonNull {
 			return nil, fmt.Errorf("keyRequired: false needs the argument %s: String (nullable), or no call could omit it", KeyArgument)
 		}
+	}
+	if a := d.Arguments.ForName(directive.ArgRecover); a != nil && a.Value != nil {
+		spec.recoverable = a.Value.Raw != "false"
 	}
 	recs, ok := e.cfg.Backend.Records(entity)
 	if !ok {

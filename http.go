@@ -62,7 +62,25 @@ func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 		srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
 	}
 	srv.Use(ext)
-	return ext.Middleware(srv), nil
+	h := ext.Middleware(srv)
+	if cfg.RecoverAfter > 0 {
+		go ext.RunRecoverer(doneContext(cfg.Done))
+	}
+	return h, nil
+}
+
+// doneContext is a context that ends when done is closed (never, when it
+// is nil).
+func doneContext(done <-chan struct{}) context.Context {
+	if done == nil {
+		return context.Background()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-done
+		cancel()
+	}()
+	return ctx
 }
 
 // Middleware wraps the GraphQL HTTP handler: it refuses a request body
@@ -71,7 +89,7 @@ func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 // Idempotency-Key and Retry-After. Install applies it; use it directly when
 // adding the extension with srv.Use.
 func (e *Extension) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st := &httpState{}
 		if limit := e.cfg.Limits.MaxBodyBytes; limit > 0 {
 			if r.ContentLength > limit {
@@ -88,6 +106,9 @@ func (e *Extension) Middleware(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), httpStateKey{}, st)
 		next.ServeHTTP(&headerWriter{ResponseWriter: w, st: st}, r.WithContext(ctx))
 	})
+	// The recoverer (Config.RecoverAfter) runs claims through it.
+	e.recovery.setHandler(h)
+	return h
 }
 
 type httpStateKey struct{}

@@ -59,6 +59,10 @@ type Claim struct {
 	// ClaimedAt and LeaseExpiresAt are database times.
 	ClaimedAt      time.Time
 	LeaseExpiresAt time.Time
+	// Operation is what the recoverer runs again if the client never comes
+	// back (the field alone, as a GraphQL request in JSON); nil when the
+	// mutation opted out of recovery. Generated code stores it.
+	Operation []byte
 
 	row any
 }

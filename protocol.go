@@ -41,6 +41,8 @@ type request struct {
 	tenant      string
 	key         string
 	fingerprint string
+	// operation is what the claim keeps for the recoverer (nil: nothing).
+	operation []byte
 }
 
 // ref names the request's record.
@@ -102,6 +104,9 @@ func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.Operat
 		return errorf(CodeRequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
 	}
 	r.fingerprint = fp.String()
+	if r.spec.recoverable {
+		r.operation = operationOf(oc, r.field, key)
+	}
 	return nil
 }
 

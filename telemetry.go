@@ -40,6 +40,16 @@ const (
 	// optional during a rollout (@idempotent(keyRequired: false)): they ran
 	// without idempotency. At zero, the key can be made required.
 	MetricKeyless = "idem.keyless"
+	// MetricRecovered counts abandoned claims the recoverer ran to a
+	// stored result (Config.RecoverAfter).
+	MetricRecovered = "idem.recovered"
+	// MetricCompensated counts the recovered claims whose stored result is
+	// a final error: the resolver's own logic undid or refused the work
+	// (the example's payment voids its charge: ORDER_ALREADY_PAID).
+	MetricCompensated = "idem.compensated"
+	// MetricAbandoned counts claims the recoverer could not finish, stored
+	// as failed with IDEMPOTENCY_ABANDONED.
+	MetricAbandoned = "idem.abandoned"
 )
 
 // telemetry holds the hook's instruments and tracer.
@@ -52,6 +62,9 @@ type telemetry struct {
 	failures      metric.Int64Counter
 	refusals      metric.Int64Counter
 	keyless       metric.Int64Counter
+	recovered     metric.Int64Counter
+	compensated   metric.Int64Counter
+	abandoned     metric.Int64Counter
 	claimDuration metric.Float64Histogram
 	responseSize  metric.Int64Histogram
 }
@@ -80,6 +93,9 @@ func newTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) (*telemetry,
 	t.failures = counter(MetricFailures, "Failed runs of idempotent mutations, by class.")
 	t.refusals = counter(MetricRefusals, "Idempotent mutations refused before running, by error code.")
 	t.keyless = counter(MetricKeyless, "Calls without a key to mutations whose key is optional during a rollout; they ran without idempotency.")
+	t.recovered = counter(MetricRecovered, "Abandoned idempotency claims the server ran to a stored result.")
+	t.compensated = counter(MetricCompensated, "Recovered idempotency claims whose stored result is a final error.")
+	t.abandoned = counter(MetricAbandoned, "Abandoned idempotency claims stored as failed with IDEMPOTENCY_ABANDONED.")
 	if t.claimDuration, err = m.Float64Histogram(MetricClaimDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of the claim statement or the takeover."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)); err != nil {

@@ -70,6 +70,9 @@ func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idem.Tx, c *ide
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(order.FieldTenantID, order.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.
@@ -141,6 +144,9 @@ func (b *idempotencyBackend) insertPageView(ctx context.Context, tx idem.Tx, c *
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(pageview.FieldTenantID, pageview.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.
@@ -220,6 +226,9 @@ func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idem.Tx, c *i
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(payment.FieldTenantID, payment.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.
@@ -291,6 +300,9 @@ func (b *idempotencyBackend) insertRefund(ctx context.Context, tx idem.Tx, c *id
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(refund.FieldTenantID, refund.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.

@@ -943,6 +943,7 @@ type OrderMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	amount                       *int
 	addamount                    *int
 	currency                     *string
@@ -1538,6 +1539,55 @@ func (m *OrderMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, order.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *OrderMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *OrderMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the Order entity.
+// If the Order object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OrderMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *OrderMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[order.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *OrderMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[order.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *OrderMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, order.FieldIdempotencyOperation)
+}
+
 // SetAmount sets the "amount" field.
 func (m *OrderMutation) SetAmount(i int) {
 	m.amount = &i
@@ -1754,7 +1804,7 @@ func (m *OrderMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *OrderMutation) Fields() []string {
-	fields := make([]string, 0, 13)
+	fields := make([]string, 0, 14)
 	if m.tenant_id != nil {
 		fields = append(fields, order.FieldTenantID)
 	}
@@ -1784,6 +1834,9 @@ func (m *OrderMutation) Fields() []string {
 	}
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, order.FieldIdempotencyArchivedAt)
+	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, order.FieldIdempotencyOperation)
 	}
 	if m.amount != nil {
 		fields = append(fields, order.FieldAmount)
@@ -1822,6 +1875,8 @@ func (m *OrderMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case order.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case order.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	case order.FieldAmount:
 		return m.Amount()
 	case order.FieldCurrency:
@@ -1857,6 +1912,8 @@ func (m *OrderMutation) OldField(ctx context.Context, name string) (ent.Value, e
 		return m.OldIdempotencyCompletedAt(ctx)
 	case order.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case order.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	case order.FieldAmount:
 		return m.OldAmount(ctx)
 	case order.FieldCurrency:
@@ -1941,6 +1998,13 @@ func (m *OrderMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyArchivedAt(v)
+		return nil
+	case order.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
 		return nil
 	case order.FieldAmount:
 		v, ok := value.(int)
@@ -2044,6 +2108,9 @@ func (m *OrderMutation) ClearedFields() []string {
 	if m.FieldCleared(order.FieldIdempotencyArchivedAt) {
 		fields = append(fields, order.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(order.FieldIdempotencyOperation) {
+		fields = append(fields, order.FieldIdempotencyOperation)
+	}
 	return fields
 }
 
@@ -2082,6 +2149,9 @@ func (m *OrderMutation) ClearField(name string) error {
 	case order.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case order.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	}
 	return fmt.Errorf("unknown Order nullable field %s", name)
 }
@@ -2119,6 +2189,9 @@ func (m *OrderMutation) ResetField(name string) error {
 		return nil
 	case order.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case order.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	case order.FieldAmount:
 		m.ResetAmount()
@@ -2234,6 +2307,7 @@ type PageViewMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	page                         *string
 	folded                       *bool
 	clearedFields                map[string]struct{}
@@ -2824,6 +2898,55 @@ func (m *PageViewMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, pageview.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *PageViewMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *PageViewMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the PageView entity.
+// If the PageView object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PageViewMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *PageViewMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[pageview.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *PageViewMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[pageview.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *PageViewMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, pageview.FieldIdempotencyOperation)
+}
+
 // SetPage sets the "page" field.
 func (m *PageViewMutation) SetPage(s string) {
 	m.page = &s
@@ -2930,7 +3053,7 @@ func (m *PageViewMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PageViewMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.tenant_id != nil {
 		fields = append(fields, pageview.FieldTenantID)
 	}
@@ -2960,6 +3083,9 @@ func (m *PageViewMutation) Fields() []string {
 	}
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, pageview.FieldIdempotencyArchivedAt)
+	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, pageview.FieldIdempotencyOperation)
 	}
 	if m.page != nil {
 		fields = append(fields, pageview.FieldPage)
@@ -2995,6 +3121,8 @@ func (m *PageViewMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case pageview.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case pageview.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	case pageview.FieldPage:
 		return m.Page()
 	case pageview.FieldFolded:
@@ -3028,6 +3156,8 @@ func (m *PageViewMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldIdempotencyCompletedAt(ctx)
 	case pageview.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case pageview.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	case pageview.FieldPage:
 		return m.OldPage(ctx)
 	case pageview.FieldFolded:
@@ -3110,6 +3240,13 @@ func (m *PageViewMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyArchivedAt(v)
+		return nil
+	case pageview.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
 		return nil
 	case pageview.FieldPage:
 		v, ok := value.(string)
@@ -3194,6 +3331,9 @@ func (m *PageViewMutation) ClearedFields() []string {
 	if m.FieldCleared(pageview.FieldIdempotencyArchivedAt) {
 		fields = append(fields, pageview.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(pageview.FieldIdempotencyOperation) {
+		fields = append(fields, pageview.FieldIdempotencyOperation)
+	}
 	return fields
 }
 
@@ -3232,6 +3372,9 @@ func (m *PageViewMutation) ClearField(name string) error {
 	case pageview.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case pageview.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	}
 	return fmt.Errorf("unknown PageView nullable field %s", name)
 }
@@ -3269,6 +3412,9 @@ func (m *PageViewMutation) ResetField(name string) error {
 		return nil
 	case pageview.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case pageview.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	case pageview.FieldPage:
 		m.ResetPage()
@@ -3815,6 +3961,7 @@ type PaymentMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	amount                       *int
 	addamount                    *int
 	provider_charge_id           *string
@@ -4413,6 +4560,55 @@ func (m *PaymentMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, payment.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *PaymentMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *PaymentMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the Payment entity.
+// If the Payment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PaymentMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *PaymentMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[payment.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *PaymentMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[payment.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *PaymentMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, payment.FieldIdempotencyOperation)
+}
+
 // SetAmount sets the "amount" field.
 func (m *PaymentMutation) SetAmount(i int) {
 	m.amount = &i
@@ -4701,7 +4897,7 @@ func (m *PaymentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *PaymentMutation) Fields() []string {
-	fields := make([]string, 0, 13)
+	fields := make([]string, 0, 14)
 	if m.tenant_id != nil {
 		fields = append(fields, payment.FieldTenantID)
 	}
@@ -4731,6 +4927,9 @@ func (m *PaymentMutation) Fields() []string {
 	}
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, payment.FieldIdempotencyArchivedAt)
+	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, payment.FieldIdempotencyOperation)
 	}
 	if m.amount != nil {
 		fields = append(fields, payment.FieldAmount)
@@ -4769,6 +4968,8 @@ func (m *PaymentMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case payment.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case payment.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	case payment.FieldAmount:
 		return m.Amount()
 	case payment.FieldProviderChargeID:
@@ -4804,6 +5005,8 @@ func (m *PaymentMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldIdempotencyCompletedAt(ctx)
 	case payment.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case payment.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	case payment.FieldAmount:
 		return m.OldAmount(ctx)
 	case payment.FieldProviderChargeID:
@@ -4888,6 +5091,13 @@ func (m *PaymentMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyArchivedAt(v)
+		return nil
+	case payment.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
 		return nil
 	case payment.FieldAmount:
 		v, ok := value.(int)
@@ -5003,6 +5213,9 @@ func (m *PaymentMutation) ClearedFields() []string {
 	if m.FieldCleared(payment.FieldIdempotencyArchivedAt) {
 		fields = append(fields, payment.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(payment.FieldIdempotencyOperation) {
+		fields = append(fields, payment.FieldIdempotencyOperation)
+	}
 	if m.FieldCleared(payment.FieldProviderChargeID) {
 		fields = append(fields, payment.FieldProviderChargeID)
 	}
@@ -5044,6 +5257,9 @@ func (m *PaymentMutation) ClearField(name string) error {
 	case payment.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case payment.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	case payment.FieldProviderChargeID:
 		m.ClearProviderChargeID()
 		return nil
@@ -5084,6 +5300,9 @@ func (m *PaymentMutation) ResetField(name string) error {
 		return nil
 	case payment.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case payment.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	case payment.FieldAmount:
 		m.ResetAmount()
@@ -5217,6 +5436,7 @@ type RefundMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	amount                       *int
 	addamount                    *int
 	clearedFields                map[string]struct{}
@@ -5809,6 +6029,55 @@ func (m *RefundMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, refund.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *RefundMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *RefundMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the Refund entity.
+// If the Refund object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RefundMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *RefundMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[refund.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *RefundMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[refund.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *RefundMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, refund.FieldIdempotencyOperation)
+}
+
 // SetAmount sets the "amount" field.
 func (m *RefundMutation) SetAmount(i int) {
 	m.amount = &i
@@ -5962,7 +6231,7 @@ func (m *RefundMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RefundMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.tenant_id != nil {
 		fields = append(fields, refund.FieldTenantID)
 	}
@@ -5992,6 +6261,9 @@ func (m *RefundMutation) Fields() []string {
 	}
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, refund.FieldIdempotencyArchivedAt)
+	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, refund.FieldIdempotencyOperation)
 	}
 	if m.amount != nil {
 		fields = append(fields, refund.FieldAmount)
@@ -6027,6 +6299,8 @@ func (m *RefundMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case refund.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case refund.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	case refund.FieldAmount:
 		return m.Amount()
 	case refund.FieldPaymentID:
@@ -6060,6 +6334,8 @@ func (m *RefundMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldIdempotencyCompletedAt(ctx)
 	case refund.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case refund.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	case refund.FieldAmount:
 		return m.OldAmount(ctx)
 	case refund.FieldPaymentID:
@@ -6142,6 +6418,13 @@ func (m *RefundMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyArchivedAt(v)
+		return nil
+	case refund.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
 		return nil
 	case refund.FieldAmount:
 		v, ok := value.(int)
@@ -6238,6 +6521,9 @@ func (m *RefundMutation) ClearedFields() []string {
 	if m.FieldCleared(refund.FieldIdempotencyArchivedAt) {
 		fields = append(fields, refund.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(refund.FieldIdempotencyOperation) {
+		fields = append(fields, refund.FieldIdempotencyOperation)
+	}
 	return fields
 }
 
@@ -6276,6 +6562,9 @@ func (m *RefundMutation) ClearField(name string) error {
 	case refund.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case refund.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	}
 	return fmt.Errorf("unknown Refund nullable field %s", name)
 }
@@ -6313,6 +6602,9 @@ func (m *RefundMutation) ResetField(name string) error {
 		return nil
 	case refund.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case refund.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	case refund.FieldAmount:
 		m.ResetAmount()

@@ -37,6 +37,8 @@ type Order struct {
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
 	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
 	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
+	// The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.
+	IdempotencyOperation *[]byte `json:"idempotency_operation,omitempty"`
 	// Amount in minor units (cents).
 	Amount int `json:"amount,omitempty"`
 	// ISO 4217 code, e.g. EUR.
@@ -76,7 +78,7 @@ func (*Order) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case order.FieldIdempotencyResponse:
+		case order.FieldIdempotencyResponse, order.FieldIdempotencyOperation:
 			values[i] = new([]byte)
 		case order.FieldPaid:
 			values[i] = new(sql.NullBool)
@@ -172,6 +174,12 @@ func (_m *Order) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyArchivedAt = new(time.Time)
 				*_m.IdempotencyArchivedAt = value.Time
+			}
+		case order.FieldIdempotencyOperation:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_operation", values[i])
+			} else if value != nil {
+				_m.IdempotencyOperation = value
 			}
 		case order.FieldAmount:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -274,6 +282,11 @@ func (_m *Order) String() string {
 	if v := _m.IdempotencyArchivedAt; v != nil {
 		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyOperation; v != nil {
+		builder.WriteString("idempotency_operation=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")
 	builder.WriteString("amount=")

@@ -147,6 +147,12 @@ func (_c *OrderCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *OrderCrea
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *OrderCreate) SetIdempotencyOperation(v []byte) *OrderCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // SetAmount sets the "amount" field.
 func (_c *OrderCreate) SetAmount(v int) *OrderCreate {
 	_c.mutation.SetAmount(v)
@@ -341,6 +347,10 @@ func (_c *OrderCreate) createSpec() (*Order, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(order.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(order.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	if value, ok := _c.mutation.Amount(); ok {
 		_spec.SetField(order.FieldAmount, field.TypeInt, value)
@@ -594,6 +604,9 @@ func (u *OrderUpsertOne) UpdateNewValues() *OrderUpsertOne {
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(order.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(order.FieldIdempotencyOperation)
 		}
 	}))
 	return u
@@ -988,6 +1001,9 @@ func (u *OrderUpsertBulk) UpdateNewValues() *OrderUpsertBulk {
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(order.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(order.FieldIdempotencyOperation)
 			}
 		}
 	}))

@@ -331,6 +331,9 @@ func (_u *OrderUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(order.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(order.FieldIdempotencyOperation, field.TypeBytes)
+	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(order.FieldAmount, field.TypeInt, value)
 	}
@@ -739,6 +742,9 @@ func (_u *OrderUpdateOne) sqlSave(ctx context.Context) (_node *Order, err error)
 	}
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(order.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(order.FieldIdempotencyOperation, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(order.FieldAmount, field.TypeInt, value)

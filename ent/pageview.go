@@ -37,6 +37,8 @@ type PageView struct {
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
 	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
 	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
+	// The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.
+	IdempotencyOperation *[]byte `json:"idempotency_operation,omitempty"`
 	// Page holds the value of the "page" field.
 	Page string `json:"page,omitempty"`
 	// Counted into PageViewCount, in the same transaction that set it.
@@ -49,7 +51,7 @@ func (*PageView) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case pageview.FieldIdempotencyResponse:
+		case pageview.FieldIdempotencyResponse, pageview.FieldIdempotencyOperation:
 			values[i] = new([]byte)
 		case pageview.FieldFolded:
 			values[i] = new(sql.NullBool)
@@ -146,6 +148,12 @@ func (_m *PageView) assignValues(columns []string, values []any) error {
 				_m.IdempotencyArchivedAt = new(time.Time)
 				*_m.IdempotencyArchivedAt = value.Time
 			}
+		case pageview.FieldIdempotencyOperation:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_operation", values[i])
+			} else if value != nil {
+				_m.IdempotencyOperation = value
+			}
 		case pageview.FieldPage:
 			if value, ok := values[i].(*sql.NullString); !ok {
 				return fmt.Errorf("unexpected type %T for field page", values[i])
@@ -236,6 +244,11 @@ func (_m *PageView) String() string {
 	if v := _m.IdempotencyArchivedAt; v != nil {
 		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyOperation; v != nil {
+		builder.WriteString("idempotency_operation=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")
 	builder.WriteString("page=")

@@ -146,6 +146,12 @@ func (_c *PageViewCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *PageVi
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *PageViewCreate) SetIdempotencyOperation(v []byte) *PageViewCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // SetPage sets the "page" field.
 func (_c *PageViewCreate) SetPage(v string) *PageViewCreate {
 	_c.mutation.SetPage(v)
@@ -321,6 +327,10 @@ func (_c *PageViewCreate) createSpec() (*PageView, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(pageview.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(pageview.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	if value, ok := _c.mutation.Page(); ok {
 		_spec.SetField(pageview.FieldPage, field.TypeString, value)
@@ -524,6 +534,9 @@ func (u *PageViewUpsertOne) UpdateNewValues() *PageViewUpsertOne {
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(pageview.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(pageview.FieldIdempotencyOperation)
 		}
 		if _, exists := u.create.mutation.Page(); exists {
 			s.SetIgnore(pageview.FieldPage)
@@ -886,6 +899,9 @@ func (u *PageViewUpsertBulk) UpdateNewValues() *PageViewUpsertBulk {
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(pageview.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(pageview.FieldIdempotencyOperation)
 			}
 			if _, exists := b.mutation.Page(); exists {
 				s.SetIgnore(pageview.FieldPage)

@@ -259,6 +259,9 @@ func (_u *PageViewUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(pageview.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(pageview.FieldIdempotencyOperation, field.TypeBytes)
+	}
 	if value, ok := _u.mutation.Folded(); ok {
 		_spec.SetField(pageview.FieldFolded, field.TypeBool, value)
 	}
@@ -542,6 +545,9 @@ func (_u *PageViewUpdateOne) sqlSave(ctx context.Context) (_node *PageView, err 
 	}
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(pageview.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(pageview.FieldIdempotencyOperation, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Folded(); ok {
 		_spec.SetField(pageview.FieldFolded, field.TypeBool, value)

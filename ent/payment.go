@@ -38,6 +38,8 @@ type Payment struct {
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
 	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
 	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
+	// The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.
+	IdempotencyOperation *[]byte `json:"idempotency_operation,omitempty"`
 	// Amount charged, in minor units.
 	Amount int `json:"amount,omitempty"`
 	// The payment provider's id of the charge.
@@ -91,7 +93,7 @@ func (*Payment) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case payment.FieldIdempotencyResponse:
+		case payment.FieldIdempotencyResponse, payment.FieldIdempotencyOperation:
 			values[i] = new([]byte)
 		case payment.FieldID, payment.FieldIdempotencyAttempt, payment.FieldAmount, payment.FieldRefundedAmount:
 			values[i] = new(sql.NullInt64)
@@ -187,6 +189,12 @@ func (_m *Payment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyArchivedAt = new(time.Time)
 				*_m.IdempotencyArchivedAt = value.Time
+			}
+		case payment.FieldIdempotencyOperation:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_operation", values[i])
+			} else if value != nil {
+				_m.IdempotencyOperation = value
 			}
 		case payment.FieldAmount:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -301,6 +309,11 @@ func (_m *Payment) String() string {
 	if v := _m.IdempotencyArchivedAt; v != nil {
 		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyOperation; v != nil {
+		builder.WriteString("idempotency_operation=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")
 	builder.WriteString("amount=")

@@ -148,6 +148,12 @@ func (_c *PaymentCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *Payment
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *PaymentCreate) SetIdempotencyOperation(v []byte) *PaymentCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // SetAmount sets the "amount" field.
 func (_c *PaymentCreate) SetAmount(v int) *PaymentCreate {
 	_c.mutation.SetAmount(v)
@@ -369,6 +375,10 @@ func (_c *PaymentCreate) createSpec() (*Payment, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(payment.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(payment.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	if value, ok := _c.mutation.Amount(); ok {
 		_spec.SetField(payment.FieldAmount, field.TypeInt, value)
@@ -651,6 +661,9 @@ func (u *PaymentUpsertOne) UpdateNewValues() *PaymentUpsertOne {
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(payment.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(payment.FieldIdempotencyOperation)
 		}
 	}))
 	return u
@@ -1059,6 +1072,9 @@ func (u *PaymentUpsertBulk) UpdateNewValues() *PaymentUpsertBulk {
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(payment.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(payment.FieldIdempotencyOperation)
 			}
 		}
 	}))

@@ -370,6 +370,9 @@ func (_u *PaymentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(payment.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(payment.FieldIdempotencyOperation, field.TypeBytes)
+	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(payment.FieldAmount, field.TypeInt, value)
 	}
@@ -851,6 +854,9 @@ func (_u *PaymentUpdateOne) sqlSave(ctx context.Context) (_node *Payment, err er
 	}
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(payment.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(payment.FieldIdempotencyOperation, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(payment.FieldAmount, field.TypeInt, value)

@@ -38,6 +38,8 @@ type Refund struct {
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
 	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
 	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
+	// The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.
+	IdempotencyOperation *[]byte `json:"idempotency_operation,omitempty"`
 	// Amount refunded, in minor units.
 	Amount int `json:"amount,omitempty"`
 	// PaymentID holds the value of the "payment_id" field.
@@ -75,7 +77,7 @@ func (*Refund) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case refund.FieldIdempotencyResponse:
+		case refund.FieldIdempotencyResponse, refund.FieldIdempotencyOperation:
 			values[i] = new([]byte)
 		case refund.FieldID, refund.FieldIdempotencyAttempt, refund.FieldAmount, refund.FieldPaymentID:
 			values[i] = new(sql.NullInt64)
@@ -169,6 +171,12 @@ func (_m *Refund) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyArchivedAt = new(time.Time)
 				*_m.IdempotencyArchivedAt = value.Time
+			}
+		case refund.FieldIdempotencyOperation:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_operation", values[i])
+			} else if value != nil {
+				_m.IdempotencyOperation = value
 			}
 		case refund.FieldAmount:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -265,6 +273,11 @@ func (_m *Refund) String() string {
 	if v := _m.IdempotencyArchivedAt; v != nil {
 		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyOperation; v != nil {
+		builder.WriteString("idempotency_operation=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")
 	builder.WriteString("amount=")

@@ -147,6 +147,12 @@ func (_c *RefundCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *RefundCr
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *RefundCreate) SetIdempotencyOperation(v []byte) *RefundCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // SetAmount sets the "amount" field.
 func (_c *RefundCreate) SetAmount(v int) *RefundCreate {
 	_c.mutation.SetAmount(v)
@@ -316,6 +322,10 @@ func (_c *RefundCreate) createSpec() (*Refund, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(refund.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(refund.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	if value, ok := _c.mutation.Amount(); ok {
 		_spec.SetField(refund.FieldAmount, field.TypeInt, value)
@@ -538,6 +548,9 @@ func (u *RefundUpsertOne) UpdateNewValues() *RefundUpsertOne {
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(refund.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(refund.FieldIdempotencyOperation)
 		}
 		if _, exists := u.create.mutation.PaymentID(); exists {
 			s.SetIgnore(refund.FieldPaymentID)
@@ -907,6 +920,9 @@ func (u *RefundUpsertBulk) UpdateNewValues() *RefundUpsertBulk {
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(refund.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(refund.FieldIdempotencyOperation)
 			}
 			if _, exists := b.mutation.PaymentID(); exists {
 				s.SetIgnore(refund.FieldPaymentID)

@@ -269,6 +269,9 @@ func (_u *RefundUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(refund.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(refund.FieldIdempotencyOperation, field.TypeBytes)
+	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(refund.FieldAmount, field.TypeInt, value)
 	}
@@ -565,6 +568,9 @@ func (_u *RefundUpdateOne) sqlSave(ctx context.Context) (_node *Refund, err erro
 	}
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(refund.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(refund.FieldIdempotencyOperation, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Amount(); ok {
 		_spec.SetField(refund.FieldAmount, field.TypeInt, value)

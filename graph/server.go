@@ -32,6 +32,11 @@ type Options struct {
 	Clock *idem.ClockOffset
 	// MeterProvider receives the hook's metrics (default: otel's global).
 	MeterProvider metric.MeterProvider
+	// RecoverAfter turns the recoverer on (idem.Config.RecoverAfter): how
+	// long after a lease ran out the server finishes a claim whose client
+	// never came back. Done stops it.
+	RecoverAfter time.Duration
+	Done         <-chan struct{}
 	// Limits bound each request (idem.Limits: zero fields take their
 	// defaults, negative ones turn a limit off).
 	Limits idem.Limits
@@ -61,6 +66,9 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		MeterProvider:   opts.MeterProvider,
 		KeyHeader:       true, // ent/entc.go generates optional key arguments
 		Limits:          opts.Limits,
+		RecoverAfter:    opts.RecoverAfter,
+		TenantContext:   WithTenant,
+		Done:            opts.Done,
 	})
 	if err != nil {
 		return nil, err

@@ -48,6 +48,11 @@ const (
 	// constraint of the record's entity), or an argument could not be read.
 	// Nothing was stored or run. Final.
 	BadUserInput Code = "BAD_USER_INPUT"
+	// Abandoned: the key's claim was left pending by a client that never
+	// came back, and the server could not finish it (the mutation opted
+	// out of recovery, or its runs kept failing) before the retention
+	// horizon; it will not run again. Final.
+	Abandoned Code = "IDEMPOTENCY_ABANDONED"
 )
 
 // The codes of the hook's error presenter, for errors that carry none.
@@ -106,7 +111,7 @@ var retryable = map[Code]bool{
 // all is every code, in the order of the declarations above.
 var all = []Code{
 	KeyMissing, KeyInvalid, KeyReused, InProgress, KeyExpired, Unavailable,
-	Unauthenticated, RequestTooLarge, ResponseNotStored, BadUserInput,
+	Unauthenticated, RequestTooLarge, ResponseNotStored, BadUserInput, Abandoned,
 	InternalServerError, MutationFailed, BadRequest,
 	BodyTooLarge, OperationLimitExceeded,
 	ParseFailed, ValidationFailed, ComplexityLimitExceeded, PersistedQueryNotFound, InvalidPagination,

@@ -228,13 +228,19 @@ var stuckCmd = &subcommand{
 				}
 				fmt.Fprintf(w, "%s whose lease ran out more than %s ago (at most %d per table):\n\n",
 					plural(int64(len(infos)), "pending claim", "pending claims"), human(*older), *limit)
-				t := newTable(w, "ENTITY", "TENANT", "KEY", "OPERATION", "ATTEMPT", "CLAIMED", "LEASE RAN OUT")
+				t := newTable(w, "ENTITY", "TENANT", "KEY", "OPERATION", "ATTEMPT", "CLAIMED", "LEASE RAN OUT", "FINISHED BY")
 				for _, r := range infos {
-					t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stamp(r.ClaimedAt), stampAgo(r.LeaseExpiresAt, now))
+					by := "its client"
+					if r.Recoverable {
+						by = "the recoverer"
+					}
+					t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stamp(r.ClaimedAt), stampAgo(r.LeaseExpiresAt, now), by)
 				}
 				t.flush()
-				fmt.Fprintf(w, "\nThe next request with such a key takes the claim over and runs the mutation again; until then the claim stays pending.\n"+
-					"See one with: %s inspect -tenant T -key K\n", e.name)
+				fmt.Fprintf(w, "\nThe next request with such a key takes the claim over and runs the mutation again; so does, by itself, a server with\n"+
+					"-recover-after (idem.Config.RecoverAfter) for a claim finished by the recoverer. A claim still pending a retention window after\n"+
+					"it was made is stored as failed with IDEMPOTENCY_ABANDONED (see: %s failed).\n"+
+					"See one with: %s inspect -tenant T -key K\n", e.name, e.name)
 			})
 		}
 		return check, run

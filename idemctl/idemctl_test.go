@@ -277,7 +277,7 @@ func TestStuck(t *testing.T) {
 		be.Clock.Advance(2 * time.Minute)
 		text := be.run("stuck").ok(t).stdout
 		if !strings.HasPrefix(text, "2 pending claims whose lease ran out more than 1m30s ago (at most 50 per table):") ||
-			!regexp.MustCompile(`(?m)^Shipment +org-1 +"stuck-1" +Mutation.createShipment +1 +\S+Z +\S+Z \(2m\ds ago\)$`).MatchString(text) ||
+			!regexp.MustCompile(`(?m)^Shipment +org-1 +"stuck-1" +Mutation.createShipment +1 +\S+Z +\S+Z \(2m\ds ago\) +the recoverer$`).MatchString(text) ||
 			strings.Index(text, `"stuck-1"`) > strings.Index(text, `"stuck-2"`) {
 			t.Fatalf("stuck:\n%s", text)
 		}
@@ -288,7 +288,8 @@ func TestStuck(t *testing.T) {
 		}
 		be.run("-json", "stuck", "-limit", "1").ok(t).json(t, &doc)
 		if doc.OlderThan != "1m30s" || doc.Limit != 1 || len(doc.Records) != 1 || doc.Records[0].Key != "stuck-1" ||
-			doc.Records[0].State != "pending" || doc.Records[0].LeaseExpiresAt == nil || doc.Records[0].Entity != "Shipment" {
+			doc.Records[0].State != "pending" || doc.Records[0].LeaseExpiresAt == nil || doc.Records[0].Entity != "Shipment" ||
+			!doc.Records[0].Recoverable {
 			t.Fatalf("stuck -json: %+v", doc)
 		}
 		// -older and -lease move the threshold.

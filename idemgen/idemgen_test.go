@@ -140,3 +140,31 @@ type Query { x: Int }
 		}
 	}
 }
+
+// idemschema.NoRecover opts a generated create out of the recoverer: its
+// directive says recover: false, which the hook reads; without it the
+// directive says nothing (the default, recover: true).
+func TestCreateFieldOptsOutOfRecovery(t *testing.T) {
+	g, err := entc.LoadGraph("../internal/testkit/testapp/ent/schema", &gen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := records(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r *Record
+	for _, rec := range recs {
+		if rec.Type.Name == "Shipment" {
+			r = rec
+		}
+	}
+	e := &Extension{}
+	if a := e.createField(r).Directives.ForName("idempotent").Arguments.ForName("recover"); a != nil {
+		t.Fatalf("recover: %s without NoRecover", a.Value.Raw)
+	}
+	r.NoRecover = true
+	if a := e.createField(r).Directives.ForName("idempotent").Arguments.ForName("recover"); a == nil || a.Value.Raw != "false" {
+		t.Fatalf("recover: %v with NoRecover", a)
+	}
+}

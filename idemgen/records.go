@@ -34,6 +34,9 @@ type Record struct {
 	LeaseSeconds int
 	// KeyOptional makes the create mutation's key optional (a rollout).
 	KeyOptional bool
+	// NoRecover keeps the recoverer from running the create mutation's
+	// abandoned claims again (idemschema.NoRecover).
+	NoRecover bool
 	// RetentionSeconds overrides the hook's retention window; 0 keeps it.
 	RetentionSeconds int
 	// Isolate is idemschema.Mixin.Isolate.
@@ -110,6 +113,7 @@ func records(g *gen.Graph) ([]*Record, error) {
 		r := &Record{
 			Type: t, GQLType: t.Name, Create: !ant.NoCreate, Mode: ant.Mode, LeaseSeconds: ant.LeaseSeconds,
 			RetentionSeconds: ant.RetentionSeconds, KeyOptional: ant.KeyOptional, Isolate: ant.Isolate,
+			NoRecover: ant.NoRecover,
 		}
 		switch ant.Mode {
 		case "", directive.ModeLease, directive.ModeAtomic:

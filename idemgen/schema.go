@@ -81,6 +81,9 @@ func (e *Extension) createField(r *Record) *ast.FieldDefinition {
 	if keyOptional {
 		dir.Arguments = append(dir.Arguments, arg(directive.ArgKeyRequired, ast.BooleanValue, "false"))
 	}
+	if r.NoRecover {
+		dir.Arguments = append(dir.Arguments, arg(directive.ArgRecover, ast.BooleanValue, "false"))
+	}
 	return &ast.FieldDefinition{
 		Name:        "create" + r.GQLType,
 		Description: "Creates one " + r.GQLType + ", at most once per idempotency key.",
@@ -107,6 +110,8 @@ func directiveDefinition() *ast.DirectiveDefinition {
 				Description: "How long a pending claim belongs to its attempt (default: the hook's lease)."},
 			{Name: directive.ArgKeyRequired, Type: ast.NamedType("Boolean", nil),
 				Description: "false while clients adopt keys: a call without a key runs as before, without idempotency (default true)."},
+			{Name: directive.ArgRecover, Type: ast.NamedType("Boolean", nil),
+				Description: "false for a mutation that must not run without a live client: the server never runs a claim its client abandoned again (default true)."},
 		},
 		Locations: []ast.DirectiveLocation{ast.LocationFieldDefinition},
 	}

@@ -32,6 +32,7 @@ const (
 	FieldClaimedAt        = record.ClaimedAt
 	FieldCompletedAt      = record.CompletedAt
 	FieldArchivedAt       = record.ArchivedAt
+	FieldOperation        = record.Operation
 	maxKeyLength          = record.MaxKeyLength
 	annotationName        = "Idempotent"
 	defaultScopeMaxLength = 255
@@ -133,6 +134,10 @@ func (m Mixin) Fields() []ent.Field {
 		field.Time(FieldArchivedAt).
 			Optional().Nillable().
 			Comment("Database time at which the sweeper moved the response to the archive; the row is a tombstone.").
+			Annotations(hidden),
+		field.Bytes(FieldOperation).
+			Optional().Nillable().Immutable().
+			Comment("The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.").
 			Annotations(hidden),
 	)
 }
@@ -250,6 +255,8 @@ type Annotation struct {
 	KeyOptional bool `json:"key_optional,omitempty"`
 	// Isolate is Mixin.Isolate.
 	Isolate bool `json:"isolate,omitempty"`
+	// NoRecover: see NoRecover.
+	NoRecover bool `json:"no_recover,omitempty"`
 }
 
 // Atomic makes the generated create mutation run in atomic mode: claim,
@@ -286,6 +293,13 @@ func NoCreateMutation() Annotation { return Annotation{NoCreate: true} }
 // WithKeyOptional does the same for every entity.
 func KeyOptional() Annotation { return Annotation{KeyOptional: true} }
 
+// NoRecover is for a generated create mutation that must not run without a
+// live client (@idempotent(recover: false)): the server's recoverer
+// (idem.Config.RecoverAfter) never runs a claim its client abandoned again;
+// such a claim waits for its client's retry, and past the retention window
+// is stored as failed with IDEMPOTENCY_ABANDONED.
+func NoRecover() Annotation { return Annotation{NoRecover: true} }
+
 // Name implements schema.Annotation.
 func (Annotation) Name() string { return annotationName }
 
@@ -318,6 +332,7 @@ func (a Annotation) Merge(other schema.Annotation) schema.Annotation {
 	a.NoCreate = a.NoCreate || o.NoCreate
 	a.KeyOptional = a.KeyOptional || o.KeyOptional
 	a.Isolate = a.Isolate || o.Isolate
+	a.NoRecover = a.NoRecover || o.NoRecover
 	return a
 }
 

@@ -29,6 +29,7 @@ func TestMixinFields(t *testing.T) {
 		"idempotency_claimed_at":       {field.TypeTime, true, true},
 		"idempotency_completed_at":     {field.TypeTime, true, false},
 		"idempotency_archived_at":      {field.TypeTime, true, false},
+		"idempotency_operation":        {field.TypeBytes, true, true},
 	} {
 		d, ok := fields[name]
 		if !ok {
@@ -40,8 +41,8 @@ func TestMixinFields(t *testing.T) {
 				name, d.Info.Type, d.Optional, d.Immutable, want.typ, want.optional, want.immutable)
 		}
 	}
-	if len(fields) != 10 {
-		t.Errorf("%d fields, want 10", len(fields))
+	if len(fields) != 11 {
+		t.Errorf("%d fields, want 11", len(fields))
 	}
 	// Keys are at most 255 bytes, as the hook enforces.
 	if err := fields["idempotency_key"].Validators[0].(func(string) error)(string(make([]byte, 256))); err == nil {
@@ -83,5 +84,8 @@ func TestAnnotationsMerge(t *testing.T) {
 	}
 	if !merged.Merge(idemschema.NoCreateMutation()).(idemschema.Annotation).NoCreate {
 		t.Fatal("NoCreateMutation lost in merge")
+	}
+	if merged.NoRecover || !merged.Merge(idemschema.NoRecover()).(idemschema.Annotation).Merge(idemschema.Atomic()).(idemschema.Annotation).NoRecover {
+		t.Fatal("NoRecover lost in merge")
 	}
 }

@@ -117,7 +117,7 @@ inline store_status(st, n)
  * (the one the liveness property relies on) keeps coming back until it gets
  * the result; the others may give up at any answer.
  */
-proctype Client(bool persistent)
+proctype Client(bool persistent; bool recoverer)
 {
 	mtype s;	/* what LOOKUP read: status, */
 	byte  a;	/*   attempt, */
@@ -129,6 +129,18 @@ proctype Client(bool persistent)
 
 request:
 	ran = false;
+	if
+	:: recoverer ->
+		/* The recoverer (recover.go) is one more client of the
+		 * protocol: a round lists the claims still pending whose lease
+		 * ran out (Store.Abandoned) and sends each one's stored
+		 * operation, with its key, through the ordinary request path:
+		 * LOOKUP, then TAKEOVER and RUN, or whatever the row says by
+		 * then. It waits here until there is such a claim. */
+end_idle:
+		atomic { status == PENDING && expired }
+	:: else -> skip
+	fi;
 
 lookup:
 	/* Step 1, LOOKUP (Store.Lookup): one atomic read of the row. (In lease
@@ -349,23 +361,38 @@ end:
 #endif
 
 /*
- * Three clients send the same key K at once. Client 0 is persistent: it
- * keeps retrying until it gets a result; the other two may give up.
+ * Two clients send the same key K at once, and the recoverer of the server
+ * processes (Config.RecoverAfter) watches it: a third process of the same
+ * protocol. No client is persistent: each may give up at any answer that is
+ * not a result, as a client that crashed does; the recoverer never gives
+ * up. With -DNO_RECOVERER there is none: three clients, client 0
+ * persistent, as before the recoverer.
  */
 init
 {
 	atomic {
-		run Client(true);
-		run Client(false);
-		run Client(false)
+#ifdef NO_RECOVERER
+		run Client(true, false);
+		run Client(false, false);
+#else
+		run Client(false, false);
+		run Client(true, true);
+#endif
+		run Client(false, false)
 	}
 }
 
 #ifdef LIVENESS
 /*
- * Liveness: the key does not stay pending (or absent) for ever: eventually
- * it holds a result. Checked with weak fairness (pan -a -f), under the
- * bounds above, with the persistent client 0 retrying.
+ * Liveness: the key does not stay pending for ever: once claimed, it
+ * eventually holds a result. Checked with weak fairness (pan -a -f), under
+ * the bounds above, with no client retrying for sure: the recoverer
+ * finishes what the clients abandon (with -DNO_RECOVERER, the persistent
+ * client 0 must, and the key must also be claimed).
  */
+#ifdef NO_RECOVERER
 ltl eventually_result { <> (status == SUCCEEDED || status == FAILED) }
+#else
+ltl eventually_result { [] ((status == PENDING) -> <> (status == SUCCEEDED || status == FAILED)) }
+#endif
 #endif

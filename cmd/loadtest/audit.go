@@ -119,6 +119,15 @@ type auditReport struct {
 	dedupedRequests int // provider requests deduplicated by key
 	dedupedKeys     int // keys the provider saw more than once
 	replays         int // fresh replays compared
+	noRetry         noRetryReport
+}
+
+// noRetryReport counts the intents sent once and never retried.
+type noRetryReport struct {
+	intents, answered int
+	// Of the unanswered: finished by the recoverer (paid, or failed with
+	// ORDER_ALREADY_PAID), or never claimed (the request died first).
+	recoveredPaid, recoveredFailed, unclaimed int
 }
 
 // auditDatabase compares every intent's answers with the database and the
@@ -174,6 +183,15 @@ func auditDatabase(intents []*intent, s *snapshot, v *violations) auditReport {
 	}
 	for _, in := range intents {
 		a, ok := in.result()
+		if in.noRetry {
+			rep.noRetry.intents++
+			if ok {
+				rep.noRetry.answered++
+			} else {
+				auditUnanswered(in, paymentsByKey[in.key], chargesByKey[in.key], &rep.noRetry, v)
+				continue
+			}
+		}
 		if !ok {
 			v.add("unanswered", "%s %s: no final answer before the deadline", in.field, in.key)
 			continue
@@ -219,6 +237,39 @@ func auditDatabase(intents []*intent, s *snapshot, v *violations) auditReport {
 		}
 	}
 	return rep
+}
+
+// auditUnanswered checks a payment intent whose only request got no final
+// answer and whose client never retried: the recoverer must have made it
+// final with one live charge (or voided it, with ORDER_ALREADY_PAID), or
+// the request died before its claim and nothing happened. A pending row is
+// reported by auditDatabase.
+func auditUnanswered(in *intent, rows []paymentRow, charges []chargeRow, nr *noRetryReport, v *violations) {
+	live := 0
+	for _, c := range charges {
+		if !c.voided {
+			live++
+		}
+	}
+	switch {
+	case len(rows) == 0:
+		nr.unclaimed++
+		if len(charges) > 0 {
+			v.add("charges", "createPayment %s (no retry): no payment row, but %d provider charges", in.key, len(charges))
+		}
+	case len(rows) > 1:
+		v.add("payment-rows", "createPayment %s (no retry): %d payment rows have its key", in.key, len(rows))
+	case rows[0].status.String == "succeeded":
+		nr.recoveredPaid++
+		if len(charges) != 1 || live != 1 || charges[0].id != rows[0].chargeID.String {
+			v.add("charges", "createPayment %s (no retry) was recovered, paid, with %d charges (%d live), want its one charge live", in.key, len(charges), live)
+		}
+	case rows[0].status.String == "failed":
+		nr.recoveredFailed++
+		if live != 0 {
+			v.add("charges", "createPayment %s (no retry) was recovered as failed, but %d of its charges are live", in.key, live)
+		}
+	}
 }
 
 func auditOrder(in *intent, a answer, rows []orderRow, v *violations) {
@@ -346,4 +397,28 @@ func replayOnce(ctx context.Context, c *client, server int, in *intent) (answer,
 		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
 	}
 	return answer{}, false
+}
+
+// awaitRecovery waits until no payment is pending (every intent that still
+// retries has its answer by now, so what is left is the recoverer's work)
+// or ctx ends, and returns how long it took (-1 if it did not happen).
+func awaitRecovery(ctx context.Context, db *database) time.Duration {
+	start := time.Now()
+	sdb, err := db.open()
+	if err != nil {
+		return -1
+	}
+	defer sdb.Close()
+	for {
+		var n int
+		err := sdb.QueryRowContext(ctx, `SELECT count(*) FROM payments WHERE idempotency_status = 'pending'`).Scan(&n)
+		if err == nil && n == 0 {
+			return time.Since(start)
+		}
+		select {
+		case <-ctx.Done():
+			return -1
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

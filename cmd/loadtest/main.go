@@ -82,6 +82,8 @@ type config struct {
 
 	payRate      float64
 	conflictRate float64
+	noRetryRate  float64
+	recoverAfter time.Duration
 	dupRate      float64
 	dupMax       int
 
@@ -165,6 +167,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.burstCopies, "burst-copies", 8, "clients sending each key of the burst at once, to the servers in turn")
 
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Second, "client timeout of an attempt, after which it is abandoned and retried (the burst's attempts wait up to -drain)")
+	fs.Float64Var(&c.noRetryRate, "no-retry-rate", 0.1, "fraction of payments (of orders without a competing one) whose client sends one request and never retries, as a client that crashed: the servers' recoverer must finish them")
+	fs.DurationVar(&c.recoverAfter, "recover-after", time.Second, "servers' -recover-after (0: off; then -no-retry-rate must be 0)")
 	fs.Float64Var(&c.abandonRate, "abandon-rate", 0.03, "fraction of attempts abandoned early, with a random timeout below -abandon-max")
 	fs.DurationVar(&c.abandonMax, "abandon-max", 300*time.Millisecond, "longest timeout of an attempt abandoned early")
 	fs.DurationVar(&c.maxBackoff, "max-backoff", time.Second, "longest wait between two attempts of an intent")
@@ -231,6 +235,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-timeout, -abandon-max, -max-backoff and -drain must be positive, -duration not negative")
 	case c.duration == 0 && c.burstKeys == 0:
 		return nil, errors.New("-duration 0 runs the burst only: give -burst-keys")
+	case c.noRetryRate < 0 || c.noRetryRate > 1 || c.recoverAfter < 0:
+		return nil, errors.New("-no-retry-rate must be between 0 and 1, -recover-after not negative")
+	case c.noRetryRate > 0 && c.recoverAfter == 0:
+		return nil, errors.New("-no-retry-rate needs -recover-after: nothing else finishes an intent whose client never retries")
 	case c.kills < 0 || c.pgRestarts < 0 || c.burstKeys < 0:
 		return nil, errors.New("-kills, -pg-restarts and -burst-keys must not be negative")
 	case c.duration == 0 && c.kills+c.pgRestarts > 0:
@@ -374,6 +382,7 @@ func serverArgs(cfg *config) []string {
 		"-lease", cfg.lease.String(),
 		"-wait-in-flight", cfg.waitInFlight.String(),
 		"-materialize-every", "0", // the page-view folder is not under test
+		"-recover-after", cfg.recoverAfter.String(),
 	}
 	if cfg.dbMaxConns > 0 {
 		args = append(args, "-db-max-conns", fmt.Sprint(cfg.dbMaxConns))
@@ -432,6 +441,12 @@ func runLoad(ctx context.Context, cfg *config, bin, tmp string, db *database, pg
 		w.run(load, deadline)
 		<-faultsDone
 		sum.peakConns = sampler.end()
+		if cfg.noRetryRate > 0 {
+			// The intents whose client never retried are finished by the
+			// servers' recoverer, or not at all: wait for it before the
+			// servers stop (the audit then finds what it left pending).
+			sum.recovered = awaitRecovery(deadline, db)
+		}
 	}
 	sum.answered = time.Since(loadStart)
 	if cfg.burstKeys > 0 && ctx.Err() == nil {
@@ -508,14 +523,17 @@ var logPatterns = []logPattern{
 
 // summary is what a load run reports.
 type summary struct {
-	cfg     *config
-	st      *stats
-	v       *violations
-	audit   auditReport
-	snap    *snapshot
-	logs    map[string]int
-	intents []*intent
-	burst   *burstReport // nil: no burst
+	cfg   *config
+	st    *stats
+	v     *violations
+	audit auditReport
+	// recovered is how long the recoverer took to leave no payment
+	// pending after the load (negative: it had not by the deadline).
+	recovered time.Duration
+	snap      *snapshot
+	logs      map[string]int
+	intents   []*intent
+	burst     *burstReport // nil: no burst
 
 	peakConns, maxConns              int
 	setup, answered, auditTime, wall time.Duration
@@ -535,6 +553,11 @@ func (s *summary) print(w io.Writer) {
 	}
 	p("database", "%d orders, %d payments, %d provider charges; the provider deduplicated %d requests on %d keys",
 		len(s.snap.orders), len(s.snap.payments), len(s.snap.charges), s.audit.dedupedRequests, s.audit.dedupedKeys)
+	if nr := s.audit.noRetry; nr.intents > 0 {
+		p("no retry", "%d payment intents sent once, never retried: %d answered by that request; of the %d unanswered, %d finished by the servers' recoverer "+
+			"(%d paid, %d ORDER_ALREADY_PAID), %d never claimed (nothing charged); no payment pending %v after the load",
+			nr.intents, nr.answered, nr.intents-nr.answered, nr.recoveredPaid+nr.recoveredFailed, nr.recoveredPaid, nr.recoveredFailed, nr.unclaimed, s.recovered.Round(time.Millisecond))
+	}
 	if s.audit.orphanCharges > 0 {
 		p("notice", "%d charges voided: an attempt of a payment intent charged, was rolled back, and the competing payment won; "+
 			"the intent voided its charge before answering ORDER_ALREADY_PAID", s.audit.orphanCharges)

@@ -42,6 +42,9 @@ type intent struct {
 	orderID   string
 	competing bool
 	burst     bool // sent by the burst, not the load phase
+	// noRetry: one request, never retried (a client that crashed); the
+	// servers' recoverer must finish what it left pending.
+	noRetry bool
 
 	mu      sync.Mutex
 	started time.Time
@@ -223,6 +226,8 @@ func (w *workload) customer(ctx context.Context, n int) {
 		p := newIntent("createPayment", fmt.Sprintf("%s-pay-%d-competing", w.prefix, n), tenant, amount, res.CreateOrder.ID)
 		p.competing = true
 		pays = append(pays, p)
+	} else if rand.Float64() < w.cfg.noRetryRate {
+		pays[0].noRetry = true
 	}
 	var wg sync.WaitGroup
 	for _, p := range pays {
@@ -240,7 +245,18 @@ func (w *workload) perform(ctx context.Context, in *intent) {
 	if in.competing {
 		kind += " (competing)"
 	}
+	if in.noRetry {
+		kind += " (no retry)"
+	}
 	w.stats.intents.add(kind)
+	if in.noRetry {
+		server := rand.IntN(w.client.fleet.size())
+		if v := w.client.attempt(ctx, server, in.field, in.tenant, in.body, w.client.timeout()); v.final {
+			in.record(v, server)
+			w.stats.answers.add(v.kind)
+		}
+		return
+	}
 	copies := 1
 	if w.cfg.dupMax > 1 && rand.Float64() < w.cfg.dupRate {
 		copies = 2 + rand.IntN(w.cfg.dupMax-1)

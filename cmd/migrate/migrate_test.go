@@ -342,7 +342,7 @@ func TestTamperedDirectoryIsRefused(t *testing.T) {
 		tamper       func(dir string)
 	}{
 		{"edited", "edited", func(dir string) {
-			writeFile(t, dir, last.Name(), strings.Replace(string(last.Bytes()), "NOT NULL", "NULL", 1))
+			writeFile(t, dir, last.Name(), string(last.Bytes())+"-- edited by hand\n")
 		}},
 		{"added", "added", func(dir string) {
 			writeFile(t, dir, "99990101000000_sneaky.sql", "CREATE TABLE sneaky (id int);\n")
@@ -561,8 +561,10 @@ func TestBaselineOfAnAutoMigratedDatabase(t *testing.T) {
 	if st, _ := migrateCmd(t, db.DSN, "status"); !strings.Contains(st, "no migration history, but the schema is not empty") {
 		t.Fatalf("status:\n%s", st)
 	}
-	first := committedFiles(t)[0].Version()
-	out := mustMigrate(t, db.DSN, "up", "-baseline", first)
+	// The automatic migration made the current schema: the newest version.
+	files := committedFiles(t)
+	newest := files[len(files)-1].Version()
+	out := mustMigrate(t, db.DSN, "up", "-baseline", newest)
 	if !strings.Contains(out, "baseline") {
 		t.Fatalf("up -baseline: %s", out)
 	}

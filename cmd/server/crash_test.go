@@ -199,3 +199,114 @@ func charges(t *testing.T, p *provider.Simulated, order string) []*provider.Char
 	}
 	return cs
 }
+
+// The same crash, and nobody retries: the server processes run with
+// -recover-after, and one of them finishes the killed server's payment by
+// itself with its key. Half of the trials, the user pays meanwhile with a
+// second key (as after an app crash): the recovery of the first key then
+// finds the order paid, voids its charge and stores ORDER_ALREADY_PAID. In
+// both, one live charge; the first key's late retry replays the outcome.
+//
+// RECOVER_TRIALS sets the number of trials per backend (default 4).
+func TestKilledServerIsRecoveredWithoutRetry(t *testing.T) {
+	trials := 4
+	if n, err := strconv.Atoi(os.Getenv("RECOVER_TRIALS")); err == nil && n > 0 {
+		trials = n
+	}
+	bin := proctest.Build(t, ".")
+	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+		t.Run(string(b), func(t *testing.T) {
+			t.Parallel()
+			db := idemtest.Open(t, b)
+			env, args := []string{}, []string{}
+			providerDSN := db.DSN
+			if b == idemtest.Postgres {
+				env = append(env, "DATABASE_URL="+db.DSN)
+			} else {
+				args = append(args, "-db", db.DSN)
+				providerDSN = strings.TrimSuffix(db.DSN, ".db") + "-provider.db"
+			}
+			args = append(args, "-lease", "1s", "-recover-after", "300ms", "-provider-response-latency", "2s")
+			survivor := startServer(t, bin, env, args)
+			prov := openLedger(t, providerDSN, b == idemtest.Postgres)
+
+			var noRetry, secondKey int
+			for i := range trials {
+				victim := startServer(t, bin, env, args)
+				order := victim.newOrder(t, "acme", fmt.Sprintf("order-%d", i))
+				k1, k2 := fmt.Sprintf("pay-%d", i), fmt.Sprintf("pay-%d-again", i)
+
+				// Kill the victim once the provider has charged, in the
+				// latency of its answer.
+				go victim.pay("acme", k1, order)
+				for deadline := time.Now().Add(10 * time.Second); len(charges(t, prov, order)) == 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("trial %d: the provider never charged", i)
+					}
+				}
+				victim.Kill(t)
+
+				if i%2 == 1 {
+					secondKey++
+					if r := survivor.pay("acme", k2, order); len(r.Errors) > 0 || !strings.Contains(r.body, `"paid":true`) {
+						t.Fatalf("trial %d: payment with a second key: %s", i, r.body)
+					}
+					// The recovery of k1 voids its charge.
+					for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+						if c := chargeOf(t, prov, order, k1); c != nil && c.Voided {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("trial %d: %s's charge never voided: %+v", i, k1, charges(t, prov, order))
+						}
+					}
+					if r := survivor.pay("acme", k1, order); r.code() != "ORDER_ALREADY_PAID" || !strings.Contains(r.body, `"replayed":true`) {
+						t.Fatalf("trial %d: %s's late retry: %s", i, k1, r.body)
+					}
+				} else {
+					noRetry++
+					for deadline := time.Now().Add(15 * time.Second); !survivor.paid(t, order); time.Sleep(50 * time.Millisecond) {
+						if time.Now().After(deadline) {
+							t.Fatalf("trial %d: the order was never paid", i)
+						}
+					}
+					r := survivor.pay("acme", k1, order)
+					if len(r.Errors) > 0 || !strings.Contains(r.body, `"replayed":true`) || strings.Count(r.body, `"amount"`) != 2 {
+						t.Fatalf("trial %d: %s's late retry: %s", i, k1, r.body)
+					}
+				}
+				live := 0
+				for _, c := range charges(t, prov, order) {
+					if !c.Voided {
+						live++
+					}
+				}
+				if live != 1 {
+					t.Fatalf("trial %d: %d live charges, want 1: %+v", i, live, charges(t, prov, order))
+				}
+			}
+			t.Logf("%s: %d crashes after the charge with no retry, %d with a second key: every one final, one live charge", b, noRetry, secondKey)
+		})
+	}
+}
+
+// paid reports whether the order is paid.
+func (p *serverProcess) paid(t *testing.T, order string) bool {
+	t.Helper()
+	r, err := p.do("acme", `query($id: ID!) { order(id: $id) { paid } }`, map[string]any{"id": order})
+	if err != nil || len(r.Errors) > 0 {
+		t.Fatalf("order: %v %v", err, r)
+	}
+	return strings.Contains(r.body, `"paid":true`)
+}
+
+// chargeOf returns the provider's charge of order with key (nil if none).
+func chargeOf(t *testing.T, p *provider.Simulated, order, key string) *provider.Charge {
+	t.Helper()
+	for _, c := range charges(t, p, order) {
+		if c.IdempotencyKey == key {
+			return c
+		}
+	}
+	return nil
+}

@@ -47,23 +47,24 @@ func main() {
 
 func run() error {
 	var (
-		addr        = flag.String("addr", "127.0.0.1:8080", "address to listen on")
-		dbPath      = flag.String("db", "idem-example.db", "SQLite file, used when DATABASE_URL is not set")
-		latency     = flag.Duration("provider-latency", 0, "latency of every simulated provider charge, before it executes")
-		respLatency = flag.Duration("provider-response-latency", 0, "latency of the provider's answer, after the charge executed")
-		failureRate = flag.Float64("provider-failure-rate", 0, "probability (0-1) that a provider charge fails before it executes")
-		lease       = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
-		wait        = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
-		sweepEvery  = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
-		retention   = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
-		foldEvery   = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts (0: never)")
-		foldBatch   = flag.Int("materialize-batch", 500, "page views folded per transaction")
-		autoMigrate = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
-		metricsAddr = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
-		verbose     = flag.Bool("v", false, "log every refusal and takeover")
-		maxConns    = flag.Int("db-max-conns", idemdb.DefaultMaxConns, "most database connections of the application (PostgreSQL: keep the sum over all processes below max_connections); a request waits for a free one")
-		provConns   = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
-		connectWait = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
+		addr         = flag.String("addr", "127.0.0.1:8080", "address to listen on")
+		dbPath       = flag.String("db", "idem-example.db", "SQLite file, used when DATABASE_URL is not set")
+		latency      = flag.Duration("provider-latency", 0, "latency of every simulated provider charge, before it executes")
+		respLatency  = flag.Duration("provider-response-latency", 0, "latency of the provider's answer, after the charge executed")
+		failureRate  = flag.Float64("provider-failure-rate", 0, "probability (0-1) that a provider charge fails before it executes")
+		lease        = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
+		wait         = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
+		sweepEvery   = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
+		recoverAfter = flag.Duration("recover-after", 0, "how long after a lease runs out the server finishes a claim whose client never came back, by running it again with its key (0: never; the claim waits for its client's retry)")
+		retention    = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
+		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts (0: never)")
+		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
+		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
+		metricsAddr  = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
+		verbose      = flag.Bool("v", false, "log every refusal and takeover")
+		maxConns     = flag.Int("db-max-conns", idemdb.DefaultMaxConns, "most database connections of the application (PostgreSQL: keep the sum over all processes below max_connections); a request waits for a free one")
+		provConns    = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
+		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 	)
 	// Request limits (idem.Limits): 0 keeps the default, a negative value
 	// turns the limit off.
@@ -128,7 +129,8 @@ func run() error {
 	defer closeProv()
 	prov.Latency, prov.ResponseLatency, prov.FailureRate = *latency, *respLatency, *failureRate
 
-	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger, Limits: limits}
+	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger, Limits: limits,
+		RecoverAfter: *recoverAfter, Done: ctx.Done()}
 	if *metricsAddr != "" {
 		mp, err := serveMetrics(ctx, *metricsAddr, logger)
 		if err != nil {

@@ -49,6 +49,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 		{Name: "amount", Type: field.TypeInt},
 		{Name: "currency", Type: field.TypeString},
 		{Name: "paid", Type: field.TypeBool, Default: false},
@@ -103,6 +104,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 		{Name: "page", Type: field.TypeString, Size: 2048},
 		{Name: "folded", Type: field.TypeBool, Default: false},
 	}
@@ -144,7 +146,7 @@ var (
 			{
 				Name:    "pageview_folded",
 				Unique:  false,
-				Columns: []*schema.Column{PageViewsColumns[12]},
+				Columns: []*schema.Column{PageViewsColumns[13]},
 			},
 		},
 	}
@@ -181,6 +183,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 		{Name: "amount", Type: field.TypeInt},
 		{Name: "provider_charge_id", Type: field.TypeString, Nullable: true},
 		{Name: "refunded_amount", Type: field.TypeInt, Default: 0},
@@ -194,7 +197,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "payments_orders_payments",
-				Columns:    []*schema.Column{PaymentsColumns[14]},
+				Columns:    []*schema.Column{PaymentsColumns[15]},
 				RefColumns: []*schema.Column{OrdersColumns[0]},
 				OnDelete:   schema.NoAction,
 			},
@@ -244,6 +247,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 		{Name: "amount", Type: field.TypeInt},
 		{Name: "payment_id", Type: field.TypeInt},
 	}
@@ -255,7 +259,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "refunds_payments_refunds",
-				Columns:    []*schema.Column{RefundsColumns[12]},
+				Columns:    []*schema.Column{RefundsColumns[13]},
 				RefColumns: []*schema.Column{PaymentsColumns[0]},
 				OnDelete:   schema.NoAction,
 			},

@@ -37,6 +37,8 @@ const (
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
 	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
 	FieldIdempotencyArchivedAt = "idempotency_archived_at"
+	// FieldIdempotencyOperation holds the string denoting the idempotency_operation field in the database.
+	FieldIdempotencyOperation = "idempotency_operation"
 	// FieldAmount holds the string denoting the amount field in the database.
 	FieldAmount = "amount"
 	// FieldCurrency holds the string denoting the currency field in the database.
@@ -69,6 +71,7 @@ var Columns = []string{
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
 	FieldIdempotencyArchivedAt,
+	FieldIdempotencyOperation,
 	FieldAmount,
 	FieldCurrency,
 	FieldPaid,

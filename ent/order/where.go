@@ -100,6 +100,11 @@ func IdempotencyArchivedAt(v time.Time) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
 }
 
+// IdempotencyOperation applies equality check predicate on the "idempotency_operation" field. It's identical to IdempotencyOperationEQ.
+func IdempotencyOperation(v []byte) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
 // Amount applies equality check predicate on the "amount" field. It's identical to AmountEQ.
 func Amount(v int) predicate.Order {
 	return predicate.Order(sql.FieldEQ(FieldAmount, v))
@@ -648,6 +653,56 @@ func IdempotencyArchivedAtIsNil() predicate.Order {
 // IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
 func IdempotencyArchivedAtNotNil() predicate.Order {
 	return predicate.Order(sql.FieldNotNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyOperationEQ applies the EQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationEQ(v []byte) predicate.Order {
+	return predicate.Order(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationNEQ applies the NEQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationNEQ(v []byte) predicate.Order {
+	return predicate.Order(sql.FieldNEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIn applies the In predicate on the "idempotency_operation" field.
+func IdempotencyOperationIn(vs ...[]byte) predicate.Order {
+	return predicate.Order(sql.FieldIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationNotIn applies the NotIn predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotIn(vs ...[]byte) predicate.Order {
+	return predicate.Order(sql.FieldNotIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationGT applies the GT predicate on the "idempotency_operation" field.
+func IdempotencyOperationGT(v []byte) predicate.Order {
+	return predicate.Order(sql.FieldGT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationGTE applies the GTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationGTE(v []byte) predicate.Order {
+	return predicate.Order(sql.FieldGTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLT applies the LT predicate on the "idempotency_operation" field.
+func IdempotencyOperationLT(v []byte) predicate.Order {
+	return predicate.Order(sql.FieldLT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLTE applies the LTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationLTE(v []byte) predicate.Order {
+	return predicate.Order(sql.FieldLTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIsNil applies the IsNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationIsNil() predicate.Order {
+	return predicate.Order(sql.FieldIsNull(FieldIdempotencyOperation))
+}
+
+// IdempotencyOperationNotNil applies the NotNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotNil() predicate.Order {
+	return predicate.Order(sql.FieldNotNull(FieldIdempotencyOperation))
 }
 
 // AmountEQ applies the EQ predicate on the "amount" field.

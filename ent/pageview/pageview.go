@@ -36,6 +36,8 @@ const (
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
 	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
 	FieldIdempotencyArchivedAt = "idempotency_archived_at"
+	// FieldIdempotencyOperation holds the string denoting the idempotency_operation field in the database.
+	FieldIdempotencyOperation = "idempotency_operation"
 	// FieldPage holds the string denoting the page field in the database.
 	FieldPage = "page"
 	// FieldFolded holds the string denoting the folded field in the database.
@@ -57,6 +59,7 @@ var Columns = []string{
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
 	FieldIdempotencyArchivedAt,
+	FieldIdempotencyOperation,
 	FieldPage,
 	FieldFolded,
 }

@@ -99,6 +99,11 @@ func IdempotencyArchivedAt(v time.Time) predicate.PageView {
 	return predicate.PageView(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
 }
 
+// IdempotencyOperation applies equality check predicate on the "idempotency_operation" field. It's identical to IdempotencyOperationEQ.
+func IdempotencyOperation(v []byte) predicate.PageView {
+	return predicate.PageView(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
 // Page applies equality check predicate on the "page" field. It's identical to PageEQ.
 func Page(v string) predicate.PageView {
 	return predicate.PageView(sql.FieldEQ(FieldPage, v))
@@ -642,6 +647,56 @@ func IdempotencyArchivedAtIsNil() predicate.PageView {
 // IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
 func IdempotencyArchivedAtNotNil() predicate.PageView {
 	return predicate.PageView(sql.FieldNotNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyOperationEQ applies the EQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationEQ(v []byte) predicate.PageView {
+	return predicate.PageView(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationNEQ applies the NEQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationNEQ(v []byte) predicate.PageView {
+	return predicate.PageView(sql.FieldNEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIn applies the In predicate on the "idempotency_operation" field.
+func IdempotencyOperationIn(vs ...[]byte) predicate.PageView {
+	return predicate.PageView(sql.FieldIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationNotIn applies the NotIn predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotIn(vs ...[]byte) predicate.PageView {
+	return predicate.PageView(sql.FieldNotIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationGT applies the GT predicate on the "idempotency_operation" field.
+func IdempotencyOperationGT(v []byte) predicate.PageView {
+	return predicate.PageView(sql.FieldGT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationGTE applies the GTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationGTE(v []byte) predicate.PageView {
+	return predicate.PageView(sql.FieldGTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLT applies the LT predicate on the "idempotency_operation" field.
+func IdempotencyOperationLT(v []byte) predicate.PageView {
+	return predicate.PageView(sql.FieldLT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLTE applies the LTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationLTE(v []byte) predicate.PageView {
+	return predicate.PageView(sql.FieldLTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIsNil applies the IsNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationIsNil() predicate.PageView {
+	return predicate.PageView(sql.FieldIsNull(FieldIdempotencyOperation))
+}
+
+// IdempotencyOperationNotNil applies the NotNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotNil() predicate.PageView {
+	return predicate.PageView(sql.FieldNotNull(FieldIdempotencyOperation))
 }
 
 // PageEQ applies the EQ predicate on the "page" field.

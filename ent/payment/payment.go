@@ -37,6 +37,8 @@ const (
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
 	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
 	FieldIdempotencyArchivedAt = "idempotency_archived_at"
+	// FieldIdempotencyOperation holds the string denoting the idempotency_operation field in the database.
+	FieldIdempotencyOperation = "idempotency_operation"
 	// FieldAmount holds the string denoting the amount field in the database.
 	FieldAmount = "amount"
 	// FieldProviderChargeID holds the string denoting the provider_charge_id field in the database.
@@ -78,6 +80,7 @@ var Columns = []string{
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
 	FieldIdempotencyArchivedAt,
+	FieldIdempotencyOperation,
 	FieldAmount,
 	FieldProviderChargeID,
 	FieldRefundedAmount,

@@ -100,6 +100,11 @@ func IdempotencyArchivedAt(v time.Time) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
 }
 
+// IdempotencyOperation applies equality check predicate on the "idempotency_operation" field. It's identical to IdempotencyOperationEQ.
+func IdempotencyOperation(v []byte) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
 // Amount applies equality check predicate on the "amount" field. It's identical to AmountEQ.
 func Amount(v int) predicate.Payment {
 	return predicate.Payment(sql.FieldEQ(FieldAmount, v))
@@ -648,6 +653,56 @@ func IdempotencyArchivedAtIsNil() predicate.Payment {
 // IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
 func IdempotencyArchivedAtNotNil() predicate.Payment {
 	return predicate.Payment(sql.FieldNotNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyOperationEQ applies the EQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationEQ(v []byte) predicate.Payment {
+	return predicate.Payment(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationNEQ applies the NEQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationNEQ(v []byte) predicate.Payment {
+	return predicate.Payment(sql.FieldNEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIn applies the In predicate on the "idempotency_operation" field.
+func IdempotencyOperationIn(vs ...[]byte) predicate.Payment {
+	return predicate.Payment(sql.FieldIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationNotIn applies the NotIn predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotIn(vs ...[]byte) predicate.Payment {
+	return predicate.Payment(sql.FieldNotIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationGT applies the GT predicate on the "idempotency_operation" field.
+func IdempotencyOperationGT(v []byte) predicate.Payment {
+	return predicate.Payment(sql.FieldGT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationGTE applies the GTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationGTE(v []byte) predicate.Payment {
+	return predicate.Payment(sql.FieldGTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLT applies the LT predicate on the "idempotency_operation" field.
+func IdempotencyOperationLT(v []byte) predicate.Payment {
+	return predicate.Payment(sql.FieldLT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLTE applies the LTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationLTE(v []byte) predicate.Payment {
+	return predicate.Payment(sql.FieldLTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIsNil applies the IsNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationIsNil() predicate.Payment {
+	return predicate.Payment(sql.FieldIsNull(FieldIdempotencyOperation))
+}
+
+// IdempotencyOperationNotNil applies the NotNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotNil() predicate.Payment {
+	return predicate.Payment(sql.FieldNotNull(FieldIdempotencyOperation))
 }
 
 // AmountEQ applies the EQ predicate on the "amount" field.

@@ -32,6 +32,10 @@ const (
 	// ArgKeyRequired, false during a rollout, lets a call without a key
 	// run as the mutation did before it was idempotent.
 	ArgKeyRequired = "keyRequired"
+	// ArgRecover, false for a mutation that must not run without a live
+	// client, keeps the recoverer from running its abandoned claims again:
+	// they wait for their client, then are stored as abandoned.
+	ArgRecover = "recover"
 )
 
 // Values of ModeEnum.

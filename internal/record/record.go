@@ -20,15 +20,24 @@ const (
 	ClaimedAt      = "idempotency_claimed_at"
 	CompletedAt    = "idempotency_completed_at"
 	ArchivedAt     = "idempotency_archived_at"
+	// Operation is what the recoverer needs to run a claim again when its
+	// client never comes back: the field's operation and variables (JSON,
+	// see MaxOperationBytes); NULL when the mutation opted out of recovery
+	// or the operation was too large to keep.
+	Operation = "idempotency_operation"
 )
 
 // Columns lists every column above but the scope, in the order of the
 // mixin's fields.
-var Columns = []string{Key, Status, Fingerprint, Response, Attempt, LeaseExpiresAt, ClaimedAt, CompletedAt, ArchivedAt}
+var Columns = []string{Key, Status, Fingerprint, Response, Attempt, LeaseExpiresAt, ClaimedAt, CompletedAt, ArchivedAt, Operation}
 
 // MaxKeyLength is the longest idempotency key, in bytes: the key column's
 // length, and the limit the hook checks before any database work.
 const MaxKeyLength = 255
+
+// MaxOperationBytes bounds the operation a claim keeps for the recoverer
+// (Operation); a larger one is not kept, and its claim is not recovered.
+const MaxOperationBytes = 64 << 10
 
 // Archive columns: the archive table holds what a record held, and the
 // table it came from, under a fixed tenant column.

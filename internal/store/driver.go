@@ -118,6 +118,10 @@ type Maintenance interface {
 	ArchiveStats(ctx context.Context, archive string) (rows, bytes int64, err error)
 	// Stuck lists pending records whose lease ended long ago, oldest first.
 	Stuck(ctx context.Context, q StuckQuery) ([]Row, error)
+	// Abandoned lists, like Stuck, pending claims whose lease ended before
+	// q.LeaseEndedBefore, oldest first, with what the recoverer needs to
+	// take each over and run it again.
+	Abandoned(ctx context.Context, q StuckQuery) ([]AbandonedClaim, error)
 	// Failed lists failed records that still hold their response, newest
 	// first.
 	Failed(ctx context.Context, q FailedQuery) ([]Row, error)
@@ -312,6 +316,8 @@ type Row struct {
 	// Archived rows come from the archive table.
 	Archived                                           bool
 	LeaseExpiresAt, ClaimedAt, CompletedAt, ArchivedAt time.Time
+	// Recoverable: the record keeps an operation the recoverer can run.
+	Recoverable bool
 }
 
 // StuckQuery selects up to Limit pending records of Table whose lease
@@ -320,6 +326,19 @@ type StuckQuery struct {
 	Table            Table
 	LeaseEndedBefore time.Time
 	Limit            int
+}
+
+// AbandonedClaim is a pending claim whose lease has run out, as the
+// recoverer sees it.
+type AbandonedClaim struct {
+	Tenant, Key, Fingerprint string
+	// Attempt is the attempt that holds the claim: a takeover makes
+	// Attempt+1.
+	Attempt                   int
+	LeaseExpiresAt, ClaimedAt time.Time
+	// Operation is what the claim kept to be run again (record.Operation);
+	// nil when it kept nothing.
+	Operation []byte
 }
 
 // FailedQuery selects the newest Limit failed records of Table.

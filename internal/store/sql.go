@@ -35,6 +35,7 @@ const (
 	stmtStats
 	stmtArchiveStats
 	stmtStuck
+	stmtAbandoned
 	stmtFailed
 	stmtFind
 	stmtFindArchived
@@ -63,7 +64,9 @@ var standardSQL = statements{
 		AND idempotency_lease_expires_at <= $5`,
 	// Completion and lease changes (release, renewal) are fenced by the
 	// attempt: a worker that lost its claim changes nothing.
-	stmtComplete: `UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5
+	// A finished claim will not run again: it forgets its operation.
+	stmtComplete: `UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5,
+		idempotency_operation = NULL
 		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $6`,
 	stmtSetLease: `UPDATE {table} SET idempotency_lease_expires_at = $3
 		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $4`,
@@ -90,13 +93,17 @@ var standardSQL = statements{
 	stmtStuck: `SELECT {scope}, ` + rowColumns + ` FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
 		ORDER BY idempotency_lease_expires_at LIMIT $2`,
+	stmtAbandoned: `SELECT {scope}, idempotency_key, idempotency_fingerprint, idempotency_attempt, idempotency_lease_expires_at, idempotency_claimed_at,
+		idempotency_operation FROM {table}
+		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
+		ORDER BY idempotency_lease_expires_at LIMIT $2`,
 	stmtFailed: `SELECT {scope}, ` + rowColumns + ` FROM {table}
 		WHERE idempotency_status = 'failed' AND idempotency_archived_at IS NULL AND idempotency_completed_at IS NOT NULL
 		ORDER BY idempotency_completed_at DESC LIMIT $1`,
 	stmtFind: `SELECT {scope}, ` + rowColumns + ` FROM {table} WHERE {scope} = $1 AND idempotency_key = $2`,
 	// The archive has no lease: NULL in its place.
 	stmtFindArchived: `SELECT tenant_id, idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt,
-		idempotency_response, NULL, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at
+		idempotency_response, NULL, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at, (1 = 0)
 		FROM {archive} WHERE record_table = $3 AND tenant_id = $1 AND idempotency_key = $2 ORDER BY idempotency_claimed_at`,
 }
 
@@ -107,7 +114,8 @@ const lookupColumns = `idempotency_status, idempotency_fingerprint, idempotency_
 
 // rowColumns are the columns of an operator's Row, after the scope.
 const rowColumns = `idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt, idempotency_response,
-	idempotency_lease_expires_at, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at`
+	idempotency_lease_expires_at, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at,
+	(idempotency_operation IS NOT NULL)`
 
 // archiveInsert copies a record into the archive; both backends follow it
 // with a SELECT of the rows, then ON CONFLICT … DO NOTHING (archiveOnce).
@@ -122,7 +130,7 @@ const archiveOnce = `ON CONFLICT (record_table, tenant_id, idempotency_key, idem
 // without its idempotency columns, like a row created without a key.
 const forgetKey = `idempotency_key = NULL, idempotency_status = NULL, idempotency_fingerprint = '', idempotency_response = NULL,
 	idempotency_attempt = 0, idempotency_lease_expires_at = NULL, idempotency_claimed_at = NULL,
-	idempotency_completed_at = NULL, idempotency_archived_at = NULL`
+	idempotency_completed_at = NULL, idempotency_archived_at = NULL, idempotency_operation = NULL`
 
 // with returns the standard statements, rewritten by placeholders, with
 // own added or replacing them.

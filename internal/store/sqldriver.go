@@ -310,6 +310,31 @@ func (d *sqlDriver) Stuck(ctx context.Context, q StuckQuery) ([]Row, error) {
 	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtStuck], q.LeaseEndedBefore.UTC(), q.Limit)
 }
 
+func (d *sqlDriver) Abandoned(ctx context.Context, q StuckQuery) ([]AbandonedClaim, error) {
+	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(q.Table, "")[stmtAbandoned], q.LeaseEndedBefore.UTC(), q.Limit)
+	if err != nil {
+		return nil, d.err("list abandoned", err)
+	}
+	defer rows.Close()
+	var out []AbandonedClaim
+	for rows.Next() {
+		var c AbandonedClaim
+		var key, fingerprint sql.NullString
+		var attempt sql.NullInt64
+		var lease, claimed any
+		if err := rows.Scan(&c.Tenant, &key, &fingerprint, &attempt, &lease, &claimed, &c.Operation); err != nil {
+			return nil, d.err("list abandoned", err)
+		}
+		c.Key, c.Fingerprint, c.Attempt = key.String, fingerprint.String, int(attempt.Int64)
+		c.LeaseExpiresAt, c.ClaimedAt = asTime(lease), asTime(claimed)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, d.err("list abandoned", err)
+	}
+	return out, nil
+}
+
 func (d *sqlDriver) Failed(ctx context.Context, q FailedQuery) ([]Row, error) {
 	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtFailed], q.Limit)
 }
@@ -337,7 +362,7 @@ func (d *sqlDriver) rows(ctx context.Context, table string, archived bool, q str
 		var status, fingerprint, key sql.NullString
 		var attempt sql.NullInt64
 		var lease, claimed, completed, archivedAt any
-		if err := rows.Scan(&r.Tenant, &key, &status, &fingerprint, &attempt, &r.Response, &lease, &claimed, &completed, &archivedAt); err != nil {
+		if err := rows.Scan(&r.Tenant, &key, &status, &fingerprint, &attempt, &r.Response, &lease, &claimed, &completed, &archivedAt, &r.Recoverable); err != nil {
 			return nil, d.err("list", err)
 		}
 		r.Key, r.Status, r.Fingerprint, r.Attempt = key.String, status.String, fingerprint.String, int(attempt.Int64)

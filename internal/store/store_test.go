@@ -73,6 +73,7 @@ func open(t *testing.T, b idemtest.Backend, pgx bool) *storetest.Env {
 				return recs.Insert(ctx, tx, &idem.Claim{
 					Tenant: c.Tenant, Key: c.Key, Table: recs.Table, Fingerprint: c.Fingerprint,
 					Attempt: 1, Mode: idem.ModeLease, ClaimedAt: c.ClaimedAt, LeaseExpiresAt: c.LeaseUntil,
+					Operation: c.Operation,
 				}, args)
 			},
 		}

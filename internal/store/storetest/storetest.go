@@ -48,6 +48,8 @@ type Table struct {
 type Claim struct {
 	Tenant, Key, Fingerprint string
 	ClaimedAt, LeaseUntil    time.Time
+	// Operation is what the claim keeps for the recoverer (nil: nothing).
+	Operation []byte
 }
 
 // Run runs the suite; open returns a fresh Env for each test (on a
@@ -69,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) *Env) {
 		{"PurgeOfATombstoneRacesAClaim", testPurgeRacesAClaim},
 		{"SweepersMoveEachRowOnce", testSweepersMoveEachRowOnce},
 		{"OperatorReads", testOperatorReads},
+		{"AbandonedClaimsKeepTheirOperation", testAbandoned},
 		{"MissingTableIsErrNoTable", testMissingTable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,7 +113,11 @@ func (s *suite) claim(t Table, tenant, key string, leaseUntil time.Time) {
 
 func (s *suite) claimIn(tx store.Tx, t Table, tenant, key string, leaseUntil time.Time) (store.Claimed, error) {
 	now := s.now()
-	c := Claim{Tenant: tenant, Key: key, Fingerprint: "fp-" + key, ClaimedAt: now, LeaseUntil: leaseUntil}
+	c := Claim{Tenant: tenant, Key: key, Fingerprint: "fp-" + key, ClaimedAt: now, LeaseUntil: leaseUntil,
+		Operation: []byte(`{"query":"mutation { ` + key + ` }"}`)}
+	if key == "no-operation" {
+		c.Operation = nil
+	}
 	return s.Driver.Claim(s.ctx, store.Claim{Ref: ref(t, tenant, key), Tx: tx,
 		Insert: func(ctx context.Context, tx store.Tx) (bool, error) { return t.Insert(ctx, tx, c) }})
 }
@@ -620,7 +627,8 @@ func testOperatorReads(t *testing.T, s *suite) {
 		t.Fatalf("stats: %+v %v", st, err)
 	}
 	stuck, err := s.Driver.Stuck(s.ctx, store.StuckQuery{Table: s.Business.Table, LeaseEndedBefore: now, Limit: 10})
-	if err != nil || len(stuck) != 1 || stuck[0].Key != "stuck" || stuck[0].Tenant != "t1" || stuck[0].Status != record.StatusPending {
+	if err != nil || len(stuck) != 1 || stuck[0].Key != "stuck" || stuck[0].Tenant != "t1" || stuck[0].Status != record.StatusPending ||
+		!stuck[0].Recoverable {
 		t.Fatalf("stuck: %+v %v", stuck, err)
 	}
 	failed, err := s.Driver.Failed(s.ctx, store.FailedQuery{Table: s.Business.Table, Limit: 10})
@@ -628,11 +636,62 @@ func testOperatorReads(t *testing.T, s *suite) {
 		t.Fatalf("failed: %+v %v", failed, err)
 	}
 	found, err := s.Driver.Find(s.ctx, store.FindQuery{Table: s.Business.Table, Archive: s.Archive, Tenant: "t1", Key: "ok"})
-	if err != nil || len(found) != 1 || found[0].Status != record.StatusSucceeded || found[0].Attempt != 1 || found[0].CompletedAt.IsZero() {
+	// A finished record has forgotten its operation: it will not run again.
+	if err != nil || len(found) != 1 || found[0].Status != record.StatusSucceeded || found[0].Attempt != 1 || found[0].CompletedAt.IsZero() ||
+		found[0].Recoverable {
 		t.Fatalf("find: %+v %v", found, err)
 	}
 	if err := s.Driver.Ping(s.ctx); err != nil {
 		t.Fatalf("ping: %v", err)
+	}
+}
+
+// The recoverer's list: pending claims whose lease ended before the cutoff,
+// oldest lease first, each with the operation it kept (nil when it kept
+// none); live, recent and finished claims are not in it. Two recoverers
+// that both list a claim race for it with the ordinary takeover: one wins.
+func testAbandoned(t *testing.T, s *suite) {
+	now := s.now()
+	for _, tb := range []Table{s.Records, s.Business} {
+		s.claim(tb, "t1", "older", now.Add(-2*time.Hour))
+		s.claim(tb, "t2", "no-operation", now.Add(-90*time.Minute))
+		s.claim(tb, "t1", "recent", now.Add(-time.Minute))
+		s.claim(tb, "t1", "live", now.Add(time.Hour))
+		s.claim(tb, "t1", "done", now.Add(-3*time.Hour))
+		s.complete(tb, "t1", "done", 1, record.StatusFailed, `"no"`)
+
+		got, err := s.Driver.Abandoned(s.ctx, store.StuckQuery{Table: tb.Table, LeaseEndedBefore: now.Add(-time.Hour), Limit: 10})
+		if err != nil || len(got) != 2 {
+			t.Fatalf("%s: abandoned %+v %v, want older and no-operation", tb.Name, got, err)
+		}
+		older, none := got[0], got[1]
+		if older.Tenant != "t1" || older.Key != "older" || older.Fingerprint != "fp-older" || older.Attempt != 1 || string(older.Operation) != `{"query":"mutation { older }"}` ||
+			!near(older.LeaseExpiresAt, now.Add(-2*time.Hour)) || older.ClaimedAt.IsZero() {
+			t.Fatalf("%s: older %+v", tb.Name, older)
+		}
+		if none.Tenant != "t2" || none.Key != "no-operation" || none.Operation != nil {
+			t.Fatalf("%s: no-operation %+v", tb.Name, none)
+		}
+		if got, err := s.Driver.Abandoned(s.ctx, store.StuckQuery{Table: tb.Table, LeaseEndedBefore: now.Add(-time.Hour), Limit: 1}); err != nil || len(got) != 1 {
+			t.Fatalf("%s: limit 1: %+v %v", tb.Name, got, err)
+		}
+
+		var took atomic.Int32
+		concurrently(4, func(int) {
+			ok, err := s.Driver.TakeOver(s.ctx, store.TakeOver{Ref: ref(tb, "t1", "older"), Attempt: older.Attempt, Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil {
+				t.Errorf("take over: %v", err)
+			}
+			if ok {
+				took.Add(1)
+			}
+		})
+		if took.Load() != 1 {
+			t.Fatalf("%s: %d recoverers took the claim over, want 1", tb.Name, took.Load())
+		}
+		if got, err := s.Driver.Abandoned(s.ctx, store.StuckQuery{Table: tb.Table, LeaseEndedBefore: now.Add(-time.Hour), Limit: 10}); err != nil || len(got) != 1 || got[0].Key != "no-operation" {
+			t.Fatalf("%s: after the takeover: %+v %v", tb.Name, got, err)
+		}
 	}
 }
 

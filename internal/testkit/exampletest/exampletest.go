@@ -98,6 +98,12 @@ func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 // provider and opts.
 func (a *App) Handler(client *ent.Client, opts graph.Options) http.Handler {
 	a.t.Helper()
+	if opts.Done == nil {
+		// The recoverer, if on, stops before the database closes.
+		done := make(chan struct{})
+		a.t.Cleanup(func() { close(done) })
+		opts.Done = done
+	}
 	h, err := graph.NewHandler(client, a.prov, opts)
 	if err != nil {
 		a.t.Fatalf("handler: %v", err)

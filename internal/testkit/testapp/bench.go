@@ -96,6 +96,13 @@ func (be *Bench) Handler(client *ent.Client, resolver *graph.Resolver, cfg idem.
 	cfg.Backend = client.IdempotencyBackend()
 	cfg.Tenant = graph.OrgFromContext
 	cfg.Clock = be.Clock
+	cfg.TenantContext = graph.OrgContext
+	if cfg.Done == nil {
+		// The recoverer, if on, stops before the database closes.
+		done := make(chan struct{})
+		be.t.Cleanup(func() { close(done) })
+		cfg.Done = done
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

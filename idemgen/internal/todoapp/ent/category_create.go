@@ -149,6 +149,12 @@ func (_c *CategoryCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *Catego
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *CategoryCreate) SetIdempotencyOperation(v []byte) *CategoryCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // SetText sets the "text" field.
 func (_c *CategoryCreate) SetText(v string) *CategoryCreate {
 	_c.mutation.SetText(v)
@@ -365,6 +371,10 @@ func (_c *CategoryCreate) createSpec() (*Category, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(category.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(category.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	if value, ok := _c.mutation.Text(); ok {
 		_spec.SetField(category.FieldText, field.TypeString, value)
@@ -608,6 +618,9 @@ func (u *CategoryUpsertOne) UpdateNewValues() *CategoryUpsertOne {
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(category.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(category.FieldIdempotencyOperation)
 		}
 	}))
 	return u
@@ -995,6 +1008,9 @@ func (u *CategoryUpsertBulk) UpdateNewValues() *CategoryUpsertBulk {
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(category.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(category.FieldIdempotencyOperation)
 			}
 		}
 	}))

@@ -322,6 +322,9 @@ func (_u *CategoryUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(category.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(category.FieldIdempotencyOperation, field.TypeBytes)
+	}
 	if value, ok := _u.mutation.Text(); ok {
 		_spec.SetField(category.FieldText, field.TypeString, value)
 	}
@@ -717,6 +720,9 @@ func (_u *CategoryUpdateOne) sqlSave(ctx context.Context) (_node *Category, err 
 	}
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(category.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(category.FieldIdempotencyOperation, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Text(); ok {
 		_spec.SetField(category.FieldText, field.TypeString, value)

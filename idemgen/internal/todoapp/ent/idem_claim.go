@@ -70,6 +70,9 @@ func (b *idempotencyBackend) insertCategory(ctx context.Context, tx idem.Tx, c *
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(category.FieldTenantID, category.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.
@@ -146,6 +149,9 @@ func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx ide
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.
@@ -195,6 +201,9 @@ func (b *idempotencyBackend) insertTodo(ctx context.Context, tx idem.Tx, c *idem
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(todo.FieldTenantID, todo.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.

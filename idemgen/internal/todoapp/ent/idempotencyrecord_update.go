@@ -245,6 +245,9 @@ func (_u *IdempotencyRecordUpdate) sqlSave(ctx context.Context) (_node int, err 
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(idempotencyrecord.FieldIdempotencyOperation, field.TypeBytes)
+	}
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
 			err = &NotFoundError{idempotencyrecord.Label}
@@ -511,6 +514,9 @@ func (_u *IdempotencyRecordUpdateOne) sqlSave(ctx context.Context) (_node *Idemp
 	}
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(idempotencyrecord.FieldIdempotencyOperation, field.TypeBytes)
 	}
 	_node = &IdempotencyRecord{config: _u.config}
 	_spec.Assign = _node.assignValues

@@ -51,6 +51,7 @@ type CategoryMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	text                         *string
 	color                        *string
 	clearedFields                map[string]struct{}
@@ -650,6 +651,55 @@ func (m *CategoryMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, category.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *CategoryMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *CategoryMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the Category entity.
+// If the Category object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CategoryMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *CategoryMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[category.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *CategoryMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[category.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *CategoryMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, category.FieldIdempotencyOperation)
+}
+
 // SetText sets the "text" field.
 func (m *CategoryMutation) SetText(s string) {
 	m.text = &s
@@ -823,7 +873,7 @@ func (m *CategoryMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *CategoryMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.tenant_id != nil {
 		fields = append(fields, category.FieldTenantID)
 	}
@@ -853,6 +903,9 @@ func (m *CategoryMutation) Fields() []string {
 	}
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, category.FieldIdempotencyArchivedAt)
+	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, category.FieldIdempotencyOperation)
 	}
 	if m.text != nil {
 		fields = append(fields, category.FieldText)
@@ -888,6 +941,8 @@ func (m *CategoryMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case category.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case category.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	case category.FieldText:
 		return m.Text()
 	case category.FieldColor:
@@ -921,6 +976,8 @@ func (m *CategoryMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldIdempotencyCompletedAt(ctx)
 	case category.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case category.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	case category.FieldText:
 		return m.OldText(ctx)
 	case category.FieldColor:
@@ -1003,6 +1060,13 @@ func (m *CategoryMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyArchivedAt(v)
+		return nil
+	case category.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
 		return nil
 	case category.FieldText:
 		v, ok := value.(string)
@@ -1087,6 +1151,9 @@ func (m *CategoryMutation) ClearedFields() []string {
 	if m.FieldCleared(category.FieldIdempotencyArchivedAt) {
 		fields = append(fields, category.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(category.FieldIdempotencyOperation) {
+		fields = append(fields, category.FieldIdempotencyOperation)
+	}
 	if m.FieldCleared(category.FieldColor) {
 		fields = append(fields, category.FieldColor)
 	}
@@ -1128,6 +1195,9 @@ func (m *CategoryMutation) ClearField(name string) error {
 	case category.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case category.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	case category.FieldColor:
 		m.ClearColor()
 		return nil
@@ -1168,6 +1238,9 @@ func (m *CategoryMutation) ResetField(name string) error {
 		return nil
 	case category.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case category.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	case category.FieldText:
 		m.ResetText()
@@ -2169,6 +2242,7 @@ type IdempotencyRecordMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	clearedFields                map[string]struct{}
 	done                         bool
 	oldValue                     func(context.Context) (*IdempotencyRecord, error)
@@ -2757,6 +2831,55 @@ func (m *IdempotencyRecordMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyOperation)
+}
+
 // Where appends a list predicates to the IdempotencyRecordMutation builder.
 func (m *IdempotencyRecordMutation) Where(ps ...predicate.IdempotencyRecord) {
 	m.predicates = append(m.predicates, ps...)
@@ -2791,7 +2914,7 @@ func (m *IdempotencyRecordMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *IdempotencyRecordMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 11)
 	if m.tenant_id != nil {
 		fields = append(fields, idempotencyrecord.FieldTenantID)
 	}
@@ -2822,6 +2945,9 @@ func (m *IdempotencyRecordMutation) Fields() []string {
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, idempotencyrecord.FieldIdempotencyArchivedAt)
 	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyOperation)
+	}
 	return fields
 }
 
@@ -2850,6 +2976,8 @@ func (m *IdempotencyRecordMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case idempotencyrecord.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	}
 	return nil, false
 }
@@ -2879,6 +3007,8 @@ func (m *IdempotencyRecordMutation) OldField(ctx context.Context, name string) (
 		return m.OldIdempotencyCompletedAt(ctx)
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case idempotencyrecord.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	}
 	return nil, fmt.Errorf("unknown IdempotencyRecord field %s", name)
 }
@@ -2958,6 +3088,13 @@ func (m *IdempotencyRecordMutation) SetField(name string, value ent.Value) error
 		}
 		m.SetIdempotencyArchivedAt(v)
 		return nil
+	case idempotencyrecord.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
+		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
 }
@@ -3027,6 +3164,9 @@ func (m *IdempotencyRecordMutation) ClearedFields() []string {
 	if m.FieldCleared(idempotencyrecord.FieldIdempotencyArchivedAt) {
 		fields = append(fields, idempotencyrecord.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyOperation) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyOperation)
+	}
 	return fields
 }
 
@@ -3065,6 +3205,9 @@ func (m *IdempotencyRecordMutation) ClearField(name string) error {
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case idempotencyrecord.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord nullable field %s", name)
 }
@@ -3102,6 +3245,9 @@ func (m *IdempotencyRecordMutation) ResetField(name string) error {
 		return nil
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
@@ -3172,6 +3318,7 @@ type TodoMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	created_at                   *time.Time
 	status                       *todo.Status
 	priority                     *int
@@ -3781,6 +3928,55 @@ func (m *TodoMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, todo.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *TodoMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *TodoMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the Todo entity.
+// If the Todo object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *TodoMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *TodoMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[todo.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *TodoMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[todo.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *TodoMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, todo.FieldIdempotencyOperation)
+}
+
 // SetCreatedAt sets the "created_at" field.
 func (m *TodoMutation) SetCreatedAt(t time.Time) {
 	m.created_at = &t
@@ -4262,7 +4458,7 @@ func (m *TodoMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *TodoMutation) Fields() []string {
-	fields := make([]string, 0, 17)
+	fields := make([]string, 0, 18)
 	if m.tenant_id != nil {
 		fields = append(fields, todo.FieldTenantID)
 	}
@@ -4292,6 +4488,9 @@ func (m *TodoMutation) Fields() []string {
 	}
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, todo.FieldIdempotencyArchivedAt)
+	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, todo.FieldIdempotencyOperation)
 	}
 	if m.created_at != nil {
 		fields = append(fields, todo.FieldCreatedAt)
@@ -4342,6 +4541,8 @@ func (m *TodoMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case todo.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case todo.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	case todo.FieldCreatedAt:
 		return m.CreatedAt()
 	case todo.FieldStatus:
@@ -4385,6 +4586,8 @@ func (m *TodoMutation) OldField(ctx context.Context, name string) (ent.Value, er
 		return m.OldIdempotencyCompletedAt(ctx)
 	case todo.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case todo.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	case todo.FieldCreatedAt:
 		return m.OldCreatedAt(ctx)
 	case todo.FieldStatus:
@@ -4477,6 +4680,13 @@ func (m *TodoMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyArchivedAt(v)
+		return nil
+	case todo.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
 		return nil
 	case todo.FieldCreatedAt:
 		v, ok := value.(time.Time)
@@ -4608,6 +4818,9 @@ func (m *TodoMutation) ClearedFields() []string {
 	if m.FieldCleared(todo.FieldIdempotencyArchivedAt) {
 		fields = append(fields, todo.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(todo.FieldIdempotencyOperation) {
+		fields = append(fields, todo.FieldIdempotencyOperation)
+	}
 	if m.FieldCleared(todo.FieldBlob) {
 		fields = append(fields, todo.FieldBlob)
 	}
@@ -4655,6 +4868,9 @@ func (m *TodoMutation) ClearField(name string) error {
 	case todo.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case todo.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	case todo.FieldBlob:
 		m.ClearBlob()
 		return nil
@@ -4701,6 +4917,9 @@ func (m *TodoMutation) ResetField(name string) error {
 		return nil
 	case todo.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case todo.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	case todo.FieldCreatedAt:
 		m.ResetCreatedAt()

@@ -149,6 +149,12 @@ func (_c *TodoCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *TodoCreate
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *TodoCreate) SetIdempotencyOperation(v []byte) *TodoCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // SetCreatedAt sets the "created_at" field.
 func (_c *TodoCreate) SetCreatedAt(v time.Time) *TodoCreate {
 	_c.mutation.SetCreatedAt(v)
@@ -472,6 +478,10 @@ func (_c *TodoCreate) createSpec() (*Todo, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(todo.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(todo.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	if value, ok := _c.mutation.CreatedAt(); ok {
 		_spec.SetField(todo.FieldCreatedAt, field.TypeTime, value)
@@ -813,6 +823,9 @@ func (u *TodoUpsertOne) UpdateNewValues() *TodoUpsertOne {
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(todo.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(todo.FieldIdempotencyOperation)
 		}
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(todo.FieldCreatedAt)
@@ -1262,6 +1275,9 @@ func (u *TodoUpsertBulk) UpdateNewValues() *TodoUpsertBulk {
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(todo.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(todo.FieldIdempotencyOperation)
 			}
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(todo.FieldCreatedAt)

@@ -58,6 +58,9 @@ func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx ide
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.
@@ -107,6 +110,9 @@ func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idem.Tx, c *
 			SetIdempotencyClaimedAt(c.ClaimedAt).
 			OnConflictColumns(shipment.FieldOrg, shipment.FieldIdempotencyKey).
 			DoNothing()
+		if c.Operation != nil {
+			create.SetIdempotencyOperation(c.Operation)
+		}
 	}
 	// Save keeps the conflict clause the upsert builder set on create, and
 	// returns the row when it was inserted.

@@ -37,7 +37,9 @@ type IdempotencyRecord struct {
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
 	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
 	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
-	selectValues          sql.SelectValues
+	// The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.
+	IdempotencyOperation *[]byte `json:"idempotency_operation,omitempty"`
+	selectValues         sql.SelectValues
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -45,7 +47,7 @@ func (*IdempotencyRecord) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case idempotencyrecord.FieldIdempotencyResponse:
+		case idempotencyrecord.FieldIdempotencyResponse, idempotencyrecord.FieldIdempotencyOperation:
 			values[i] = new([]byte)
 		case idempotencyrecord.FieldID, idempotencyrecord.FieldIdempotencyAttempt:
 			values[i] = new(sql.NullInt64)
@@ -140,6 +142,12 @@ func (_m *IdempotencyRecord) assignValues(columns []string, values []any) error 
 				_m.IdempotencyArchivedAt = new(time.Time)
 				*_m.IdempotencyArchivedAt = value.Time
 			}
+		case idempotencyrecord.FieldIdempotencyOperation:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_operation", values[i])
+			} else if value != nil {
+				_m.IdempotencyOperation = value
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -218,6 +226,11 @@ func (_m *IdempotencyRecord) String() string {
 	if v := _m.IdempotencyArchivedAt; v != nil {
 		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyOperation; v != nil {
+		builder.WriteString("idempotency_operation=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteByte(')')
 	return builder.String()

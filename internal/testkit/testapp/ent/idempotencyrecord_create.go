@@ -146,6 +146,12 @@ func (_c *IdempotencyRecordCreate) SetNillableIdempotencyArchivedAt(v *time.Time
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *IdempotencyRecordCreate) SetIdempotencyOperation(v []byte) *IdempotencyRecordCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // Mutation returns the IdempotencyRecordMutation object of the builder.
 func (_c *IdempotencyRecordCreate) Mutation() *IdempotencyRecordMutation {
 	return _c.mutation
@@ -286,6 +292,10 @@ func (_c *IdempotencyRecordCreate) createSpec() (*IdempotencyRecord, *sqlgraph.C
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(idempotencyrecord.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(idempotencyrecord.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	return _node, _spec
 }
@@ -469,6 +479,9 @@ func (u *IdempotencyRecordUpsertOne) UpdateNewValues() *IdempotencyRecordUpsertO
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(idempotencyrecord.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(idempotencyrecord.FieldIdempotencyOperation)
 		}
 	}))
 	return u
@@ -814,6 +827,9 @@ func (u *IdempotencyRecordUpsertBulk) UpdateNewValues() *IdempotencyRecordUpsert
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(idempotencyrecord.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(idempotencyrecord.FieldIdempotencyOperation)
 			}
 		}
 	}))

@@ -938,6 +938,7 @@ type IdempotencyRecordMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	clearedFields                map[string]struct{}
 	done                         bool
 	oldValue                     func(context.Context) (*IdempotencyRecord, error)
@@ -1526,6 +1527,55 @@ func (m *IdempotencyRecordMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *IdempotencyRecordMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *IdempotencyRecordMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the IdempotencyRecord entity.
+// If the IdempotencyRecord object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *IdempotencyRecordMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *IdempotencyRecordMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[idempotencyrecord.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *IdempotencyRecordMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[idempotencyrecord.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *IdempotencyRecordMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, idempotencyrecord.FieldIdempotencyOperation)
+}
+
 // Where appends a list predicates to the IdempotencyRecordMutation builder.
 func (m *IdempotencyRecordMutation) Where(ps ...predicate.IdempotencyRecord) {
 	m.predicates = append(m.predicates, ps...)
@@ -1560,7 +1610,7 @@ func (m *IdempotencyRecordMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *IdempotencyRecordMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 11)
 	if m.tenant_id != nil {
 		fields = append(fields, idempotencyrecord.FieldTenantID)
 	}
@@ -1591,6 +1641,9 @@ func (m *IdempotencyRecordMutation) Fields() []string {
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, idempotencyrecord.FieldIdempotencyArchivedAt)
 	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyOperation)
+	}
 	return fields
 }
 
@@ -1619,6 +1672,8 @@ func (m *IdempotencyRecordMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case idempotencyrecord.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	}
 	return nil, false
 }
@@ -1648,6 +1703,8 @@ func (m *IdempotencyRecordMutation) OldField(ctx context.Context, name string) (
 		return m.OldIdempotencyCompletedAt(ctx)
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case idempotencyrecord.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	}
 	return nil, fmt.Errorf("unknown IdempotencyRecord field %s", name)
 }
@@ -1727,6 +1784,13 @@ func (m *IdempotencyRecordMutation) SetField(name string, value ent.Value) error
 		}
 		m.SetIdempotencyArchivedAt(v)
 		return nil
+	case idempotencyrecord.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
+		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
 }
@@ -1796,6 +1860,9 @@ func (m *IdempotencyRecordMutation) ClearedFields() []string {
 	if m.FieldCleared(idempotencyrecord.FieldIdempotencyArchivedAt) {
 		fields = append(fields, idempotencyrecord.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(idempotencyrecord.FieldIdempotencyOperation) {
+		fields = append(fields, idempotencyrecord.FieldIdempotencyOperation)
+	}
 	return fields
 }
 
@@ -1834,6 +1901,9 @@ func (m *IdempotencyRecordMutation) ClearField(name string) error {
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case idempotencyrecord.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord nullable field %s", name)
 }
@@ -1871,6 +1941,9 @@ func (m *IdempotencyRecordMutation) ResetField(name string) error {
 		return nil
 	case idempotencyrecord.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case idempotencyrecord.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	}
 	return fmt.Errorf("unknown IdempotencyRecord field %s", name)
@@ -1940,6 +2013,7 @@ type ShipmentMutation struct {
 	idempotency_claimed_at       *time.Time
 	idempotency_completed_at     *time.Time
 	idempotency_archived_at      *time.Time
+	idempotency_operation        *[]byte
 	org                          *string
 	destination                  *string
 	weight_grams                 *int
@@ -2504,6 +2578,55 @@ func (m *ShipmentMutation) ResetIdempotencyArchivedAt() {
 	delete(m.clearedFields, shipment.FieldIdempotencyArchivedAt)
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (m *ShipmentMutation) SetIdempotencyOperation(b []byte) {
+	m.idempotency_operation = &b
+}
+
+// IdempotencyOperation returns the value of the "idempotency_operation" field in the mutation.
+func (m *ShipmentMutation) IdempotencyOperation() (r []byte, exists bool) {
+	v := m.idempotency_operation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldIdempotencyOperation returns the old "idempotency_operation" field's value of the Shipment entity.
+// If the Shipment object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ShipmentMutation) OldIdempotencyOperation(ctx context.Context) (v *[]byte, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldIdempotencyOperation is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldIdempotencyOperation requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldIdempotencyOperation: %w", err)
+	}
+	return oldValue.IdempotencyOperation, nil
+}
+
+// ClearIdempotencyOperation clears the value of the "idempotency_operation" field.
+func (m *ShipmentMutation) ClearIdempotencyOperation() {
+	m.idempotency_operation = nil
+	m.clearedFields[shipment.FieldIdempotencyOperation] = struct{}{}
+}
+
+// IdempotencyOperationCleared returns if the "idempotency_operation" field was cleared in this mutation.
+func (m *ShipmentMutation) IdempotencyOperationCleared() bool {
+	_, ok := m.clearedFields[shipment.FieldIdempotencyOperation]
+	return ok
+}
+
+// ResetIdempotencyOperation resets all changes to the "idempotency_operation" field.
+func (m *ShipmentMutation) ResetIdempotencyOperation() {
+	m.idempotency_operation = nil
+	delete(m.clearedFields, shipment.FieldIdempotencyOperation)
+}
+
 // SetOrg sets the "org" field.
 func (m *ShipmentMutation) SetOrg(s string) {
 	m.org = &s
@@ -2751,7 +2874,7 @@ func (m *ShipmentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ShipmentMutation) Fields() []string {
-	fields := make([]string, 0, 14)
+	fields := make([]string, 0, 15)
 	if m.idempotency_key != nil {
 		fields = append(fields, shipment.FieldIdempotencyKey)
 	}
@@ -2778,6 +2901,9 @@ func (m *ShipmentMutation) Fields() []string {
 	}
 	if m.idempotency_archived_at != nil {
 		fields = append(fields, shipment.FieldIdempotencyArchivedAt)
+	}
+	if m.idempotency_operation != nil {
+		fields = append(fields, shipment.FieldIdempotencyOperation)
 	}
 	if m.org != nil {
 		fields = append(fields, shipment.FieldOrg)
@@ -2820,6 +2946,8 @@ func (m *ShipmentMutation) Field(name string) (ent.Value, bool) {
 		return m.IdempotencyCompletedAt()
 	case shipment.FieldIdempotencyArchivedAt:
 		return m.IdempotencyArchivedAt()
+	case shipment.FieldIdempotencyOperation:
+		return m.IdempotencyOperation()
 	case shipment.FieldOrg:
 		return m.Org()
 	case shipment.FieldDestination:
@@ -2857,6 +2985,8 @@ func (m *ShipmentMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldIdempotencyCompletedAt(ctx)
 	case shipment.FieldIdempotencyArchivedAt:
 		return m.OldIdempotencyArchivedAt(ctx)
+	case shipment.FieldIdempotencyOperation:
+		return m.OldIdempotencyOperation(ctx)
 	case shipment.FieldOrg:
 		return m.OldOrg(ctx)
 	case shipment.FieldDestination:
@@ -2938,6 +3068,13 @@ func (m *ShipmentMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetIdempotencyArchivedAt(v)
+		return nil
+	case shipment.FieldIdempotencyOperation:
+		v, ok := value.([]byte)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetIdempotencyOperation(v)
 		return nil
 	case shipment.FieldOrg:
 		v, ok := value.(string)
@@ -3055,6 +3192,9 @@ func (m *ShipmentMutation) ClearedFields() []string {
 	if m.FieldCleared(shipment.FieldIdempotencyArchivedAt) {
 		fields = append(fields, shipment.FieldIdempotencyArchivedAt)
 	}
+	if m.FieldCleared(shipment.FieldIdempotencyOperation) {
+		fields = append(fields, shipment.FieldIdempotencyOperation)
+	}
 	if m.FieldCleared(shipment.FieldLabel) {
 		fields = append(fields, shipment.FieldLabel)
 	}
@@ -3096,6 +3236,9 @@ func (m *ShipmentMutation) ClearField(name string) error {
 	case shipment.FieldIdempotencyArchivedAt:
 		m.ClearIdempotencyArchivedAt()
 		return nil
+	case shipment.FieldIdempotencyOperation:
+		m.ClearIdempotencyOperation()
+		return nil
 	case shipment.FieldLabel:
 		m.ClearLabel()
 		return nil
@@ -3133,6 +3276,9 @@ func (m *ShipmentMutation) ResetField(name string) error {
 		return nil
 	case shipment.FieldIdempotencyArchivedAt:
 		m.ResetIdempotencyArchivedAt()
+		return nil
+	case shipment.FieldIdempotencyOperation:
+		m.ResetIdempotencyOperation()
 		return nil
 	case shipment.FieldOrg:
 		m.ResetOrg()

@@ -36,6 +36,8 @@ type Shipment struct {
 	IdempotencyCompletedAt *time.Time `json:"idempotency_completed_at,omitempty"`
 	// Database time at which the sweeper moved the response to the archive; the row is a tombstone.
 	IdempotencyArchivedAt *time.Time `json:"idempotency_archived_at,omitempty"`
+	// The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.
+	IdempotencyOperation *[]byte `json:"idempotency_operation,omitempty"`
 	// Org holds the value of the "org" field.
 	Org string `json:"org,omitempty"`
 	// Destination holds the value of the "destination" field.
@@ -54,7 +56,7 @@ func (*Shipment) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case shipment.FieldIdempotencyResponse:
+		case shipment.FieldIdempotencyResponse, shipment.FieldIdempotencyOperation:
 			values[i] = new([]byte)
 		case shipment.FieldIdempotencyAttempt, shipment.FieldWeightGrams:
 			values[i] = new(sql.NullInt64)
@@ -144,6 +146,12 @@ func (_m *Shipment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.IdempotencyArchivedAt = new(time.Time)
 				*_m.IdempotencyArchivedAt = value.Time
+			}
+		case shipment.FieldIdempotencyOperation:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field idempotency_operation", values[i])
+			} else if value != nil {
+				_m.IdempotencyOperation = value
 			}
 		case shipment.FieldOrg:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -250,6 +258,11 @@ func (_m *Shipment) String() string {
 	if v := _m.IdempotencyArchivedAt; v != nil {
 		builder.WriteString("idempotency_archived_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.IdempotencyOperation; v != nil {
+		builder.WriteString("idempotency_operation=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
 	}
 	builder.WriteString(", ")
 	builder.WriteString("org=")

@@ -142,6 +142,12 @@ func (_c *ShipmentCreate) SetNillableIdempotencyArchivedAt(v *time.Time) *Shipme
 	return _c
 }
 
+// SetIdempotencyOperation sets the "idempotency_operation" field.
+func (_c *ShipmentCreate) SetIdempotencyOperation(v []byte) *ShipmentCreate {
+	_c.mutation.SetIdempotencyOperation(v)
+	return _c
+}
+
 // SetOrg sets the "org" field.
 func (_c *ShipmentCreate) SetOrg(v string) *ShipmentCreate {
 	_c.mutation.SetOrg(v)
@@ -374,6 +380,10 @@ func (_c *ShipmentCreate) createSpec() (*Shipment, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.IdempotencyArchivedAt(); ok {
 		_spec.SetField(shipment.FieldIdempotencyArchivedAt, field.TypeTime, value)
 		_node.IdempotencyArchivedAt = &value
+	}
+	if value, ok := _c.mutation.IdempotencyOperation(); ok {
+		_spec.SetField(shipment.FieldIdempotencyOperation, field.TypeBytes, value)
+		_node.IdempotencyOperation = &value
 	}
 	if value, ok := _c.mutation.Org(); ok {
 		_spec.SetField(shipment.FieldOrg, field.TypeString, value)
@@ -628,6 +638,9 @@ func (u *ShipmentUpsertOne) UpdateNewValues() *ShipmentUpsertOne {
 		}
 		if _, exists := u.create.mutation.IdempotencyClaimedAt(); exists {
 			s.SetIgnore(shipment.FieldIdempotencyClaimedAt)
+		}
+		if _, exists := u.create.mutation.IdempotencyOperation(); exists {
+			s.SetIgnore(shipment.FieldIdempotencyOperation)
 		}
 		if _, exists := u.create.mutation.Org(); exists {
 			s.SetIgnore(shipment.FieldOrg)
@@ -1039,6 +1052,9 @@ func (u *ShipmentUpsertBulk) UpdateNewValues() *ShipmentUpsertBulk {
 			}
 			if _, exists := b.mutation.IdempotencyClaimedAt(); exists {
 				s.SetIgnore(shipment.FieldIdempotencyClaimedAt)
+			}
+			if _, exists := b.mutation.IdempotencyOperation(); exists {
+				s.SetIgnore(shipment.FieldIdempotencyOperation)
 			}
 			if _, exists := b.mutation.Org(); exists {
 				s.SetIgnore(shipment.FieldOrg)

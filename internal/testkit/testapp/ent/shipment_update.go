@@ -310,6 +310,9 @@ func (_u *ShipmentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(shipment.FieldIdempotencyArchivedAt, field.TypeTime)
 	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(shipment.FieldIdempotencyOperation, field.TypeBytes)
+	}
 	if value, ok := _u.mutation.Destination(); ok {
 		_spec.SetField(shipment.FieldDestination, field.TypeString, value)
 	}
@@ -656,6 +659,9 @@ func (_u *ShipmentUpdateOne) sqlSave(ctx context.Context) (_node *Shipment, err 
 	}
 	if _u.mutation.IdempotencyArchivedAtCleared() {
 		_spec.ClearField(shipment.FieldIdempotencyArchivedAt, field.TypeTime)
+	}
+	if _u.mutation.IdempotencyOperationCleared() {
+		_spec.ClearField(shipment.FieldIdempotencyOperation, field.TypeBytes)
 	}
 	if value, ok := _u.mutation.Destination(); ok {
 		_spec.SetField(shipment.FieldDestination, field.TypeString, value)

@@ -55,3 +55,8 @@ func (r *mutationResolver) ApproveShipment(ctx context.Context, idempotencyKey s
 	}
 	return s.Update().SetLabel(s.Label + "+approved").Save(ctx)
 }
+
+// ApproveShipmentLive is the resolver for the approveShipmentLive field.
+func (r *mutationResolver) ApproveShipmentLive(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error) {
+	return r.ApproveShipment(ctx, idempotencyKey, id)
+}

@@ -41,6 +41,7 @@ type DirectiveRoot struct {
 type ComplexityRoot struct {
 	Mutation struct {
 		ApproveShipment      func(childComplexity int, idempotencyKey string, id uuid.UUID) int
+		ApproveShipmentLive  func(childComplexity int, idempotencyKey string, id uuid.UUID) int
 		CreateShipment       func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
 		CreateShipmentAtomic func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
 		CreateShipmentLease  func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
@@ -71,6 +72,7 @@ type MutationResolver interface {
 	CreateShipmentLease(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	CreateShipmentAtomic(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	ApproveShipment(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
+	ApproveShipmentLive(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
 }
 type QueryResolver interface {
 	Shipments(ctx context.Context) ([]*ent.Shipment, error)
@@ -105,6 +107,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ApproveShipment(childComplexity, args["idempotencyKey"].(string), args["id"].(uuid.UUID)), true
+	case "Mutation.approveShipmentLive":
+		if e.ComplexityRoot.Mutation.ApproveShipmentLive == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_approveShipmentLive_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ApproveShipmentLive(childComplexity, args["idempotencyKey"].(string), args["id"].(uuid.UUID)), true
 	case "Mutation.createShipment":
 		if e.ComplexityRoot.Mutation.CreateShipment == nil {
 			break
@@ -434,6 +447,28 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 // endregion ************************** internal!.gotpl ***************************
 
 // region    ***************************** args.gotpl *****************************
+
+func (ec *executionContext) field_Mutation_approveShipmentLive_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	return args, nil
+}
 
 func (ec *executionContext) field_Mutation_approveShipment_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
@@ -839,6 +874,50 @@ func (ec *executionContext) fieldContext_Mutation_approveShipment(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_approveShipment_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_approveShipmentLive(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_approveShipmentLive(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ApproveShipmentLive(ctx, fc.Args["idempotencyKey"].(string), fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_approveShipmentLive(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_approveShipmentLive_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -2278,6 +2357,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "approveShipment":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_approveShipment(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approveShipmentLive":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_approveShipmentLive(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++

@@ -20,6 +20,12 @@ func OrgFromContext(ctx context.Context) (string, error) {
 	return "", errors.New("no organisation")
 }
 
+// OrgContext returns ctx carrying org: the inverse of OrgFromContext, the
+// hook's Config.TenantContext.
+func OrgContext(ctx context.Context, org string) context.Context {
+	return context.WithValue(ctx, orgKey{}, org)
+}
+
 // WithOrg reads the OrgHeader into the request's context.
 func WithOrg(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -101,6 +101,11 @@ func IdempotencyArchivedAt(v time.Time) predicate.Category {
 	return predicate.Category(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
 }
 
+// IdempotencyOperation applies equality check predicate on the "idempotency_operation" field. It's identical to IdempotencyOperationEQ.
+func IdempotencyOperation(v []byte) predicate.Category {
+	return predicate.Category(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
 // Text applies equality check predicate on the "text" field. It's identical to TextEQ.
 func Text(v string) predicate.Category {
 	return predicate.Category(sql.FieldEQ(FieldText, v))
@@ -644,6 +649,56 @@ func IdempotencyArchivedAtIsNil() predicate.Category {
 // IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
 func IdempotencyArchivedAtNotNil() predicate.Category {
 	return predicate.Category(sql.FieldNotNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyOperationEQ applies the EQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationEQ(v []byte) predicate.Category {
+	return predicate.Category(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationNEQ applies the NEQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationNEQ(v []byte) predicate.Category {
+	return predicate.Category(sql.FieldNEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIn applies the In predicate on the "idempotency_operation" field.
+func IdempotencyOperationIn(vs ...[]byte) predicate.Category {
+	return predicate.Category(sql.FieldIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationNotIn applies the NotIn predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotIn(vs ...[]byte) predicate.Category {
+	return predicate.Category(sql.FieldNotIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationGT applies the GT predicate on the "idempotency_operation" field.
+func IdempotencyOperationGT(v []byte) predicate.Category {
+	return predicate.Category(sql.FieldGT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationGTE applies the GTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationGTE(v []byte) predicate.Category {
+	return predicate.Category(sql.FieldGTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLT applies the LT predicate on the "idempotency_operation" field.
+func IdempotencyOperationLT(v []byte) predicate.Category {
+	return predicate.Category(sql.FieldLT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLTE applies the LTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationLTE(v []byte) predicate.Category {
+	return predicate.Category(sql.FieldLTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIsNil applies the IsNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationIsNil() predicate.Category {
+	return predicate.Category(sql.FieldIsNull(FieldIdempotencyOperation))
+}
+
+// IdempotencyOperationNotNil applies the NotNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotNil() predicate.Category {
+	return predicate.Category(sql.FieldNotNull(FieldIdempotencyOperation))
 }
 
 // TextEQ applies the EQ predicate on the "text" field.

@@ -22,6 +22,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 		{Name: "text", Type: field.TypeString, Size: 2147483647},
 		{Name: "color", Type: field.TypeString, Nullable: true, SchemaType: map[string]string{"postgres": "varchar(16)"}},
 	}
@@ -102,6 +103,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 	}
 	// IdempotencyRecordsTable holds the schema information for the "idempotency_records" table.
 	IdempotencyRecordsTable = &schema.Table{
@@ -153,6 +155,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 		{Name: "created_at", Type: field.TypeTime},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"IN_PROGRESS", "COMPLETED"}, Default: "IN_PROGRESS"},
 		{Name: "priority", Type: field.TypeInt, Default: 0},
@@ -170,13 +173,13 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "todos_categories_todos",
-				Columns:    []*schema.Column{TodosColumns[17]},
+				Columns:    []*schema.Column{TodosColumns[18]},
 				RefColumns: []*schema.Column{CategoriesColumns[0]},
 				OnDelete:   schema.SetNull,
 			},
 			{
 				Symbol:     "todos_todos_children",
-				Columns:    []*schema.Column{TodosColumns[18]},
+				Columns:    []*schema.Column{TodosColumns[19]},
 				RefColumns: []*schema.Column{TodosColumns[0]},
 				OnDelete:   schema.SetNull,
 			},

@@ -39,6 +39,8 @@ const (
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
 	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
 	FieldIdempotencyArchivedAt = "idempotency_archived_at"
+	// FieldIdempotencyOperation holds the string denoting the idempotency_operation field in the database.
+	FieldIdempotencyOperation = "idempotency_operation"
 	// FieldCreatedAt holds the string denoting the created_at field in the database.
 	FieldCreatedAt = "created_at"
 	// FieldStatus holds the string denoting the status field in the database.
@@ -91,6 +93,7 @@ var Columns = []string{
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
 	FieldIdempotencyArchivedAt,
+	FieldIdempotencyOperation,
 	FieldCreatedAt,
 	FieldStatus,
 	FieldPriority,

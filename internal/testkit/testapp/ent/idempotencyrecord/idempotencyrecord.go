@@ -36,6 +36,8 @@ const (
 	FieldIdempotencyCompletedAt = "idempotency_completed_at"
 	// FieldIdempotencyArchivedAt holds the string denoting the idempotency_archived_at field in the database.
 	FieldIdempotencyArchivedAt = "idempotency_archived_at"
+	// FieldIdempotencyOperation holds the string denoting the idempotency_operation field in the database.
+	FieldIdempotencyOperation = "idempotency_operation"
 	// Table holds the table name of the idempotencyrecord in the database.
 	Table = "idempotency_records"
 )
@@ -53,6 +55,7 @@ var Columns = []string{
 	FieldIdempotencyClaimedAt,
 	FieldIdempotencyCompletedAt,
 	FieldIdempotencyArchivedAt,
+	FieldIdempotencyOperation,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).

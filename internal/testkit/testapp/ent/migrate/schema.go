@@ -49,6 +49,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 	}
 	// IdempotencyRecordsTable holds the schema information for the "idempotency_records" table.
 	IdempotencyRecordsTable = &schema.Table{
@@ -99,6 +100,7 @@ var (
 		{Name: "idempotency_claimed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_completed_at", Type: field.TypeTime, Nullable: true},
 		{Name: "idempotency_archived_at", Type: field.TypeTime, Nullable: true},
+		{Name: "idempotency_operation", Type: field.TypeBytes, Nullable: true},
 		{Name: "org", Type: field.TypeString},
 		{Name: "destination", Type: field.TypeString},
 		{Name: "weight_grams", Type: field.TypeInt},
@@ -114,7 +116,7 @@ var (
 			{
 				Name:    "shipment_org_idempotency_key",
 				Unique:  true,
-				Columns: []*schema.Column{ShipmentsColumns[10], ShipmentsColumns[1]},
+				Columns: []*schema.Column{ShipmentsColumns[11], ShipmentsColumns[1]},
 			},
 			{
 				Name:    "shipment_idempotency_completed_at",

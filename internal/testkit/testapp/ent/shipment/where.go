@@ -95,6 +95,11 @@ func IdempotencyArchivedAt(v time.Time) predicate.Shipment {
 	return predicate.Shipment(sql.FieldEQ(FieldIdempotencyArchivedAt, v))
 }
 
+// IdempotencyOperation applies equality check predicate on the "idempotency_operation" field. It's identical to IdempotencyOperationEQ.
+func IdempotencyOperation(v []byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
 // Org applies equality check predicate on the "org" field. It's identical to OrgEQ.
 func Org(v string) predicate.Shipment {
 	return predicate.Shipment(sql.FieldEQ(FieldOrg, v))
@@ -583,6 +588,56 @@ func IdempotencyArchivedAtIsNil() predicate.Shipment {
 // IdempotencyArchivedAtNotNil applies the NotNil predicate on the "idempotency_archived_at" field.
 func IdempotencyArchivedAtNotNil() predicate.Shipment {
 	return predicate.Shipment(sql.FieldNotNull(FieldIdempotencyArchivedAt))
+}
+
+// IdempotencyOperationEQ applies the EQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationEQ(v []byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationNEQ applies the NEQ predicate on the "idempotency_operation" field.
+func IdempotencyOperationNEQ(v []byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldNEQ(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIn applies the In predicate on the "idempotency_operation" field.
+func IdempotencyOperationIn(vs ...[]byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationNotIn applies the NotIn predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotIn(vs ...[]byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldNotIn(FieldIdempotencyOperation, vs...))
+}
+
+// IdempotencyOperationGT applies the GT predicate on the "idempotency_operation" field.
+func IdempotencyOperationGT(v []byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldGT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationGTE applies the GTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationGTE(v []byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldGTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLT applies the LT predicate on the "idempotency_operation" field.
+func IdempotencyOperationLT(v []byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldLT(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationLTE applies the LTE predicate on the "idempotency_operation" field.
+func IdempotencyOperationLTE(v []byte) predicate.Shipment {
+	return predicate.Shipment(sql.FieldLTE(FieldIdempotencyOperation, v))
+}
+
+// IdempotencyOperationIsNil applies the IsNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationIsNil() predicate.Shipment {
+	return predicate.Shipment(sql.FieldIsNull(FieldIdempotencyOperation))
+}
+
+// IdempotencyOperationNotNil applies the NotNil predicate on the "idempotency_operation" field.
+func IdempotencyOperationNotNil() predicate.Shipment {
+	return predicate.Shipment(sql.FieldNotNull(FieldIdempotencyOperation))
 }
 
 // OrgEQ applies the EQ predicate on the "org" field.

@@ -1,0 +1,268 @@
+package graph_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemschema"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
+)
+
+// storedOperation reads the operation the claim of (tenant, key) kept for
+// the recoverer.
+func (a *app) storedOperation(tenant, key string) (query string, vars map[string]any) {
+	a.t.Helper()
+	p, err := a.Client.Payment.Query().Where(payment.TenantID(tenant), payment.IdempotencyKey(key)).
+		Only(idemschema.IncludeUnfinished(context.Background()))
+	if err != nil || p.IdempotencyOperation == nil || len(*p.IdempotencyOperation) == 0 {
+		a.t.Fatalf("payment %s: %v %v", key, p, err)
+	}
+	var op struct {
+		Query     string         `json:"query"`
+		Variables map[string]any `json:"variables"`
+	}
+	if err := json.Unmarshal(*p.IdempotencyOperation, &op); err != nil {
+		a.t.Fatalf("stored operation %s: %v", *p.IdempotencyOperation, err)
+	}
+	return op.Query, op.Variables
+}
+
+// A claim keeps its field alone as a request that asks for the same thing,
+// whatever else the operation held, with the fragments and variables it
+// uses, and with a key sent in the header as its argument: run, it
+// completes the claim, and the client's own retry then replays that result
+// (any other request with the key would be refused as a reuse). The claim
+// forgets the operation when it is finished.
+func TestClaimKeepsItsOperation(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b)
+		order := a.newOrder("acme", 700)
+		const pay = `
+			fragment P on Payment { amount order { id paid } }
+			fragment O on Order { id currency }
+			mutation Pay($key: String, $order: ID!, $amount: Int!, $unused: Int!) {
+			  other: createOrder(input: {amount: $unused, currency: "EUR"}, idempotencyKey: "kept-order") { ...O }
+			  paid: createPayment(idempotencyKey: $key, input: {orderID: $order, amount: $amount}) { id ...P providerChargeID }
+			}`
+		vars := map[string]any{"key": "kept-1", "order": order, "amount": 700, "unused": 3}
+		a.Provider.FailureRate = 1 // the claim is released, pending
+		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idem.OutcomeReleased {
+			t.Fatalf("payment with a failing provider: %s", r.Body)
+		}
+		a.Provider.FailureRate = 0
+		query, stored := a.storedOperation("acme", "kept-1")
+		if strings.Contains(query, "createOrder") || strings.Contains(query, "fragment O") {
+			t.Fatalf("stored operation %s keeps another field", query)
+		}
+		if _, ok := stored["unused"]; ok {
+			t.Fatalf("stored variables %v keep one the field does not use", stored)
+		}
+		idemtest.RequireExecuted(t, a.do("acme", query, stored).Body, "paid")
+		idemtest.RequireReplayed(t, a.do("acme", pay, vars).Body, "paid")
+		a.requireNoOperation("acme", "kept-1")
+
+		// The key from the header becomes the stored operation's argument.
+		order = a.newOrder("acme", 700)
+		a.Provider.FailureRate = 1
+		header := http.Header{"Idempotency-Key": {`"kept-2"`}}
+		const payByHeader = `mutation($order: ID!) { createPayment(input: {orderID: $order, amount: 700}) { id } }`
+		if _, err := a.Send("acme", payByHeader, map[string]any{"order": order}, header); err != nil {
+			t.Fatal(err)
+		}
+		a.Provider.FailureRate = 0
+		query, stored = a.storedOperation("acme", "kept-2")
+		idemtest.RequireExecuted(t, a.do("acme", query, stored).Body, "createPayment")
+		r, err := a.Send("acme", payByHeader, map[string]any{"order": order}, header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idemtest.RequireReplayed(t, r.Body, "createPayment")
+	})
+}
+
+// requireNoOperation fails unless the record of (tenant, key) has
+// forgotten its operation.
+func (a *app) requireNoOperation(tenant, key string) {
+	a.t.Helper()
+	p, err := a.Client.Payment.Query().Where(payment.TenantID(tenant), payment.IdempotencyKey(key)).
+		Only(idemschema.IncludeUnfinished(context.Background()))
+	if err != nil || (p.IdempotencyOperation != nil && len(*p.IdempotencyOperation) > 0) {
+		a.t.Fatalf("payment %s: %v %v, want no operation", key, p, err)
+	}
+}
+
+// recovering starts the app with the recoverer on, logging into logs.
+func recovering(after time.Duration, logs *syncBuffer) appOption {
+	return func(o *graph.Options) {
+		o.RecoverAfter = after
+		o.Retention = time.Hour
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+}
+
+// abandonPayment sends a payment whose client gives up after the provider
+// charged, before the answer (the provider answers slowly), and waits for
+// the charge: the claim is left pending and its client never comes back.
+func (a *app) abandonPayment(key, order string, amount int) {
+	a.t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": createPayment, "variables": map[string]any{"key": key, "order": order, "amount": amount}})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/query", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(graph.TenantHeader, "acme")
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		a.t.Fatal("the payment answered before its client gave up")
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(a.charges("acme", order)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			a.t.Fatal("the abandoned payment did not charge")
+		}
+	}
+}
+
+// awaitFinished waits until the record of key is finished, and returns its
+// state.
+func (a *app) awaitFinished(key string) string {
+	a.t.Helper()
+	admin, err := idem.NewAdmin(idem.Config{Backend: a.Client.IdempotencyBackend(), Clock: a.clock})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		recs, err := admin.Inspect(context.Background(), "acme", key)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.State == idemtest.Succeeded || r.State == idemtest.Failed {
+				return r.State
+			}
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("key %s: %+v, still not finished", key, recs)
+		}
+	}
+}
+
+// Nobody retries: the recoverers of two server processes on one database
+// race for each abandoned payment, one of them runs it again with its key
+// (the provider finds the charge it made), and the order is paid once with
+// one live charge. The client's late retry replays that success.
+func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs, otherLogs := &syncBuffer{}, &syncBuffer{}
+		a := newApp(t, b, recovering(300*time.Millisecond, logs))
+		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
+		// A second server process, recovering too.
+		a.Handler(a.Client, graph.Options{Clock: a.clock, RecoverAfter: 300 * time.Millisecond, Retention: time.Hour,
+			Logger: slog.New(slog.NewTextHandler(otherLogs, nil))})
+
+		const n = 3
+		orders := make([]string, n)
+		for i := range n {
+			orders[i] = a.newOrder("acme", 500+i)
+			a.abandonPayment(fmt.Sprintf("nobody-retries-%d", i), orders[i], 500+i)
+		}
+		for i, order := range orders {
+			key := fmt.Sprintf("nobody-retries-%d", i)
+			if state := a.awaitFinished(key); state != idemtest.Succeeded {
+				t.Fatalf("%s: %s, want succeeded", key, state)
+			}
+			cs := a.charges("acme", order)
+			// Requested by the attempt and the recovery (and again by any
+			// run that failed and released the claim): one charge.
+			if len(cs) != 1 {
+				t.Fatalf("%s: %d charges, want 1", key, len(cs))
+			}
+			if c := *cs[0]; c.Voided || c.Requests < 2 {
+				t.Fatalf("%s: charge %+v, want it live, requested by the attempt and the recovery", key, c)
+			}
+			r := a.pay("acme", key, order, 500+i)
+			idemtest.RequireReplayed(t, r.Body, "createPayment")
+			if !strings.Contains(string(r.Data), `"paid":true`) {
+				t.Fatalf("%s: late retry: %s", key, r.Body)
+			}
+		}
+		if got := strings.Count(logs.String()+otherLogs.String(), "idempotency claim recovered"); got != n {
+			t.Fatalf("%d recoveries logged, want %d:\n%s\n%s", got, n, logs, otherLogs)
+		}
+		if strings.Contains(logs.String()+otherLogs.String(), "nobody-retries") {
+			t.Fatal("a key is logged in clear")
+		}
+	})
+}
+
+// The user paid again with a second key meanwhile: the recoverer's run of
+// the first finds the order paid, voids the first key's charge and stores
+// ORDER_ALREADY_PAID, without the first client ever coming back.
+func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs := &syncBuffer{}
+		// Long enough for the second payment to come first, even on a
+		// busy machine.
+		a := newApp(t, b, recovering(3*time.Second, logs))
+		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
+		order := a.newOrder("acme", 900)
+		a.abandonPayment("k1", order, 900)
+		if r := a.pay("acme", "k2", order, 900); len(r.Errors) > 0 {
+			t.Fatalf("payment with a second key: %s", r.Body)
+		}
+		if state := a.awaitFinished("k1"); state != idemtest.Failed {
+			t.Fatalf("k1: %s, want failed", state)
+		}
+		cs := a.charges("acme", order)
+		voided := map[string]bool{}
+		for _, c := range cs {
+			voided[c.IdempotencyKey] = c.Voided
+		}
+		if len(cs) != 2 || !voided["k1"] || voided["k2"] {
+			t.Fatalf("charges %+v: want k1's voided and k2's live", cs)
+		}
+		if r := a.pay("acme", "k1", order, 900); r.Code() != "ORDER_ALREADY_PAID" {
+			t.Fatalf("k1's late retry: %s", r.Body)
+		}
+		if !strings.Contains(logs.String(), "idempotency claim recovered") || !strings.Contains(logs.String(), "code=ORDER_ALREADY_PAID") {
+			t.Fatalf("no recovery logged:\n%s", logs)
+		}
+	})
+}
+
+// A claim whose runs keep failing is tried again, less and less often,
+// and stored as failed with IDEMPOTENCY_ABANDONED once a retention window
+// has passed since it was made; the client's retry gets that.
+func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs := &syncBuffer{}
+		a := newApp(t, b, recovering(100*time.Millisecond, logs))
+		a.Provider.FailureRate = 1 // every charge fails, retryably
+		order := a.newOrder("acme", 300)
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeInternal) {
+			t.Fatalf("payment: %s", r.Body)
+		}
+		time.Sleep(500 * time.Millisecond) // the recoverer tries, and fails
+		idemtest.RequireState(t, a.Client.IdempotencyBackend(), "acme", "doomed", idemtest.Pending)
+		a.clock.Advance(2 * time.Hour) // past the retention window
+		if state := a.awaitFinished("doomed"); state != idemtest.Failed {
+			t.Fatalf("doomed: %s, want failed", state)
+		}
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeAbandoned) {
+			t.Fatalf("retry: %s", r.Body)
+		}
+		if !strings.Contains(logs.String(), "idempotency claim abandoned") {
+			t.Fatalf("no abandonment logged:\n%s", logs)
+		}
+	})
+}

@@ -1,0 +1,84 @@
+package testapp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
+	"github.com/goovo/idem/internal/testkit/testapp"
+	"github.com/goovo/idem/internal/testkit/testapp/ent"
+)
+
+// A mutation marked @idempotent(recover: false) is never run again by the
+// recoverer: its abandoned claim waits for its client, and past the
+// retention window is stored as IDEMPOTENCY_ABANDONED, as is a recoverable
+// claim whose runs kept failing.
+func TestRecoverOptOut(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		var mu sync.Mutex
+		runs := map[string]int{}
+		be := testapp.NewBench(t, b, idem.Config{RecoverAfter: 100 * time.Millisecond, Retention: time.Hour})
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+			key, _ := idem.KeyFromContext(ctx)
+			if key != "live" && key != "recoverable" {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			runs[key]++
+			return errors.New("the downstream system is down") // retryable
+		}
+		var created struct{ CreateShipment struct{ ID string } }
+		if err := json.Unmarshal(be.Post("org-1", "ship", 1000).Data, &created); err != nil || created.CreateShipment.ID == "" {
+			t.Fatalf("create: %v", err)
+		}
+		approve := func(field, key string) *testkit.Response {
+			return be.GQL("org-1", `mutation($k: String!, $id: ID!) { `+field+`(idempotencyKey: $k, id: $id) { id } }`,
+				map[string]any{"k": key, "id": created.CreateShipment.ID})
+		}
+		for field, key := range map[string]string{"approveShipmentLive": "live", "approveShipment": "recoverable"} {
+			if r := approve(field, key); r.Code() != string(idem.CodeInternal) {
+				t.Fatalf("%s: %s", field, r.Body)
+			}
+		}
+		time.Sleep(time.Second) // several rounds of the recoverer
+		mu.Lock()
+		live, recoverable := runs["live"], runs["recoverable"]
+		mu.Unlock()
+		if live != 1 || recoverable < 2 {
+			t.Fatalf("runs: live %d (want 1: never recovered), recoverable %d (want the recoverer's too)", live, recoverable)
+		}
+		idemtest.RequireState(t, be.Client.IdempotencyBackend(), "org-1", "live", idemtest.Pending)
+
+		be.Clock.Advance(2 * time.Hour) // past the retention window
+		admin, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"live", "recoverable"} {
+			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				recs, err := admin.Inspect(context.Background(), "org-1", key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(recs) == 1 && recs[0].State == idemtest.Failed {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: %+v, want it abandoned", key, recs)
+				}
+			}
+		}
+		for field, key := range map[string]string{"approveShipmentLive": "live", "approveShipment": "recoverable"} {
+			if r := approve(field, key); r.Code() != string(idem.CodeAbandoned) {
+				t.Fatalf("%s: %s", field, r.Body)
+			}
+		}
+	})
+}
