@@ -616,7 +616,7 @@ func TestUnreachableDatabase(t *testing.T) {
 	}{
 		{"postgres refused", "postgres://postgres@127.0.0.1:1/x?connect_timeout=5",
 			"^idemctl: cannot reach the database: PostgreSQL: failed to connect to `user=postgres database=x`: 127.0.0.1:1 .*connection refused\n$"},
-		{"postgres no such database", strings.Replace(idemtest.PostgresURL(), "/test?", "/idemctl_no_such_database?", 1),
+		{"postgres no such database", idemtest.PostgresURLOf("idemctl_no_such_database"),
 			`^idemctl: cannot reach the database: PostgreSQL: .*database "idemctl_no_such_database" does not exist`},
 		{"sqlite no such directory", filepath.Join(t.TempDir(), "missing", "app.db"),
 			`^idemctl: cannot reach the database: SQLite: unable to open database file.*: does its directory exist, and may this user read and write it\?\n$`},

@@ -74,7 +74,7 @@ func TestWaitReady(t *testing.T) {
 		t.Errorf("%d retries logged, want several:\n%s", n, &log)
 	}
 
-	u := strings.Replace(idemtest.PostgresURL(), "/test?", "/idemdb_no_such_database?", 1)
+	u := idemtest.PostgresURLOf("idemdb_no_such_database")
 	if u == idemtest.PostgresURL() {
 		t.Fatalf("cannot name another database in %s", u)
 	}

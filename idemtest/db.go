@@ -55,6 +55,18 @@ func PostgresURL() string {
 	return DefaultPostgresURL
 }
 
+// PostgresURLOf returns PostgresURL with its database replaced by database
+// (same server, user and parameters): for tests of another database, such
+// as one that does not exist.
+func PostgresURLOf(database string) string {
+	u, err := url.Parse(PostgresURL())
+	if err != nil {
+		return PostgresURL() // not a URL: the caller's test fails on it
+	}
+	u.Path = "/" + database
+	return u.String()
+}
+
 // Driver is an ent driver with a database/sql view of its database.
 type Driver = idemdb.Driver
 
