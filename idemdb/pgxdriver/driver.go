@@ -187,8 +187,15 @@ func (d *Driver) BeginTx(ctx context.Context, opts *sql.TxOptions) (dialect.Tx, 
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // as database/sql: no transaction under an ended context
+	}
 	tx := &Tx{d: d, ctx: ctx, begin: begin}
+	// Under tx.mu: if ctx ends right now, cancelled runs at once, in its
+	// own goroutine, and must find stop set (it calls it, through finish).
+	tx.mu.Lock()
 	tx.stop = context.AfterFunc(ctx, tx.cancelled)
+	tx.mu.Unlock()
 	if c, ok := ctx.Value(captureKey{}).(*capture); ok {
 		c.once.Do(func() { *c.dst = tx })
 	}

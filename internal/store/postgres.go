@@ -58,7 +58,8 @@ var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	// The statements of the pipelined path on pgx (pipeline.go).
 	// The completion fails (division by zero) when it updates no row: it
 	// travels with COMMIT and must stop it by itself.
-	stmtCompleteOrFail: `WITH done AS (UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5
+	stmtCompleteOrFail: `WITH done AS (UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5,
+		idempotency_operation = NULL
 		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $6 RETURNING 1)
 		SELECT 1 / count(*) FROM done`,
 })
