@@ -267,6 +267,9 @@ type RecordInfo struct {
 	// comes back; false for one that waits for its client (and is stored
 	// as IDEMPOTENCY_ABANDONED past the retention window).
 	Recoverable bool `json:"recoverable,omitempty"`
+	// Recovered: a finished record whose attempt the recoverer ran
+	// (Config.RecoverAfter), not a client.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // Inspect returns every record of (tenant, key), in every record table and
@@ -301,6 +304,52 @@ func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
 	return a.list(func(recs *RecordTable) ([]store.Row, error) {
 		return a.store.Failed(ctx, store.FailedQuery{Table: recs.storeTable(), Limit: limit})
 	})
+}
+
+// RecoveredScan bounds how many of the newest finished records of each
+// table Recovered reads: whether the recoverer ran an attempt is kept in
+// the stored response, which the store does not read, so the records are
+// filtered here.
+const RecoveredScan = 10000
+
+// Recovered lists the records the recoverer finished (up to limit per
+// table), newest first, among the newest RecoveredScan records of each
+// table completed within the last within that still hold their response.
+// table, when not "", names the one entity or table to read. complete is
+// false when a table had more such records than RecoveredScan: older ones
+// were not read.
+func (a *Admin) Recovered(ctx context.Context, table string, within time.Duration, limit int) (infos []RecordInfo, complete bool, err error) {
+	reading, err := a.store.Now(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	since := reading.Now().Add(-within)
+	complete = true
+	found := false
+	for _, recs := range a.cfg.Backend.RecordTables() {
+		if table != "" && table != recs.Entity && table != recs.Table {
+			continue
+		}
+		found = true
+		rows, err := a.store.Completed(ctx, store.CompletedQuery{Table: recs.storeTable(), Since: since, Limit: RecoveredScan})
+		if err != nil {
+			return nil, false, err
+		}
+		if len(rows) == RecoveredScan {
+			complete = false
+		}
+		n := 0
+		for _, r := range rows {
+			if ri := info(recs, r); ri.Recovered && n < limit {
+				infos = append(infos, ri)
+				n++
+			}
+		}
+	}
+	if !found {
+		return nil, false, fmt.Errorf("idem: no record table %q", table)
+	}
+	return infos, complete, nil
 }
 
 // list collects the rows of every record table.
@@ -380,7 +429,7 @@ func info(recs *RecordTable, r store.Row) RecordInfo {
 	}
 	if len(r.Response) > 0 {
 		if resp, err := decodeResponse(r.Response); err == nil {
-			ri.Data, ri.Errors = resp.Data, resp.Errors
+			ri.Data, ri.Errors, ri.Recovered = resp.Data, resp.Errors, resp.Recovered
 			if resp.Null != "" {
 				ri.Data = json.RawMessage("null")
 			}

@@ -143,7 +143,7 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 	if len(errs) > 0 {
 		status = record.StatusFailed
 	}
-	answer, response, tooLarge, err := encodeResponse(res, errs, e.cfg.MaxResponseBytes)
+	answer, response, tooLarge, err := encodeResponse(res, errs, e.cfg.MaxResponseBytes, recovering(ctx))
 	if err != nil {
 		a.rollback(ctx)
 		e.release(ctx, r, a.claim.Attempt)

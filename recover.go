@@ -248,7 +248,7 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 	if err := json.Unmarshal(c.Operation, &op); err != nil || op.Query == "" {
 		return outcomeUnrunnable
 	}
-	req, err := http.NewRequestWithContext(e.cfg.TenantContext(ctx, c.Tenant), http.MethodPost, "/", bytes.NewReader(c.Operation))
+	req, err := http.NewRequestWithContext(withRecovering(e.cfg.TenantContext(ctx, c.Tenant)), http.MethodPost, "/", bytes.NewReader(c.Operation))
 	if err != nil {
 		return outcomeUnrunnable
 	}
@@ -292,7 +292,8 @@ func (e *Extension) abandon(ctx context.Context, t recoveryTable, c store.Abando
 	ge := errorf(CodeAbandoned, c.Key,
 		"the request with this idempotency key was abandoned by its client and could not be finished by the server; it will not run again, use a new key for a new intent").gqlError()
 	ge.Path = ast.Path{ast.PathName(field)}
-	_, response, _, err := encodeResponse(graphql.Null, gqlerror.List{ge}, e.cfg.MaxResponseBytes)
+	// Not marked recovered: IDEMPOTENCY_ABANDONED says who stored it.
+	_, response, _, err := encodeResponse(graphql.Null, gqlerror.List{ge}, e.cfg.MaxResponseBytes, false)
 	if err != nil {
 		return false, err
 	}
@@ -305,6 +306,20 @@ func (e *Extension) logClaim(ctx context.Context, level slog.Level, msg, field s
 		slog.String("tenant", c.Tenant),
 		slog.String("key_hash", KeyHash(c.Key)))
 	e.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// recoveringKey marks the context of an operation the recoverer runs, so
+// that the attempt's stored result says so (storedResponse.Recovered).
+// Only this process sets it: a client cannot.
+type recoveringKey struct{}
+
+func withRecovering(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recoveringKey{}, true)
+}
+
+func recovering(ctx context.Context) bool {
+	v, _ := ctx.Value(recoveringKey{}).(bool)
+	return v
 }
 
 // fieldName is the mutation field a fingerprint names ("" when it names

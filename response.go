@@ -22,6 +22,10 @@ type storedResponse struct {
 	// TooLarge, in place of the above, records that the result (of that
 	// many bytes) exceeded Config.MaxResponseBytes and was not stored.
 	TooLarge int `json:"tooLarge,omitempty"`
+	// Recovered records that the recoverer ran the attempt, not a client
+	// (idemctl recovered lists these). Only operators read it: a replay
+	// answers exactly what a client-run attempt's would.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 const (
@@ -31,9 +35,10 @@ const (
 
 // encodeResponse captures a field's result for storage: the response the
 // client gets, and the bytes the record keeps, which are only a note when
-// the response (of tooLarge bytes) exceeds limit.
-func encodeResponse(res graphql.Marshaler, errs gqlerror.List, limit int) (answer *storedResponse, stored []byte, tooLarge int, err error) {
-	r := storedResponse{Version: 1, Errors: errs}
+// the response (of tooLarge bytes) exceeds limit. recovered marks an
+// attempt the recoverer ran.
+func encodeResponse(res graphql.Marshaler, errs gqlerror.List, limit int, recovered bool) (answer *storedResponse, stored []byte, tooLarge int, err error) {
+	r := storedResponse{Version: 1, Errors: errs, Recovered: recovered}
 	switch res {
 	case nil, graphql.Null:
 		r.Null = nullPlain
@@ -53,7 +58,7 @@ func encodeResponse(res graphql.Marshaler, errs gqlerror.List, limit int) (answe
 	}
 	if len(b) > limit {
 		tooLarge = len(b)
-		b, err = json.Marshal(storedResponse{Version: 1, TooLarge: tooLarge})
+		b, err = json.Marshal(storedResponse{Version: 1, TooLarge: tooLarge, Recovered: recovered})
 	}
 	return &r, b, tooLarge, err
 }

@@ -2,6 +2,8 @@ package idem
 
 import (
 	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -18,7 +20,7 @@ func TestStoredResponseKeepsBytesAndSentinels(t *testing.T) {
 	} {
 		errs := gqlerror.List{{Message: "amount must be positive", Path: ast.Path{ast.PathName("pay"), ast.PathIndex(0), ast.PathName("x")},
 			Extensions: map[string]any{"code": "BAD_USER_INPUT"}}}
-		_, b, _, err := encodeResponse(res, errs, 1<<20)
+		_, b, _, err := encodeResponse(res, errs, 1<<20, false)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -52,7 +54,7 @@ func TestStoredResponseKeepsBytesAndSentinels(t *testing.T) {
 }
 
 func TestEncodeRejectsInvalidJSON(t *testing.T) {
-	if _, _, _, err := encodeResponse(rawJSON(`{"broken"`), nil, 1<<20); err == nil {
+	if _, _, _, err := encodeResponse(rawJSON(`{"broken"`), nil, 1<<20, false); err == nil {
 		t.Fatal("invalid field bytes were stored")
 	}
 }
@@ -65,7 +67,7 @@ func TestDecodeRejectsUnknownVersion(t *testing.T) {
 
 func TestOversizedResponseIsANote(t *testing.T) {
 	big := rawJSON(`"` + string(bytes.Repeat([]byte("x"), 2000)) + `"`)
-	full, stored, tooLarge, err := encodeResponse(big, nil, 1000)
+	full, stored, tooLarge, err := encodeResponse(big, nil, 1000, false)
 	if err != nil || tooLarge < 2000 {
 		t.Fatal(tooLarge, err)
 	}
@@ -77,5 +79,49 @@ func TestOversizedResponseIsANote(t *testing.T) {
 	note, err := decodeResponse(stored)
 	if err != nil || note.TooLarge < 2000 || note.Data != nil || len(stored) > 100 {
 		t.Fatalf("stored %s: %+v %v", stored, note, err)
+	}
+}
+
+// A result the recoverer stored replays exactly as a client's would: the
+// mark is for operators only.
+func TestRecoveredMarkDoesNotChangeTheReplay(t *testing.T) {
+	errs := gqlerror.List{{Message: "order already paid", Path: ast.Path{ast.PathName("pay")},
+		Extensions: map[string]any{"code": "ORDER_ALREADY_PAID"}}}
+	field := &ast.Field{Alias: "p", Name: "pay"}
+	replay := func(recovered bool, res graphql.Marshaler) (string, string, *storedResponse) {
+		_, b, _, err := encodeResponse(res, errs, 1<<20, recovered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeResponse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data bytes.Buffer
+		got.marshaler().MarshalGQL(&data)
+		e, err := json.Marshal(got.errorsAt(field))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data.String(), string(e), got
+	}
+	for _, res := range []graphql.Marshaler{rawJSON(`{"id":"7"}`), graphql.Null} {
+		clientData, clientErrs, client := replay(false, res)
+		recData, recErrs, rec := replay(true, res)
+		if !rec.Recovered || client.Recovered {
+			t.Fatalf("recovered mark: %v and %v, want true and false", rec.Recovered, client.Recovered)
+		}
+		// The sentinel a null replays is chosen by Null.
+		if recData != clientData || recErrs != clientErrs || rec.Null != client.Null {
+			t.Fatalf("recovered replay %s %s, client's %s %s", recData, recErrs, clientData, clientErrs)
+		}
+	}
+	// Too large to store: the note keeps the mark too.
+	_, b, _, err := encodeResponse(rawJSON(`{"id":"`+strings.Repeat("x", 200)+`"}`), nil, 100, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeResponse(b); err != nil || !got.Recovered || got.TooLarge == 0 {
+		t.Fatalf("too large recovered result stored as %s (%v)", b, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -157,6 +159,35 @@ func (a *app) awaitFinished(key string) string {
 	}
 }
 
+// recoveredKeys lists, by idemctl recovered, what the recoverer finished:
+// key → status, with the error code of a failed one.
+func (a *app) recoveredKeys() map[string]string {
+	a.t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := idemctl.Command{Config: idem.Config{Backend: a.Client.IdempotencyBackend(), Clock: a.clock}}
+	if code := cmd.Run(context.Background(), []string{"-json", "recovered", "-table", "Payment"}, &stdout, &stderr); code != idemctl.ExitOK {
+		a.t.Fatalf("idemctl recovered: exit %d: %s", code, stderr.String())
+	}
+	var out struct {
+		Complete bool              `json:"complete"`
+		Records  []idem.RecordInfo `json:"records"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || !out.Complete {
+		a.t.Fatalf("idemctl recovered: %s (%v)", stdout.String(), err)
+	}
+	keys := map[string]string{}
+	for _, r := range out.Records {
+		if r.Tenant != "acme" || !r.Recovered {
+			a.t.Fatalf("idemctl recovered lists %+v", r)
+		}
+		keys[r.Key] = r.Status
+		if len(r.Errors) > 0 {
+			keys[r.Key] += " " + fmt.Sprint(r.Errors[0].Extensions["code"])
+		}
+	}
+	return keys
+}
+
 // Nobody retries: the recoverers of two server processes on one database
 // race for each abandoned payment, one of them runs it again with its key
 // (the provider finds the charge it made), and the order is paid once with
@@ -192,9 +223,20 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 			}
 			r := a.pay("acme", key, order, 500+i)
 			idemtest.RequireReplayed(t, r.Body, "createPayment")
-			if !strings.Contains(string(r.Data), `"paid":true`) {
+			if !strings.Contains(string(r.Data), `"paid":true`) || strings.Contains(string(r.Body), "ecovered") {
 				t.Fatalf("%s: late retry: %s", key, r.Body)
 			}
+		}
+		// A payment its client finished is not listed.
+		if r := a.pay("acme", "client-finished", a.newOrder("acme", 100), 100); len(r.Errors) > 0 {
+			t.Fatalf("payment: %s", r.Body)
+		}
+		want := map[string]string{}
+		for i := range n {
+			want[fmt.Sprintf("nobody-retries-%d", i)] = idemtest.Succeeded
+		}
+		if got := a.recoveredKeys(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("idemctl recovered: %v, want %v", got, want)
 		}
 		if got := strings.Count(logs.String()+otherLogs.String(), "idempotency claim recovered"); got != n {
 			t.Fatalf("%d recoveries logged, want %d:\n%s\n%s", got, n, logs, otherLogs)
@@ -237,6 +279,15 @@ func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 		if !strings.Contains(logs.String(), "idempotency claim recovered") || !strings.Contains(logs.String(), "code=ORDER_ALREADY_PAID") {
 			t.Fatalf("no recovery logged:\n%s", logs)
 		}
+		// k2, which its client finished, is not listed.
+		if got := a.recoveredKeys(); len(got) != 1 || got["k1"] != "failed ORDER_ALREADY_PAID" {
+			t.Fatalf("idemctl recovered: %v, want k1 failed with ORDER_ALREADY_PAID", got)
+		}
+		var text, stderr bytes.Buffer
+		idemctl.Command{Config: idem.Config{Backend: a.Client.IdempotencyBackend()}}.Run(context.Background(), []string{"recovered"}, &text, &stderr)
+		if !regexp.MustCompile(`(?m)^1 record finished by the recoverer .*\n\n.*\nPayment +acme +"k1" +\S*createPayment +failed ORDER_ALREADY_PAID +\S+`).Match(text.Bytes()) {
+			t.Fatalf("idemctl recovered:\n%s%s", text.String(), stderr.String())
+		}
 	})
 }
 
@@ -263,6 +314,10 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), "idempotency claim abandoned") {
 			t.Fatalf("no abandonment logged:\n%s", logs)
+		}
+		// Abandoned is not finished: idemctl failed lists it, not recovered.
+		if got := a.recoveredKeys(); len(got) != 0 {
+			t.Fatalf("idemctl recovered: %v, want nothing", got)
 		}
 	})
 }

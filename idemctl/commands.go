@@ -283,6 +283,71 @@ var failedCmd = &subcommand{
 	},
 }
 
+var recoveredCmd = &subcommand{
+	name: "recovered", args: "[-table T] [-since D] [-limit N]",
+	summary: "list records the recoverer finished (idem.Config.RecoverAfter) instead of their client, newest first, within their retention window",
+	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		table := fs.String("table", "", "list only this entity or record table")
+		sinceV := Duration(e.cfg.Retention)
+		fs.Var(&sinceV, "since", "list records completed less than this `duration` ago (by default -retention)")
+		since := (*time.Duration)(&sinceV)
+		limit := limitFlag(fs)
+		check := func() error {
+			if *since <= 0 {
+				return usagef("-since must be positive, not %v", *since)
+			}
+			return checkLimit(*limit)
+		}
+		run := func(ctx context.Context) error {
+			now := e.now()
+			infos, complete, err := e.admin.Recovered(ctx, *table, *since, *limit)
+			if err != nil {
+				return err
+			}
+			out := recoveredOutput{Since: formatDuration(*since), Limit: *limit, Complete: complete, Records: orEmpty(infos)}
+			return e.emit(out, func(w io.Writer) {
+				if len(infos) == 0 {
+					fmt.Fprintf(w, "No records finished by the recoverer in the last %s.\n", human(*since))
+				} else {
+					fmt.Fprintf(w, "%s finished by the recoverer in the last %s (at most %d per table, newest first):\n\n",
+						plural(int64(len(infos)), "record", "records"), human(*since), *limit)
+					t := newTable(w, "ENTITY", "TENANT", "KEY", "OPERATION", "STATUS", "COMPLETED")
+					for _, r := range infos {
+						status := r.Status
+						if code := errorCode(r); code != "" {
+							status += " " + code
+						}
+						t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), status, stampAgo(r.CompletedAt, now))
+					}
+					t.flush()
+				}
+				if !complete {
+					fmt.Fprintf(w, "\nOnly the newest %d finished records of each table were read; use a shorter -since to see older ones.\n", idem.RecoveredScan)
+				}
+			})
+		}
+		return check, run
+	},
+}
+
+type recoveredOutput struct {
+	Since string `json:"since"`
+	Limit int    `json:"limitPerTable"`
+	// Complete is false when older finished records were not read
+	// (idem.RecoveredScan).
+	Complete bool              `json:"complete"`
+	Records  []idem.RecordInfo `json:"records"`
+}
+
+// errorCode is the code of a failed record's first stored error.
+func errorCode(r idem.RecordInfo) string {
+	if r.Status != "failed" || len(r.Errors) == 0 {
+		return ""
+	}
+	code, _ := r.Errors[0].Extensions["code"].(string)
+	return code
+}
+
 func orEmpty(infos []idem.RecordInfo) []idem.RecordInfo {
 	if infos == nil {
 		return []idem.RecordInfo{}

@@ -28,6 +28,8 @@
 //	inspect -tenant T -key K       every record of a key, in every record table and in the archive
 //	stuck [-older D] [-limit N]    pending claims whose lease ran out long ago (default older: 3 leases)
 //	failed [-limit N]              records that hold a final error
+//	recovered [-table T] [-since D] [-limit N]
+//	                               records the recoverer finished instead of their client
 //	stats                          records by state per entity, the oldest pending claim, the archive's size
 //	sweep [-dry-run] [-batch N] [-pause D]
 //	                               archive responses past retention, purge tombstones past the horizon

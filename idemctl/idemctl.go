@@ -108,7 +108,7 @@ type subcommand struct {
 }
 
 func subcommands() []*subcommand {
-	return []*subcommand{inspectCmd, stuckCmd, failedCmd, statsCmd, sweepCmd}
+	return []*subcommand{inspectCmd, stuckCmd, failedCmd, recoveredCmd, statsCmd, sweepCmd}
 }
 
 func names() string {

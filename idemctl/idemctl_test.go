@@ -550,8 +550,8 @@ func TestBadInput(t *testing.T) {
 			code    int
 			pattern string
 		}{
-			{nil, 2, `^idemctl: no command given: one of inspect, stuck, failed, stats, sweep \(see idemctl -h\)`},
-			{[]string{"frobnicate"}, 2, `^idemctl: unknown command "frobnicate": one of inspect, stuck, failed, stats, sweep`},
+			{nil, 2, `^idemctl: no command given: one of inspect, stuck, failed, recovered, stats, sweep \(see idemctl -h\)`},
+			{[]string{"frobnicate"}, 2, `^idemctl: unknown command "frobnicate": one of inspect, stuck, failed, recovered, stats, sweep`},
 			{[]string{"-frob", "stats"}, 2, `^idemctl: flag provided but not defined: -frob \(see idemctl -h\)`},
 			{[]string{"inspect"}, 2, `^idemctl inspect: -tenant is required \(see idemctl inspect -h\)`},
 			{[]string{"inspect", "-tenant", "org-1"}, 2, `^idemctl inspect: -key is required`},
@@ -564,6 +564,9 @@ func TestBadInput(t *testing.T) {
 			{[]string{"stuck", "-limit", "0"}, 2, `^idemctl stuck: -limit must be positive, not 0`},
 			{[]string{"stuck", "-older", "soon"}, 2, `^idemctl stuck: invalid value "soon" for flag -older`},
 			{[]string{"failed", "-limit", "-1"}, 2, `^idemctl failed: -limit must be positive`},
+			{[]string{"recovered", "-limit", "0"}, 2, `^idemctl recovered: -limit must be positive`},
+			{[]string{"recovered", "-since", "0s"}, 2, `^idemctl recovered: -since must be positive, not 0s`},
+			{[]string{"recovered", "-table", "Nope"}, 1, `^idemctl recovered: idem: no record table "Nope"`},
 			{[]string{"sweep", "-batch", "0"}, 2, `^idemctl sweep: -batch must be positive`},
 			{[]string{"sweep", "-pause", "-1s"}, 2, `^idemctl sweep: -pause must not be negative`},
 			{[]string{"stats", "-json"}, 2, `^idemctl stats: flag provided but not defined: -json \(see idemctl stats -h\)`},
@@ -578,7 +581,7 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 		// -h for the program and every command: usage on stdout, exit 0.
-		for _, args := range [][]string{{"-h"}, {"help"}, {"inspect", "-h"}, {"help", "sweep"}, {"stuck", "-h"}, {"failed", "-h"}, {"stats", "-h"}, {"sweep", "-h"}} {
+		for _, args := range [][]string{{"-h"}, {"help"}, {"inspect", "-h"}, {"help", "sweep"}, {"stuck", "-h"}, {"failed", "-h"}, {"recovered", "-h"}, {"stats", "-h"}, {"sweep", "-h"}} {
 			r := be.run(args...).ok(t)
 			if !strings.HasPrefix(r.stdout, "Usage: idemctl [global flags] ") {
 				t.Fatalf("%q:\n%s", args, r)
@@ -586,6 +589,10 @@ func TestBadInput(t *testing.T) {
 		}
 		if r := be.run("sweep", "-h"); !strings.Contains(r.stdout, "-dry-run") || !strings.Contains(r.stdout, "-pause duration") {
 			t.Fatalf("sweep -h:\n%s", r)
+		}
+		// The shipment its client finished is not the recoverer's.
+		if r := be.run("recovered", "-table", "Shipment").ok(t); !strings.HasPrefix(r.stdout, "No records finished by the recoverer in the last 24h.") {
+			t.Fatalf("recovered:\n%s", r)
 		}
 		// Nothing above changed the record.
 		var st statsDoc

@@ -125,6 +125,9 @@ type Maintenance interface {
 	// Failed lists failed records that still hold their response, newest
 	// first.
 	Failed(ctx context.Context, q FailedQuery) ([]Row, error)
+	// Completed lists finished records that still hold their response,
+	// completed at or after q.Since, newest first.
+	Completed(ctx context.Context, q CompletedQuery) ([]Row, error)
 	// Find returns the record of a key and its archived versions.
 	Find(ctx context.Context, q FindQuery) ([]Row, error)
 }
@@ -344,6 +347,14 @@ type AbandonedClaim struct {
 // FailedQuery selects the newest Limit failed records of Table.
 type FailedQuery struct {
 	Table Table
+	Limit int
+}
+
+// CompletedQuery selects the newest Limit records of Table completed at or
+// after Since that still hold their response.
+type CompletedQuery struct {
+	Table Table
+	Since time.Time
 	Limit int
 }
 

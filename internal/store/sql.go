@@ -37,6 +37,7 @@ const (
 	stmtStuck
 	stmtAbandoned
 	stmtFailed
+	stmtCompleted
 	stmtFind
 	stmtFindArchived
 	stmtCompleteOrFail // PostgreSQL on pgx: the completion that travels with COMMIT
@@ -100,6 +101,10 @@ var standardSQL = statements{
 	stmtFailed: `SELECT {scope}, ` + rowColumns + ` FROM {table}
 		WHERE idempotency_status = 'failed' AND idempotency_archived_at IS NULL AND idempotency_completed_at IS NOT NULL
 		ORDER BY idempotency_completed_at DESC LIMIT $1`,
+	// Through the partial index the archive batches use.
+	stmtCompleted: `SELECT {scope}, ` + rowColumns + ` FROM {table}
+		WHERE {to_archive} AND idempotency_completed_at >= $1
+		ORDER BY idempotency_completed_at DESC LIMIT $2`,
 	stmtFind: `SELECT {scope}, ` + rowColumns + ` FROM {table} WHERE {scope} = $1 AND idempotency_key = $2`,
 	// The archive has no lease: NULL in its place.
 	stmtFindArchived: `SELECT tenant_id, idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt,

@@ -339,6 +339,10 @@ func (d *sqlDriver) Failed(ctx context.Context, q FailedQuery) ([]Row, error) {
 	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtFailed], q.Limit)
 }
 
+func (d *sqlDriver) Completed(ctx context.Context, q CompletedQuery) ([]Row, error) {
+	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtCompleted], q.Since.UTC(), q.Limit)
+}
+
 func (d *sqlDriver) Find(ctx context.Context, q FindQuery) ([]Row, error) {
 	st := d.stmts(q.Table, q.Archive)
 	hot, err := d.rows(ctx, q.Table.Name, false, st[stmtFind], q.Tenant, q.Key)

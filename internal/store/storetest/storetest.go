@@ -635,6 +635,18 @@ func testOperatorReads(t *testing.T, s *suite) {
 	if err != nil || len(failed) != 1 || failed[0].Key != "failed" || string(failed[0].Response) != `"no"` {
 		t.Fatalf("failed: %+v %v", failed, err)
 	}
+	// Finished records since a time, newest first: not the pending ones.
+	completed, err := s.Driver.Completed(s.ctx, store.CompletedQuery{Table: s.Business.Table, Since: now.Add(-time.Minute), Limit: 10})
+	if err != nil || len(completed) != 2 || completed[0].Key != "ok" || completed[1].Key != "failed" || string(completed[0].Response) != `"yes"` {
+		t.Fatalf("completed: %+v %v", completed, err)
+	}
+	completed, err = s.Driver.Completed(s.ctx, store.CompletedQuery{Table: s.Business.Table, Since: now.Add(-time.Minute), Limit: 1})
+	if err != nil || len(completed) != 1 || completed[0].Key != "ok" {
+		t.Fatalf("completed, limit 1: %+v %v", completed, err)
+	}
+	if completed, err = s.Driver.Completed(s.ctx, store.CompletedQuery{Table: s.Business.Table, Since: s.now().Add(time.Minute), Limit: 10}); err != nil || len(completed) != 0 {
+		t.Fatalf("completed since later: %+v %v", completed, err)
+	}
 	found, err := s.Driver.Find(s.ctx, store.FindQuery{Table: s.Business.Table, Archive: s.Archive, Tenant: "t1", Key: "ok"})
 	// A finished record has forgotten its operation: it will not run again.
 	if err != nil || len(found) != 1 || found[0].Status != record.StatusSucceeded || found[0].Attempt != 1 || found[0].CompletedAt.IsZero() ||
