@@ -253,15 +253,18 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		logs := &syncBuffer{}
-		// Long enough for the second payment to come first, even on a
-		// busy machine.
-		a := newApp(t, b, recovering(3*time.Second, logs))
+		// Far longer than the second payment takes, even on a busy
+		// machine; the test then moves the database clock past it
+		// (the recoverer looks every 5 s).
+		const after = 20 * time.Second
+		a := newApp(t, b, recovering(after, logs))
 		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
 		order := a.newOrder("acme", 900)
 		a.abandonPayment("k1", order, 900)
 		if r := a.pay("acme", "k2", order, 900); len(r.Errors) > 0 {
 			t.Fatalf("payment with a second key: %s", r.Body)
 		}
+		a.clock.Advance(after + 5*time.Second)
 		if state := a.awaitFinished("k1"); state != idemtest.Failed {
 			t.Fatalf("k1: %s, want failed", state)
 		}

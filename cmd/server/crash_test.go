@@ -226,7 +226,7 @@ func TestKilledServerIsRecoveredWithoutRetry(t *testing.T) {
 				args = append(args, "-db", db.DSN)
 				providerDSN = strings.TrimSuffix(db.DSN, ".db") + "-provider.db"
 			}
-			args = append(args, "-lease", "1s", "-recover-after", "300ms", "-provider-response-latency", "2s")
+			args = append(args, "-lease", "1s", "-recover-after", "1s", "-provider-response-latency", "2s")
 			survivor := startServer(t, bin, env, args)
 			prov := openLedger(t, providerDSN, b == idemtest.Postgres)
 
@@ -247,6 +247,10 @@ func TestKilledServerIsRecoveredWithoutRetry(t *testing.T) {
 				victim.Kill(t)
 
 				if i%2 == 1 {
+					// The second key's payment starts at once; k1's
+					// recovery, 2 s after its claim at the earliest
+					// (lease and -recover-after): the second key's
+					// provider answer (2 s) comes first by a margin.
 					secondKey++
 					if r := survivor.pay("acme", k2, order); len(r.Errors) > 0 || !strings.Contains(r.body, `"paid":true`) {
 						t.Fatalf("trial %d: payment with a second key: %s", i, r.body)
