@@ -71,8 +71,7 @@ func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leav
 // atomic mode until it commits (a duplicate waits on the unique index), in
 // lease mode for Config.WaitForInFlight.
 func (e *Extension) admit(ctx context.Context, r *request) (leave func()) {
-	ref := r.ref()
-	key := ref.Table.Name + "\x00" + ref.Tenant + "\x00" + ref.Key + "\x00" + r.fingerprint
+	key := r.ref().ID() + "\x00" + r.fingerprint
 	var until time.Time
 	if r.spec.mode != ModeAtomic {
 		until = time.Now().Add(e.cfg.WaitForInFlight)

@@ -330,7 +330,7 @@ func expired(rec *store.Record, retention time.Duration, now time.Time) bool {
 // decision taken on it is fenced by the statement that acts on it.
 func (e *Extension) lookup(ctx context.Context, r *request) (*store.Record, store.Reading, error) {
 	ref := r.ref()
-	key := ref.Table.Name + "\x00" + ref.Tenant + "\x00" + ref.Key
+	key := ref.ID()
 	for {
 		// The statement runs under the context of the request that
 		// started it; the others only wait for it.

@@ -181,7 +181,7 @@ func (e *Extension) recoverTable(ctx context.Context, h http.Handler, t recovery
 // recoverClaim runs c again, or abandons it past the horizon when it
 // cannot run.
 func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recoveryTable, c store.AbandonedClaim, reading store.Reading, rep *RecoverReport) {
-	id := t.table.Name + "\x00" + c.Tenant + "\x00" + c.Key
+	id := store.Ref{Table: t.table, Tenant: c.Tenant, Key: c.Key}.ID()
 	now := reading.Now()
 	if !e.recovery.due(id, now) {
 		rep.Waiting++

@@ -193,6 +193,9 @@ type Ref struct {
 	Key    string
 }
 
+// ID names the record in one string, for the hook's in-memory maps.
+func (r Ref) ID() string { return r.Table.Name + "\x00" + r.Tenant + "\x00" + r.Key }
+
 // Record is the idempotency state of one (scope, key).
 type Record struct {
 	Status         string
