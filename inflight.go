@@ -28,9 +28,9 @@ type inFlight struct {
 // enter admits the request named by key. For the first request of its kind
 // it returns a leave function to call once the request is served. Any
 // other waits until the first leaves, ctx ends or until passes (zero: no
-// bound but ctx), and returns nil: it goes on through the protocol, now
-// most often to replay what the first stored.
-func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leave func()) {
+// bound but ctx), and returns nil and queued: it goes on through the
+// protocol, now most often to replay what the first stored.
+func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leave func(), queued bool) {
 	f.mu.Lock()
 	done, busy := f.first[key]
 	if !busy {
@@ -45,14 +45,14 @@ func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leav
 			delete(f.first, key)
 			f.mu.Unlock()
 			close(done)
-		}
+		}, false
 	}
 	f.mu.Unlock()
 	var bound <-chan time.Time
 	if !until.IsZero() {
 		wait := time.Until(until)
 		if wait <= 0 {
-			return nil
+			return nil, true
 		}
 		t := time.NewTimer(wait)
 		defer t.Stop()
@@ -63,14 +63,15 @@ func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leav
 	case <-ctx.Done():
 	case <-bound:
 	}
-	return nil
+	return nil, true
 }
 
 // admit queues r behind an identical request of this process that is being
 // served, for as long as a duplicate would wait for it in the database: in
 // atomic mode until it commits (a duplicate waits on the unique index), in
-// lease mode for Config.WaitForInFlight.
-func (e *Extension) admit(ctx context.Context, r *request) (leave func()) {
+// lease mode for Config.WaitForInFlight. queued reports that r found such a
+// request: its key most likely has a record now.
+func (e *Extension) admit(ctx context.Context, r *request) (leave func(), queued bool) {
 	key := r.ref().ID() + "\x00" + r.fingerprint
 	var until time.Time
 	if r.spec.mode != ModeAtomic {

@@ -66,10 +66,11 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 		// as the mutation did before it was idempotent.
 		res, outcome, err = e.runKeyless(ctx, r, next)
 	case err == nil:
-		if leave := e.admit(ctx, r); leave != nil {
+		leave, queued := e.admit(ctx, r)
+		if leave != nil {
 			defer leave()
 		}
-		res, outcome, err = e.settle(ctx, r, next)
+		res, outcome, err = e.settle(ctx, r, queued, next)
 	}
 	if err != nil {
 		outcome = OutcomeRefused
@@ -195,9 +196,17 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 // transaction, begin, the insert and rollback before the lookup. Retries are
 // the exception, and a concurrent duplicate in atomic mode needs the
 // transaction anyway, to wait on the unique index for the first attempt.
-func (e *Extension) settle(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
+//
+// A request that queued behind an identical one of this process (queued,
+// admit) looks first all the same: the key has most likely been claimed,
+// and finished, by the request it queued behind, and the duplicates of a
+// burst, let go together, then share one lookup (see lookup) instead of
+// each sending a claim that writes nothing. The lookup decides nothing by
+// itself: what it reads is what a claim that lost would have read, and a
+// key it finds unknown is claimed as usual.
+func (e *Extension) settle(ctx context.Context, r *request, queued bool, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
-	look := !e.store.Traits().ClaimFirst
+	look := queued || !e.store.Traits().ClaimFirst
 	var lost *store.Claimed // what the last lost claim read, decided on in place of a lookup
 	ran := false            // this request already ran the resolver once
 	for round := 0; round < maxRounds; {
