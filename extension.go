@@ -43,6 +43,8 @@ type Extension struct {
 	lookups singleflight.Group
 	// inFlight queues identical requests of this process behind the first.
 	inFlight inFlight
+	// operations caches the queries of the operations that claims keep.
+	operations operationShapes
 
 	recovery recovery // the recoverer's (recover.go)
 }

@@ -7,6 +7,7 @@ package idem
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -29,6 +30,18 @@ type storedOperation struct {
 // sent in the header becomes the key argument, which the fingerprint leaves
 // out.
 func operationOf(oc *graphql.OperationContext, field *ast.Field, key string) []byte {
+	return shapeOf(oc, field, key).encode(oc.Variables)
+}
+
+// operationShape is a stored operation but for its variables' values: the
+// query, JSON-encoded, and the names of the variables it uses.
+type operationShape struct {
+	query []byte
+	vars  []string
+}
+
+// shapeOf formats the query that runs field again (see operationOf).
+func shapeOf(oc *graphql.OperationContext, field *ast.Field, key string) *operationShape {
 	u := uses{doc: oc.Doc, vars: map[string]bool{}, fragments: map[string]bool{}}
 	u.arguments(field.Arguments)
 	u.directives(field.Directives)
@@ -40,15 +53,13 @@ func operationOf(oc *graphql.OperationContext, field *ast.Field, key string) []b
 			&ast.Argument{Name: KeyArgument, Value: &ast.Value{Kind: ast.StringValue, Raw: key}})
 	}
 	op := &ast.OperationDefinition{Operation: ast.Mutation, SelectionSet: ast.SelectionSet{&f}}
-	vars := map[string]any{}
+	shape := &operationShape{}
 	for _, d := range oc.Operation.VariableDefinitions {
 		if !u.vars[d.Variable] {
 			continue
 		}
 		op.VariableDefinitions = append(op.VariableDefinitions, d)
-		if v, ok := oc.Variables[d.Variable]; ok {
-			vars[d.Variable] = v
-		}
+		shape.vars = append(shape.vars, d.Variable)
 	}
 	doc := &ast.QueryDocument{Operations: ast.OperationList{op}}
 	if oc.Doc != nil {
@@ -60,11 +71,70 @@ func operationOf(oc *graphql.OperationContext, field *ast.Field, key string) []b
 	}
 	var q bytes.Buffer
 	formatter.NewFormatter(&q, formatter.WithIndent("")).FormatQueryDocument(doc)
-	b, err := json.Marshal(storedOperation{Query: q.String(), Variables: vars})
-	if err != nil || len(b) > record.MaxOperationBytes {
+	shape.query, _ = json.Marshal(q.String()) // a string always encodes
+	return shape
+}
+
+// encode returns the stored operation with the values the request gave
+// the shape's variables: the bytes json.Marshal makes of a
+// storedOperation, or nil when they are over record.MaxOperationBytes.
+func (s *operationShape) encode(values map[string]any) []byte {
+	vars := make(map[string]any, len(s.vars))
+	for _, name := range s.vars {
+		if v, ok := values[name]; ok {
+			vars[name] = v
+		}
+	}
+	b := make([]byte, 0, len(s.query)+32)
+	b = append(b, `{"query":`...)
+	b = append(b, s.query...)
+	if len(vars) > 0 {
+		vb, err := json.Marshal(vars)
+		if err != nil {
+			return nil
+		}
+		b = append(append(b, `,"variables":`...), vb...)
+	}
+	b = append(b, '}')
+	if len(b) > record.MaxOperationBytes {
 		return nil
 	}
 	return b
+}
+
+// maxCachedShapes bounds operationShapes: past it, the cache starts over.
+const maxCachedShapes = 1024
+
+// operationShapes caches the shape of each idempotent field of the parsed
+// documents that gqlgen's query cache hands out again and again: the same
+// *ast.Field for the same query text. Formatting the query is most of the
+// cost of a stored operation, and every request pays it, replays included
+// (a claim carries it). A field that takes its key from the header is not
+// cached: its query has the key in it. The map holds its fields, so that
+// no other field can take the address of one while it is a key.
+type operationShapes struct {
+	mu     sync.Mutex
+	shapes map[*ast.Field]*operationShape
+}
+
+// of is operationOf, from the cache when it can.
+func (c *operationShapes) of(oc *graphql.OperationContext, field *ast.Field, key string) []byte {
+	if field.Arguments.ForName(KeyArgument) == nil {
+		return operationOf(oc, field, key)
+	}
+	c.mu.Lock()
+	shape := c.shapes[field]
+	c.mu.Unlock()
+	if shape == nil {
+		shape = shapeOf(oc, field, key)
+		c.mu.Lock()
+		if c.shapes == nil || len(c.shapes) >= maxCachedShapes {
+			c.shapes = make(map[*ast.Field]*operationShape)
+		}
+		c.shapes[field] = shape
+		c.mu.Unlock()
+	}
+	return shape.encode(oc.Variables)
 }
 
 // uses collects the variables and fragments a field uses.

@@ -106,7 +106,7 @@ func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.Operat
 	}
 	r.fingerprint = fp.String()
 	if r.spec.recoverable {
-		r.operation = operationOf(oc, r.field, key)
+		r.operation = e.operations.of(oc, r.field, key)
 	}
 	return nil
 }
