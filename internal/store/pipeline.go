@@ -2,11 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/goovo/idem/idemdb/pgxdriver"
 )
@@ -97,7 +99,7 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	)
 	first := &pgx.Batch{}
 	first.Queue(d.stmts(c.Ref.Table, "")[stmtLookup], c.Ref.Tenant, c.Ref.Key).QueryRow(func(row pgx.Row) (err error) {
-		holder, reading, err = d.scanLookup(row.Scan)
+		holder, reading, err = d.scanLookupPgx(row)
 		looked = err == nil
 		return err
 	})
@@ -157,4 +159,35 @@ func (d *pipelined) Complete(ctx context.Context, tx Tx, c Completion) (bool, er
 	}
 	_ = tx.Rollback() // if the commit left it open
 	return false, d.err("complete", err)
+}
+
+// scanLookupPgx is scanLookup on pgx, into pgx's own types: the
+// database/sql types of scanLookup take a detour through driver.Value on
+// pgx, a conversion and an allocation for each column, on every claim.
+func (d *pipelined) scanLookupPgx(row pgx.Row) (*Record, Reading, error) {
+	var (
+		v struct {
+			dbNow, lease, claimed, completed, archived pgtype.Timestamptz
+			status, fingerprint                        pgtype.Text
+			attempt                                    pgtype.Int8
+		}
+		response []byte
+	)
+	if err := row.Scan(&v.dbNow, &v.status, &v.fingerprint, &response, &v.attempt, &v.lease, &v.claimed, &v.completed, &v.archived); err != nil {
+		return nil, Reading{}, err
+	}
+	for _, ts := range []*pgtype.Timestamptz{&v.dbNow, &v.lease, &v.claimed, &v.completed, &v.archived} {
+		if ts.Valid && ts.InfinityModifier != pgtype.Finite {
+			return nil, Reading{}, errors.New("lookup read an infinite timestamp")
+		}
+	}
+	t := func(ts pgtype.Timestamptz) sql.NullTime { return sql.NullTime{Time: ts.Time, Valid: ts.Valid} }
+	return d.lookedUp(&lookupRow{
+		dbNow:       t(v.dbNow),
+		status:      sql.NullString{String: v.status.String, Valid: v.status.Valid},
+		fingerprint: sql.NullString{String: v.fingerprint.String, Valid: v.fingerprint.Valid},
+		response:    response,
+		attempt:     sql.NullInt64{Int64: v.attempt.Int64, Valid: v.attempt.Valid},
+		lease:       t(v.lease), claimed: t(v.claimed), completed: t(v.completed), archived: t(v.archived),
+	})
 }

@@ -100,33 +100,42 @@ func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*Record, Reading, erro
 // scanLookup reads the row of stmtLookup: the database time, then the
 // record's columns (NULL when the key is unknown).
 func (d *sqlDriver) scanLookup(scan func(dest ...any) error) (*Record, Reading, error) {
-	var (
-		dbNow                     sql.NullTime
-		status, fingerprint       sql.NullString
-		response                  []byte
-		attempt                   sql.NullInt64
-		lease, claimed, completed sql.NullTime
-		archived                  sql.NullTime
-	)
-	if err := scan(&dbNow, &status, &fingerprint, &response, &attempt, &lease, &claimed, &completed, &archived); err != nil {
+	var l lookupRow
+	if err := scan(&l.dbNow, &l.status, &l.fingerprint, &l.response, &l.attempt, &l.lease, &l.claimed, &l.completed, &l.archived); err != nil {
 		return nil, Reading{}, err
 	}
-	reading, err := d.clock.observed(dbNow)
+	return d.lookedUp(&l)
+}
+
+// lookupRow is the row of stmtLookup, as database/sql scans it.
+type lookupRow struct {
+	dbNow                     sql.NullTime
+	status, fingerprint       sql.NullString
+	response                  []byte
+	attempt                   sql.NullInt64
+	lease, claimed, completed sql.NullTime
+	archived                  sql.NullTime
+}
+
+// lookedUp makes the reading and the record (nil: the key is unknown) of
+// a row of stmtLookup.
+func (d *sqlDriver) lookedUp(l *lookupRow) (*Record, Reading, error) {
+	reading, err := d.clock.observed(l.dbNow)
 	if err != nil {
 		return nil, Reading{}, err
 	}
-	if !status.Valid && !fingerprint.Valid {
+	if !l.status.Valid && !l.fingerprint.Valid {
 		return nil, reading, nil
 	}
 	return &Record{
-		Status:         status.String,
-		Fingerprint:    fingerprint.String,
-		Response:       response,
-		Attempt:        int(attempt.Int64),
-		LeaseExpiresAt: lease.Time.UTC(),
-		ClaimedAt:      claimed.Time.UTC(),
-		CompletedAt:    completed.Time.UTC(),
-		ArchivedAt:     archived.Time.UTC(),
+		Status:         l.status.String,
+		Fingerprint:    l.fingerprint.String,
+		Response:       l.response,
+		Attempt:        int(l.attempt.Int64),
+		LeaseExpiresAt: l.lease.Time.UTC(),
+		ClaimedAt:      l.claimed.Time.UTC(),
+		CompletedAt:    l.completed.Time.UTC(),
+		ArchivedAt:     l.archived.Time.UTC(),
 	}, reading, nil
 }
 
