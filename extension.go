@@ -64,6 +64,9 @@ type fieldSpec struct {
 	// recoverable: the claim keeps its operation, so that the recoverer
 	// can run it again if its client never comes back.
 	recoverable bool
+	// telemetry is what every span and measurement of the field carries,
+	// made once (telemetry.go).
+	telemetry fieldTelemetry
 }
 
 var (
@@ -156,6 +159,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	spec.records = recs
 	spec.table = recs.storeTable()
 	spec.retention = e.cfg.retention(recs)
+	spec.telemetry = newFieldTelemetry(spec.name, spec.mode)
 	return spec, nil
 }
 

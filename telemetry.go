@@ -121,26 +121,49 @@ const (
 	attrTenant  = attribute.Key("idem.tenant")
 )
 
+// fieldTelemetry is what the spans and measurements of one idempotent
+// field carry, made once for the field rather than on every request.
+type fieldTelemetry struct {
+	spanName  string
+	spanStart []trace.SpanStartOption
+	// field: the attribute idem.field alone, as a measurement option.
+	field metric.MeasurementOption
+}
+
+func newFieldTelemetry(name string, mode Mode) fieldTelemetry {
+	return fieldTelemetry{
+		spanName:  "idem " + name,
+		spanStart: []trace.SpanStartOption{trace.WithAttributes(attrField.String(name), attrMode.String(string(mode)))},
+		field:     metric.WithAttributeSet(attribute.NewSet(attrField.String(name))),
+	}
+}
+
 // startSpan starts the span of one idempotent field, a child of the
 // operation's span when gqlgen's tracing extension made one.
 func (t *telemetry) startSpan(ctx context.Context, r *request) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, "idem "+r.spec.name, trace.WithAttributes(
-		attrField.String(r.spec.name), attrMode.String(string(r.spec.mode))))
+	return t.tracer.Start(ctx, r.spec.telemetry.spanName, r.spec.telemetry.spanStart...)
 }
 
 func (t *telemetry) add(ctx context.Context, c metric.Int64Counter, r *request, attrs ...attribute.KeyValue) {
+	if len(attrs) == 0 {
+		c.Add(ctx, 1, r.spec.telemetry.field)
+		return
+	}
 	c.Add(ctx, 1, metric.WithAttributes(append(attrs, attrField.String(r.spec.name))...))
 }
 
 func (t *telemetry) claimed(ctx context.Context, r *request, took time.Duration) {
-	t.claimDuration.Record(ctx, took.Seconds(), metric.WithAttributes(attrField.String(r.spec.name)))
+	t.claimDuration.Record(ctx, took.Seconds(), r.spec.telemetry.field)
 }
 
-// finish records the outcome on the span and ends it.
+// finish records the outcome on the span and ends it. The attributes are
+// made only for a span that records them: the key's hash is a SHA-256.
 func finishSpan(span trace.Span, r *request, outcome string, err error) {
-	span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(KeyHash(r.key)), attrTenant.String(r.tenant))
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(KeyHash(r.key)), attrTenant.String(r.tenant))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
 	}
 	span.End()
 }
