@@ -45,6 +45,8 @@ type Extension struct {
 	inFlight inFlight
 	// operations caches the queries of the operations that claims keep.
 	operations operationShapes
+	// finished remembers records seen finished, whose retries look first.
+	finished finishedRecords
 
 	recovery recovery // the recoverer's (recover.go)
 }

@@ -72,7 +72,7 @@ func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leav
 // lease mode for Config.WaitForInFlight. queued reports that r found such a
 // request: its key most likely has a record now.
 func (e *Extension) admit(ctx context.Context, r *request) (leave func(), queued bool) {
-	key := r.ref().ID() + "\x00" + r.fingerprint
+	key := r.id + "\x00" + r.fingerprint
 	var until time.Time
 	if r.spec.mode != ModeAtomic {
 		until = time.Now().Add(e.cfg.WaitForInFlight)

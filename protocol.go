@@ -43,6 +43,9 @@ type request struct {
 	fingerprint string
 	// operation is what the claim keeps for the recoverer (nil: nothing).
 	operation []byte
+	// id is ref().ID(), made once the request is validated: it names the
+	// record in the hook's in-memory maps.
+	id string
 }
 
 // ref names the request's record.
@@ -66,11 +69,15 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 		// as the mutation did before it was idempotent.
 		res, outcome, err = e.runKeyless(ctx, r, next)
 	case err == nil:
+		r.id = r.ref().ID()
 		leave, queued := e.admit(ctx, r)
 		if leave != nil {
 			defer leave()
 		}
-		res, outcome, err = e.settle(ctx, r, queued, next)
+		res, outcome, err = e.settle(ctx, r, queued || e.finished.has(r.id), next)
+		if err == nil && (outcome == OutcomeExecuted || outcome == OutcomeReplayed) {
+			e.finished.add(r.id)
+		}
 	}
 	if err != nil {
 		outcome = OutcomeRefused
@@ -197,16 +204,17 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 // the exception, and a concurrent duplicate in atomic mode needs the
 // transaction anyway, to wait on the unique index for the first attempt.
 //
-// A request that queued behind an identical one of this process (queued,
-// admit) looks first all the same: the key has most likely been claimed,
-// and finished, by the request it queued behind, and the duplicates of a
-// burst, let go together, then share one lookup (see lookup) instead of
-// each sending a claim that writes nothing. The lookup decides nothing by
-// itself: what it reads is what a claim that lost would have read, and a
-// key it finds unknown is claimed as usual.
-func (e *Extension) settle(ctx context.Context, r *request, queued bool, next graphql.RootResolver) (graphql.Marshaler, string, error) {
+// A request whose key most likely has a record already looks first all
+// the same (lookFirst): one that queued behind an identical request of
+// this process (admit), which has most likely claimed and finished the
+// key (the duplicates of a burst, let go together, then share one lookup
+// instead of each sending a claim that writes nothing), and one whose
+// record this process has seen finished (finishedRecords). The lookup
+// decides nothing by itself: what it reads is what a claim that lost
+// would have read, and a key it finds unknown is claimed as usual.
+func (e *Extension) settle(ctx context.Context, r *request, lookFirst bool, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
-	look := queued || !e.store.Traits().ClaimFirst
+	look := lookFirst || !e.store.Traits().ClaimFirst
 	var lost *store.Claimed // what the last lost claim read, decided on in place of a lookup
 	ran := false            // this request already ran the resolver once
 	for round := 0; round < maxRounds; {
@@ -339,7 +347,7 @@ func expired(rec *store.Record, retention time.Duration, now time.Time) bool {
 // decision taken on it is fenced by the statement that acts on it.
 func (e *Extension) lookup(ctx context.Context, r *request) (*store.Record, store.Reading, error) {
 	ref := r.ref()
-	key := ref.ID()
+	key := r.id
 	for {
 		// The statement runs under the context of the request that
 		// started it; the others only wait for it.
