@@ -10,7 +10,6 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/store"
@@ -40,7 +39,7 @@ type Extension struct {
 	schema *ast.Schema
 	fields map[string]*fieldSpec // by Mutation field name
 	// lookups shares a lookup of one key among concurrent requests.
-	lookups singleflight.Group
+	lookups sharedLookups
 	// inFlight queues identical requests of this process behind the first.
 	inFlight inFlight
 	// operations caches the queries of the operations that claims keep.
