@@ -14,8 +14,14 @@ import (
 
 // BenchmarkPath measures one variant of BenchmarkCreate alone, one request
 // per op, for a CPU profile of one path (-cpuprofile, -memprofile) and its
-// allocations (-benchmem): plain (no idempotency) and replay (a retry of a
-// stored lease-mode key), on pgx.
+// allocations (-benchmem), on pgx:
+//
+//	plain            the create with no idempotency
+//	lease, atomic    the first call of a new key
+//	replay           a retry of a stored lease-mode key, which this process
+//	                 stored (and replayed before)
+//	replay-elsewhere a retry of a key stored by another process (another
+//	                 handler, untimed): the first this process sees of it
 func BenchmarkPath(b *testing.B) {
 	be := testapp.NewBench(b, idemtest.Postgres, idem.Config{})
 	h := be.Server.Config.Handler
@@ -26,7 +32,7 @@ func BenchmarkPath(b *testing.B) {
 		}
 		return fmt.Sprintf(`{"query":"mutation { %s(%sinput: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }"}`, field, keyArg)
 	}
-	send := func(b *testing.B, body string) {
+	send := func(b *testing.B, h http.Handler, body string) {
 		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Org", "bench")
@@ -36,15 +42,32 @@ func BenchmarkPath(b *testing.B) {
 			b.Fatalf("%s -> %s", body, rec.Body.String())
 		}
 	}
-	send(b, mutation("createShipmentLease", "replayed-key"))
-	for _, v := range []struct{ name, body string }{
-		{"plain", mutation("createShipmentPlain", "")},
-		{"replay", mutation("createShipmentLease", "replayed-key")},
+	elsewhere := be.Handler(be.Client, be.Resolver, idem.Config{})
+	n := 0
+	send(b, h, mutation("createShipmentLease", "replayed-key"))
+	for _, v := range []struct {
+		name string
+		body func(i int) string
+	}{
+		{"plain", func(int) string { return mutation("createShipmentPlain", "") }},
+		{"lease", func(i int) string { return mutation("createShipmentLease", fmt.Sprintf("lease-%d", i)) }},
+		{"atomic", func(i int) string { return mutation("createShipmentAtomic", fmt.Sprintf("atomic-%d", i)) }},
+		{"replay", func(int) string { return mutation("createShipmentLease", "replayed-key") }},
+		{"replay-elsewhere", func(i int) string { return mutation("createShipmentLease", fmt.Sprintf("elsewhere-%d", i)) }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
+			// Keys new to every run (b.N grows from run to run).
+			first := n
+			n += b.N
+			if v.name == "replay-elsewhere" {
+				for i := range b.N {
+					send(b, elsewhere, v.body(first+i))
+				}
+			}
 			b.ReportAllocs()
-			for b.Loop() {
-				send(b, v.body)
+			b.ResetTimer()
+			for i := range b.N {
+				send(b, h, v.body(first+i))
 			}
 		})
 	}
