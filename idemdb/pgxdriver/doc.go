@@ -54,8 +54,9 @@
 // database/sql view of the same pool (stdlib.OpenDBFromPool), within the
 // same bound, for any library that takes a *sql.DB. QueryContext, ent's
 // raw query (the sql/execquery feature), returns *sql.Rows: outside a
-// transaction through DB, inside one through a database/sql driver over
-// the transaction's connection.
+// transaction the rows of pgx's round trip, handed out as a query's are,
+// inside one through a database/sql driver over the transaction's
+// connection.
 //
 // ent's entsql.WithVar (session variables set before each statement) is
 // not seen by this driver: its context key is unexported. Set variables

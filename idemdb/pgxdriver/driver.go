@@ -113,12 +113,22 @@ func (d *Driver) Query(ctx context.Context, query string, args, v any) error {
 	if err != nil {
 		return err
 	}
-	pb := takePiggyback(ctx)
+	sr, err := d.query(ctx, takePiggyback(ctx), query, argv)
+	if err != nil {
+		return err
+	}
+	*vr = entsql.Rows{ColumnScanner: sr}
+	return nil
+}
+
+// query runs query on a pooled connection, with pb's statements (nil:
+// none), and hands its rows out as *sql.Rows (asSQL).
+func (d *Driver) query(ctx context.Context, pb *Piggyback, query string, argv []any) (*sql.Rows, error) {
 	for try := 0; ; try++ {
 		conn, err := d.pool.Acquire(ctx)
 		if err != nil {
 			pb.fail(err)
-			return err
+			return nil, err
 		}
 		r, finish, err := query1(ctx, conn.Conn(), trip{pb: pb}, query, argv)
 		if err != nil {
@@ -127,19 +137,14 @@ func (d *Driver) Query(ctx context.Context, query string, args, v any) error {
 				continue
 			}
 			pb.fail(err)
-			return err
+			return nil, err
 		}
 		rs, err := newRows(r, finish, conn.Release)
 		if err != nil {
 			pb.fail(err)
-			return err
+			return nil, err
 		}
-		sr, err := asSQL(ctx, d.rows, rs)
-		if err != nil {
-			return err
-		}
-		*vr = entsql.Rows{ColumnScanner: sr}
-		return nil
+		return asSQL(ctx, d.rows, rs)
 	}
 }
 
@@ -154,11 +159,15 @@ func (d *Driver) ExecContext(ctx context.Context, query string, args ...any) (sq
 	return result(tag), nil
 }
 
-// QueryContext runs query through the database/sql view of the pool (DB),
-// since *sql.Rows can only be made by database/sql: ent's generated client
-// calls it (the sql/execquery feature).
+// QueryContext runs query on a pooled connection, as database/sql's
+// DB.QueryContext does: ent's generated client calls it (the sql/execquery
+// feature), and so does the idempotency hook's lookup. Its rows are pgx's,
+// handed out as *sql.Rows as Query's are: through the database/sql view of
+// the pool (DB), every query would open a database/sql connection of its
+// own (acquire, wrap, close and release a pooled connection). It carries
+// no piggyback (WithPiggyback).
 func (d *Driver) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return d.db.QueryContext(ctx, query, args...)
+	return d.query(ctx, nil, query, args)
 }
 
 // SendBatch sends b on a pooled connection in one round trip and reads
