@@ -45,6 +45,9 @@
  *                        what else a lost claim breaks).
  *   -DCHARGE_RECORDED    (with -DLIVENESS) checks charge_recorded in place
  *                        of eventually_result.
+ *   -DFLUSH_BEFORE_EFFECT  (with ASYNC_CLAIM) the resolver waits for its
+ *                        claim's WAL flush before it charges; the wait
+ *                        fails if the database crashed since the claim.
  *   -DFENCE_CLAIMED_AT   the proposed fence: COMPLETE, RELEASE and TAKEOVER
  *                        match the claim's idempotency_claimed_at as well as
  *                        its attempt, and a re-made claim has another
@@ -192,6 +195,9 @@ proctype Client(bool persistent; bool recoverer)
 	bool  tx;	/* business writes are in an open, uncommitted transaction */
 	byte  te;	/* the epoch in which that transaction began */
 	bool  aborted;	/* a crash of the database aborted it */
+#ifdef FLUSH_BEFORE_EFFECT
+	byte  ce;	/* the epoch in which this worker got its claim */
+#endif
 	bool  ok;	/* the last conditional statement matched a row */
 
 request:
@@ -234,6 +240,9 @@ lookup:
 				inserts++;
 				status = PENDING; attempt = 1; expired = false; claimed_at = inserts;
 				owner_alive = true; n = 1; nc = inserts; ok = true;
+#ifdef FLUSH_BEFORE_EFFECT
+				ce = epoch;
+#endif
 #ifdef ASYNC_CLAIM
 				unflushed = true
 #else
@@ -273,13 +282,20 @@ lookup:
 		 * attempt that LOOKUP saw; succeeds for exactly one caller. */
 		/* The takeover keeps the claim's claimed_at (attempt.go's
 		 * takenOver copies what the lookup read); with
-		 * FENCE_CLAIMED_AT its compare-and-set matches it too. It
-		 * commits synchronously: a claim it takes over is durable. */
+		 * FENCE_CLAIMED_AT its compare-and-set matches it too. The
+		 * worker's row is the one the takeover matched: after a
+		 * takeover the resolver reads the row (Claim.Row is nil), so a
+		 * response names that row even when the fence is the attempt
+		 * alone. It commits synchronously: a claim it takes over is
+		 * durable. */
 		atomic {
 			if
 			:: status == PENDING && FENCE(a, c) && expired ->
 				attempt++; expired = false; FLUSH;
-				owner_alive = true; n = attempt; nc = c; ok = true
+				owner_alive = true; n = attempt; nc = claimed_at; ok = true;
+#ifdef FLUSH_BEFORE_EFFECT
+				ce = epoch
+#endif
 			:: else -> ok = false
 			fi;
 			s = 0; a = 0; e = false; c = 0
@@ -295,6 +311,17 @@ work:
 	 * attempt n until its COMPLETE, or until its lease runs out and
 	 * someone takes it over; it is never told which. */
 	CRASH_POINT;
+#ifdef FLUSH_BEFORE_EFFECT
+	/* The resolver waits until its claim is durable before its first
+	 * effect outside the database: until the WAL is flushed past the
+	 * claim's commit, in the epoch of the claim. If the database crashed
+	 * since (its connection broke), the wait fails: a retryable error,
+	 * release (fenced), answer an error. */
+	if
+	:: atomic { ce == epoch && !unflushed -> ce = 0 }
+	:: atomic { ce != epoch -> ce = 0 }; goto release
+	fi;
+#endif
 	/* The resolver charges through the provider with key K. The provider
 	 * deduplicates by K: a second call returns the first charge. The
 	 * charge is outside the database: no rollback or crash undoes it. */
@@ -396,7 +423,10 @@ crashed:
 		:: else -> skip
 		fi;
 		tx = false; te = 0; n = 0; nc = 0; ran = false;
-		s = 0; a = 0; e = false; c = 0
+		s = 0; a = 0; e = false; c = 0;
+#ifdef FLUSH_BEFORE_EFFECT
+		ce = 0
+#endif
 	};
 	/* fall through */
 
