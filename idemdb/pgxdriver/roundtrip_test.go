@@ -14,7 +14,6 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/idemdb/pgxdriver"
-	"github.com/goovo/idem/idemschema"
 )
 
 // oneConn makes the pool a single connection that is never pinged, so
@@ -169,53 +168,4 @@ func stdThroughProxy(e *env) *ent.Client {
 	db.SetMaxIdleConns(1)
 	e.t.Cleanup(func() { db.Close() })
 	return ent.NewClient(ent.Driver(entsql.OpenDB("postgres", db)))
-}
-
-// TestRollbackAfter: the queries given to RollbackAfter read the
-// transaction's own writes, in the round trip of its ROLLBACK, and nothing
-// of the transaction survives; a query that fails rolls it back all the
-// same and reports its error, and the connection serves the next request.
-func TestRollbackAfter(t *testing.T) {
-	e := newEnv(t, oneConn)
-	ctx := context.Background()
-	const tenant = "rollback-after"
-	count := `SELECT count(*) FROM orders WHERE tenant_id = $1`
-	run := func(query string) (seen int, err error) {
-		var ptx *pgxdriver.Tx
-		tx, err := e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
-		must(t, err)
-		_, err = tx.Order.Create().SetTenantID(tenant).SetAmount(100).SetCurrency("EUR").SetIdempotencyAttempt(1).Save(ctx)
-		must(t, err)
-		b := &pgx.Batch{}
-		b.Queue(query, tenant).QueryRow(func(row pgx.Row) error { return row.Scan(&seen) })
-		err = ptx.RollbackAfter(ctx, b)
-		if !ptx.Done() {
-			t.Errorf("%s: the transaction is not over", query)
-		}
-		if cerr := tx.Commit(); cerr == nil {
-			t.Errorf("%s: committed after RollbackAfter", query)
-		}
-		return seen, err
-	}
-	warm(func() { _, _ = run(count) })
-	var (
-		seen int
-		err  error
-	)
-	trips, stmts := e.roundTrips(func() { seen, err = run(count) })
-	must(t, err)
-	if seen != 1 {
-		t.Errorf("the query saw %d of the transaction's rows, want 1", seen)
-	}
-	if trips != 2 || stmts != 4 {
-		t.Errorf("BEGIN with the insert, the query with ROLLBACK: %d statements in %d round trips, want 4 in 2", stmts, trips)
-	}
-	if _, err := run(`SELECT count(*) / 0 FROM orders WHERE tenant_id = $1`); err == nil {
-		t.Error("a failing query: no error")
-	}
-	n, err := e.client.Order.Query().Where(order.TenantID(tenant)).Count(idemschema.IncludeUnfinished(ctx))
-	must(t, err)
-	if n != 0 {
-		t.Errorf("%d rows of rolled back transactions", n)
-	}
 }

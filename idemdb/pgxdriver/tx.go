@@ -297,37 +297,6 @@ func (tx *Tx) Rollback() error {
 	return tx.rollback()
 }
 
-// RollbackAfter sends b's queries and ROLLBACK in one round trip, and ends
-// the transaction: b's queries run in the transaction, their results go to
-// the callbacks of b's queued queries (pgx.QueuedQuery.QueryRow, Exec,
-// Query), and nothing they do survives. Statements queued with Queue are
-// dropped. A claim that finds its key taken reads the key's holder this
-// way, in the round trip of the ROLLBACK it sends anyway, on the
-// connection it holds. If a query fails (or its callback returns an
-// error), the transaction is rolled back all the same, and that error is
-// returned. A transaction that never reached the server sends b alone, on
-// a connection of the pool.
-func (tx *Tx) RollbackAfter(ctx context.Context, b *pgx.Batch) error {
-	if err := tx.lock(); err != nil {
-		return err
-	}
-	defer tx.mu.Unlock()
-	if tx.conn == nil || !tx.begun || tx.conn.Conn().IsClosed() || tx.conn.Conn().PgConn().TxStatus() != 'T' {
-		_ = tx.rollback() // nothing to roll back with b, or nothing b could read in it
-		return tx.d.pool.SendBatch(ctx, b).Close()
-	}
-	tx.queue = nil
-	if _, err := exec1(ctx, tx.conn.Conn(), trip{pb: &Piggyback{First: b}}, "rollback", nil); err != nil {
-		// ROLLBACK did not run (a query of b failed) or its answer was
-		// lost: rollback sends it again, or leaves a connection in an
-		// unknown state to the pool, which destroys it.
-		_ = tx.rollback()
-		return err
-	}
-	tx.finish()
-	return nil
-}
-
 // lock takes the transaction for one operation; it fails when the
 // transaction is over or a query's rows are open.
 func (tx *Tx) lock() error {

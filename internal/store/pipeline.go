@@ -17,14 +17,10 @@ import (
 // idemdb.Open returns for PostgreSQL) it folds the protocol's statements
 // into the round trips that must happen anyway:
 //
-//   - a claim by itself (lease mode) sends, in one round trip, the lookup
-//     of the key and the insert; when the key is taken, the insert writes
-//     nothing and the lookup has read the holder: a retry of a finished key
-//     costs that round trip and writes nothing;
-//   - a claim in a transaction (atomic mode) sends BEGIN and the insert;
-//     when the key is taken, the lookup travels with the ROLLBACK that
-//     must follow anyway: a new key pays no lookup, a retry of a finished
-//     key still two round trips;
+//   - a claim sends, in one round trip, the lookup of the key, BEGIN and
+//     the insert; when the key is taken, the insert writes nothing and the
+//     lookup has read the holder: a retry of a finished key costs that
+//     round trip (and, in a transaction, ROLLBACK) and writes nothing;
 //   - SAVEPOINT travels with the resolver's first statement;
 //   - the completion's fenced UPDATE travels with COMMIT, and fails when it
 //     updates nothing, which stops the COMMIT (the only statement that
@@ -90,13 +86,10 @@ func (d *pipelined) pipe(tx Tx, forget bool) *pipeTx {
 	return p
 }
 
-// Claim claims with the lookup ahead of the insert, or in a transaction
-// with the lookup behind it (see pipelined). Over database/sql, where
-// nothing travels with the insert, it is the standard claim.
+// Claim claims with the lookup ahead of the insert (see pipelined). Over
+// database/sql, where nothing travels with the insert, it is the standard
+// claim.
 func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
-	if c.Tx != nil {
-		return d.claimInTx(ctx, c)
-	}
 	var (
 		holder  *Record
 		reading Reading
@@ -115,51 +108,19 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 		return d.inserted(ctx, c, won, err)
 	case won && err == nil:
 		return Claimed{Won: true}, nil
-	case err == nil && looked && holder != nil:
+	}
+	d.pipe(c.Tx, true)
+	if err == nil && looked && holder != nil {
 		// The key was taken before the claim: the lookup read its holder,
 		// and the insert wrote nothing.
+		if c.Tx != nil {
+			_ = c.Tx.Rollback()
+		}
 		return Claimed{Holder: holder, Reading: reading}, nil
 	}
 	// Failed, or taken by a claim that committed after the lookup (the
 	// insert waited for it): the standard way on, which looks again.
 	return d.inserted(ctx, c, won, err)
-}
-
-// claimInTx is Claim in a transaction. A key is taken far less often than
-// it is new, so the lookup is left out of the claim's round trip: when the
-// insert writes nothing, the holder is read in the transaction (a statement
-// of its own, so that it sees a claim that committed while the insert
-// waited for it) in the round trip of the ROLLBACK, on the connection the
-// transaction holds.
-func (d *pipelined) claimInTx(ctx context.Context, c Claim) (Claimed, error) {
-	p := d.pipe(c.Tx, false)
-	if p == nil {
-		return d.sqlDriver.Claim(ctx, c)
-	}
-	won, err := c.Insert(ctx, c.Tx)
-	if won && err == nil {
-		return Claimed{Won: true}, nil
-	}
-	d.pipe(c.Tx, true)
-	if err != nil {
-		return d.inserted(ctx, c, won, err)
-	}
-	var (
-		holder  *Record
-		reading Reading
-	)
-	b := &pgx.Batch{}
-	b.Queue(d.stmts(c.Ref.Table, "")[stmtLookup], c.Ref.Tenant, c.Ref.Key).QueryRow(func(row pgx.Row) (err error) {
-		holder, reading, err = d.scanLookup(row.Scan)
-		return err
-	})
-	if err := p.tx.RollbackAfter(ctx, b); err != nil {
-		// Rolled back all the same: the standard lookup, on the pool.
-		if holder, reading, err = d.Lookup(ctx, c.Ref); err != nil {
-			return Claimed{}, err
-		}
-	}
-	return Claimed{Holder: holder, Reading: reading}, nil
 }
 
 // Savepoint queues SAVEPOINT on pgx: it travels with the resolver's first
