@@ -2,12 +2,14 @@
 -- framework writes for one new key (the claim's INSERT and the
 -- completion's UPDATE, with the same columns and a stored response of the
 -- same size) in one transaction, and nothing else: no lookup, no
--- savepoint, no HTTP, GraphQL or Go. Run by bench/run with pgbench -M
+-- savepoint, no HTTP, GraphQL or Go. The transaction is one round trip
+-- (pgbench's pipeline mode), as few as any client could send it in. Run by bench/run with pgbench -M
 -- prepared in the schema of a load-tool bench (search_path), whose tables
 -- the example server created.
 -- Literals with colons are hex-encoded: pgbench would read ":name" in
 -- them as its variables.
 \set k random(1, 9000000000000000000)
+\startpipeline
 BEGIN;
 INSERT INTO orders (tenant_id, idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt,
     idempotency_lease_expires_at, idempotency_claimed_at, amount, currency, paid)
@@ -19,3 +21,4 @@ UPDATE orders SET idempotency_status = 'succeeded',
     idempotency_completed_at = now()
   WHERE tenant_id = 'pgbench' AND idempotency_key = :k::text AND idempotency_status = 'pending' AND idempotency_attempt = 1;
 COMMIT;
+\endpipeline

@@ -2,13 +2,15 @@
 -- framework, the example's resolver and the provider write for one new
 -- key (the claim's INSERT, the order's paid flag, the provider's charge,
 -- the payment's charge id, the completion) in one transaction, and nothing
--- else: no reads, no separate commit of the claim or of the charge. The
+-- else: no reads, no separate commit of the claim or of the charge, and
+-- one round trip for the transaction (pgbench's pipeline mode). The
 -- orders to pay (tenant pgbench, ids minorder..maxorder) are created by
 -- bench/run.
 -- Literals with colons are hex-encoded: pgbench would read ":name" in
 -- them as its variables.
 \set k random(1, 9000000000000000000)
 \set oid random(:minorder, :maxorder)
+\startpipeline
 BEGIN;
 INSERT INTO payments (tenant_id, idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt,
     idempotency_lease_expires_at, idempotency_claimed_at, amount, refunded_amount, order_payments)
@@ -26,3 +28,4 @@ UPDATE payments SET idempotency_status = 'succeeded',
     idempotency_completed_at = now()
   WHERE tenant_id = 'pgbench' AND idempotency_key = :k::text AND idempotency_status = 'pending' AND idempotency_attempt = 1;
 COMMIT;
+\endpipeline

@@ -5,8 +5,13 @@
 //	drv, err := idemdb.Open("sqlite:app.db") // or just "app.db"
 //	client := ent.NewClient(ent.Driver(drv))
 //
-// PostgreSQL goes through pgx (github.com/jackc/pgx/v5/stdlib). SQLite is the
-// embedded, pure-Go modernc.org/sqlite, opened in WAL mode with immediate
+// PostgreSQL goes through pgx itself (package pgxdriver, on a pgxpool): an ent
+// driver whose transactions send BEGIN with their first statement and can
+// carry other statements in their round trips. On it the hook's store
+// pipelines its statements: an idempotent create costs two round trips
+// instead of five (BENCHMARKS.md). OpenSQL opens PostgreSQL on database/sql
+// instead, one statement per round trip. SQLite is the embedded, pure-Go
+// modernc.org/sqlite, opened in WAL mode with immediate
 // transactions, a busy timeout and foreign keys on: without immediate
 // transactions concurrent claims fail with SQLITE_BUSY instead of waiting.
 //
@@ -21,14 +26,6 @@
 // default_query_exec_mode=exec to the URL: pgx's default prepared-statement
 // cache does not survive a pooler that hands each transaction another
 // server connection (see the README's operating section).
-//
-// OpenPgx opens PostgreSQL on pgx itself instead (package pgxdriver): an ent
-// driver whose transactions send BEGIN with their first statement and can
-// carry other statements in their round trips. On it the hook's store
-// pipelines its statements: an idempotent create costs two or three round
-// trips instead of five or six (BENCHMARKS.md). OpenDriver opens PostgreSQL
-// that way and SQLite as Open does; the example server and the tests use
-// it. Open and OpenPool keep PostgreSQL on database/sql.
 //
 // # Partitions
 //

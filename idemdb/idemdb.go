@@ -29,7 +29,8 @@ const DefaultMaxConns = 16
 const sqliteBusyTimeout = 5 * time.Second
 
 // Pool sizes the connection pool of OpenPool. The zero value is the
-// default of each field.
+// default of each field (for PostgreSQL, the URL's pool_max_conns and
+// pool_max_conn_idle_time if it sets them).
 type Pool struct {
 	// MaxConns is the most connections open at once (default
 	// DefaultMaxConns). A request that needs one while all are in use
@@ -42,7 +43,8 @@ type Pool struct {
 	// duplicates uses the whole pool and the rest of the requests queue.
 	MaxConns int
 	// MaxIdleConns is the most connections kept open while idle (default
-	// MaxConns: a pool that stays warm).
+	// MaxConns: a pool that stays warm). database/sql only: pgxpool keeps
+	// every connection until MaxIdleTime.
 	MaxIdleConns int
 	// MaxIdleTime closes a connection idle for that long (default 5
 	// minutes), so that a quiet process gives its connections back.
@@ -63,19 +65,37 @@ func (p Pool) withDefaults() Pool {
 }
 
 // Open opens dsn with the default pool (OpenPool).
-func Open(dsn string) (*entsql.Driver, error) { return OpenPool(dsn, Pool{}) }
+func Open(dsn string) (Driver, error) { return OpenPool(dsn, Pool{}) }
 
 // OpenPool opens dsn and returns an ent driver for it, its connections
 // pooled as p says. A dsn that starts with postgres:// or postgresql:// is
 // PostgreSQL; one that starts with sqlite: or file:, or any other string,
 // is a SQLite file path.
 //
+// PostgreSQL runs on pgx itself (package pgxdriver, a pgxpool): its
+// transactions send BEGIN with their first statement, and the hook's store
+// folds its own statements into the round trips that happen anyway
+// (BENCHMARKS.md). SQLite runs on database/sql. OpenSQL keeps PostgreSQL
+// on database/sql too.
+//
 // A PostgreSQL URL may carry pgx's settings besides libpq's: behind
 // PgBouncer in transaction pooling mode, add
-// default_query_exec_mode=exec (see the README's operating section). A
-// URL that pgx cannot parse is an error here, not at the first query.
-// Nothing is connected yet: see WaitReady.
-func OpenPool(dsn string, p Pool) (*entsql.Driver, error) {
+// default_query_exec_mode=exec (see the README's operating section); a
+// URL's pool_max_conns and pool_max_conn_idle_time apply where p leaves
+// MaxConns and MaxIdleTime zero. A URL that pgx cannot parse is an error
+// here, not at the first query. Nothing is connected yet: see WaitReady.
+func OpenPool(dsn string, p Pool) (Driver, error) {
+	if IsPostgres(dsn) {
+		return openPgx(dsn, p)
+	}
+	return OpenSQL(dsn, p)
+}
+
+// OpenSQL opens dsn as OpenPool does, but PostgreSQL on database/sql (pgx's
+// stdlib driver): one statement per round trip, nothing pipelined. It is
+// the path before the pipelined store, kept for code that needs ent's own
+// *entsql.Driver, and to measure one against the other.
+func OpenSQL(dsn string, p Pool) (*entsql.Driver, error) {
 	db, dialectName, err := open(dsn)
 	if err != nil {
 		return nil, err

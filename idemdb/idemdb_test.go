@@ -32,7 +32,7 @@ func TestOpenPool(t *testing.T) {
 		{idemdb.Pool{MaxConns: 3}, 3, 3},
 		{idemdb.Pool{MaxConns: 3, MaxIdleConns: 1}, 3, 1},
 	} {
-		drv, err := idemdb.OpenPool(dsn, c.pool)
+		drv, err := idemdb.OpenSQL(dsn, c.pool)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,18 +5,15 @@ import (
 	"fmt"
 	"log"
 
-	"entgo.io/ent/dialect"
-	entsql "entgo.io/ent/dialect/sql"
-
 	"github.com/goovo/idem/ent"
-	"github.com/goovo/idem/ent/migrate"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemtest"
 )
 
-// OpenPgx opens PostgreSQL on pgx directly. ent's generated client runs on
-// it unchanged; migrations run on its database/sql view of the same pool.
-func ExampleOpenPgx() {
+// Open opens PostgreSQL on pgx directly. ent's generated client, its
+// migrations and the hook run on it unchanged.
+func ExampleOpen_postgres() {
 	ctx := context.Background()
 	db, err := idemtest.Connect(ctx, idemtest.Postgres) // a fresh schema
 	if err != nil {
@@ -24,19 +21,19 @@ func ExampleOpenPgx() {
 	}
 	defer db.Close()
 
-	drv, err := idemdb.OpenPgx(db.DSN)
+	drv, err := idemdb.Open(db.DSN)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer drv.Close()
-	if err := migrate.NewSchema(entsql.OpenDB(dialect.Postgres, drv.DB())).Create(ctx); err != nil {
+	client := ent.NewClient(ent.Driver(drv))
+	defer client.Close()
+	if err := client.Schema.Create(ctx); err != nil {
 		log.Fatal(err)
 	}
-	client := ent.NewClient(ent.Driver(drv))
 	o, err := client.Order.Create().SetTenantID("acme").SetAmount(1200).SetCurrency("EUR").Save(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(o.Amount, o.Currency, "pool of", drv.Pool().Config().MaxConns)
+	fmt.Println(o.Amount, o.Currency, "pool of", drv.(*pgxdriver.Driver).Pool().Config().MaxConns)
 	// Output: 1200 EUR pool of 16
 }

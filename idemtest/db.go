@@ -77,9 +77,9 @@ type DB struct {
 	// example from another process.
 	DSN string
 	// Driver is an ent driver on it, closed when the test ends: on
-	// PostgreSQL pgx's (idemdb.OpenPgx), on which the hook's store
+	// PostgreSQL pgx's (idemdb.Open), on which the hook's store
 	// pipelines, unless IDEMTEST_POSTGRES_DRIVER=database/sql selects
-	// database/sql's (idemdb.Open); on SQLite database/sql's.
+	// database/sql's (idemdb.OpenSQL); on SQLite database/sql's.
 	Driver Driver
 	// Partitioning is what Setup made of the tables on
 	// PostgresPartitioned; nil on the other backends.
@@ -164,9 +164,9 @@ func Connect(ctx context.Context, backend Backend) (*DB, error) {
 	}
 	var drv Driver
 	if backend.IsPostgres() && os.Getenv("IDEMTEST_POSTGRES_DRIVER") != "database/sql" {
-		drv, err = idemdb.OpenPgx(dsn)
-	} else {
 		drv, err = idemdb.Open(dsn)
+	} else {
+		drv, err = idemdb.OpenSQL(dsn, idemdb.Pool{})
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("idemtest: %w", err), remove())

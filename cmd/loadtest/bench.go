@@ -27,7 +27,7 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 	// The servers' connections carry a name of their own, so that the CPU
 	// of their PostgreSQL backends can be told from everyone else's.
 	app := "loadtest_" + runID()
-	f := &fleet{bin: bin, env: db.serverEnv(dsnParams("application_name", app)), args: benchArgs(), logDir: tmp}
+	f := &fleet{bin: bin, env: db.serverEnv(dsnParams("application_name", app)), args: benchArgs(cfg), logDir: tmp}
 	defer f.stop()
 	for range cfg.servers {
 		if err := f.add(ctx, profile{name: "instant"}); err != nil {
@@ -63,7 +63,9 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 
 // benchArgs: no lease-related waiting, no materializer, no sweeper (whose
 // first sweep, at start, would count among the mutations' statements).
-func benchArgs() []string { return []string{"-materialize-every", "0", "-sweep-every", "0"} }
+func benchArgs(cfg *config) []string {
+	return append([]string{"-materialize-every", "0", "-sweep-every", "0"}, driverArgs(cfg)...)
+}
 
 // benchClientConfig is cfg without abandoned attempts: every request is
 // meant to complete.
@@ -155,7 +157,7 @@ func benchPhase(ctx context.Context, c *client, serverPIDs []int, backends func(
 func countStatements(ctx context.Context, cfg *config, bin, tmp string, db *database, pg postgres) error {
 	app := "loadtest_" + runID()
 	params := dsnParams("log_statement", "all", "application_name", app)
-	f := &fleet{bin: bin, env: db.serverEnv(params), args: benchArgs(), logDir: tmp}
+	f := &fleet{bin: bin, env: db.serverEnv(params), args: benchArgs(cfg), logDir: tmp}
 	defer f.stop()
 	if err := f.add(ctx, profile{name: "instant"}); err != nil {
 		return err

@@ -104,6 +104,7 @@ type config struct {
 	lease           time.Duration
 	waitInFlight    time.Duration
 	dbMaxConns      int
+	dbDriver        string
 	providerConns   int
 	providerLatency time.Duration
 	responseLatency time.Duration
@@ -182,6 +183,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.lease, "lease", time.Second, "servers' -lease: a killed server's claims are taken over after it")
 	fs.DurationVar(&c.waitInFlight, "wait-in-flight", 200*time.Millisecond, "servers' -wait-in-flight")
 	fs.IntVar(&c.dbMaxConns, "db-max-conns", 0, "servers' -db-max-conns (0: the server's default)")
+	fs.StringVar(&c.dbDriver, "db-driver", "", "servers' -db-driver: pgx or database/sql (default: the server's, pgx)")
 	fs.IntVar(&c.providerConns, "provider-max-conns", 0, "servers' -provider-max-conns (0: the server's default)")
 	fs.DurationVar(&c.providerLatency, "provider-latency", 30*time.Millisecond, "provider latency before a charge executes")
 	fs.DurationVar(&c.responseLatency, "provider-response-latency", 30*time.Millisecond, "provider latency after a charge executed (a crash in it leaves money charged, books unwritten)")
@@ -376,6 +378,14 @@ func run(cfg *config) int {
 	return code
 }
 
+// driverArgs select the servers' database driver, if -db-driver says.
+func driverArgs(cfg *config) []string {
+	if cfg.dbDriver == "" {
+		return nil
+	}
+	return []string{"-db-driver", cfg.dbDriver}
+}
+
 // serverArgs are the flags every server of a load run gets.
 func serverArgs(cfg *config) []string {
 	args := []string{
@@ -390,7 +400,7 @@ func serverArgs(cfg *config) []string {
 	if cfg.providerConns > 0 {
 		args = append(args, "-provider-max-conns", fmt.Sprint(cfg.providerConns))
 	}
-	return args
+	return append(args, driverArgs(cfg)...)
 }
 
 // runLoad runs the phases of a load run on one fleet of servers: the load

@@ -64,6 +64,7 @@ func run() error {
 		verbose      = flag.Bool("v", false, "log every refusal and takeover")
 		maxConns     = flag.Int("db-max-conns", idemdb.DefaultMaxConns, "most database connections of the application (PostgreSQL: keep the sum over all processes below max_connections); a request waits for a free one")
 		provConns    = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
+		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
 		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 	)
 	// Request limits (idem.Limits): 0 keeps the default, a negative value
@@ -107,7 +108,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	drv, err := idemdb.OpenDriver(dsn, idemdb.Pool{MaxConns: *maxConns})
+	drv, err := openDriver(dsn, *dbDriver, *maxConns)
 	if err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func run() error {
 // own, of maxConns connections: one statement per charge, none held while
 // the simulated latencies pass.
 func openProvider(ctx context.Context, dsn string, maxConns int, connectWait time.Duration, logger *slog.Logger) (*provider.Simulated, func(), error) {
-	drv, err := idemdb.OpenPool(dsn, idemdb.Pool{MaxConns: maxConns})
+	drv, err := idemdb.OpenSQL(dsn, idemdb.Pool{MaxConns: maxConns})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -213,4 +214,16 @@ func serveMetrics(ctx context.Context, addr string, logger *slog.Logger) (*sdkme
 	}()
 	logger.Info("serving metrics", "url", "http://"+addr+"/metrics")
 	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)), nil
+}
+
+// openDriver opens the application's database: PostgreSQL on pgx unless
+// driver is database/sql; SQLite always through database/sql.
+func openDriver(dsn, driver string, maxConns int) (idemdb.Driver, error) {
+	switch driver {
+	case "pgx":
+		return idemdb.OpenPool(dsn, idemdb.Pool{MaxConns: maxConns})
+	case "database/sql":
+		return idemdb.OpenSQL(dsn, idemdb.Pool{MaxConns: maxConns})
+	}
+	return nil, fmt.Errorf("-db-driver %q: want pgx or database/sql", driver)
 }

@@ -36,7 +36,7 @@ type route struct {
 func routes(tb testing.TB, dsn string) []route {
 	tb.Helper()
 	// database/sql, as idemdb.Open opens it today.
-	std, err := idemdb.Open(dsn)
+	std, err := idemdb.OpenSQL(dsn, idemdb.Pool{})
 	must(tb, err)
 	tb.Cleanup(func() { std.Close() })
 	stdClient := ent.NewClient(ent.Driver(std))

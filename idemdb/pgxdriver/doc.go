@@ -5,7 +5,8 @@
 //	drv, err := pgxdriver.Open("postgres://app@db:5432/app")
 //	client := ent.NewClient(ent.Driver(drv))
 //
-// (idemdb.OpenPgx opens it with the pool settings the framework uses.)
+// (idemdb.Open opens it for a postgres:// URL, with the pool settings the
+// framework uses.)
 //
 // A round trip to PostgreSQL costs more than the work of most of the
 // framework's statements: BEGIN, SAVEPOINT and COMMIT each cost one through

@@ -19,8 +19,9 @@ import (
 //
 //   - a claim sends, in one round trip, the lookup of the key, BEGIN and
 //     the insert; when the key is taken, the insert writes nothing and the
-//     lookup has read the holder: a retry of a finished key costs that
-//     round trip (and, in a transaction, ROLLBACK) and writes nothing;
+//     lookup has read the holder: a retry of a finished key is answered
+//     after that round trip and writes nothing (in a transaction, the
+//     ROLLBACK follows, off the request's path);
 //   - SAVEPOINT travels with the resolver's first statement;
 //   - the completion's fenced UPDATE travels with COMMIT, and fails when it
 //     updates nothing, which stops the COMMIT (the only statement that
@@ -112,9 +113,13 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	d.pipe(c.Tx, true)
 	if err == nil && looked && holder != nil {
 		// The key was taken before the claim: the lookup read its holder,
-		// and the insert wrote nothing.
+		// and the insert wrote nothing. Nor did the transaction, so the
+		// replay need not wait for its ROLLBACK: it answers after this
+		// one round trip while the ROLLBACK ends the transaction and
+		// gives the connection back (a request that needs one meanwhile
+		// waits for it, as for any busy connection).
 		if c.Tx != nil {
-			_ = c.Tx.Rollback()
+			go func() { _ = c.Tx.Rollback() }()
 		}
 		return Claimed{Holder: holder, Reading: reading}, nil
 	}

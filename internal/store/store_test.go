@@ -48,9 +48,9 @@ func open(t *testing.T, b idemtest.Backend, pgx bool) *storetest.Env {
 		var drv idemtest.Driver
 		var err error
 		if pgx {
-			drv, err = idemdb.OpenPgx(db.DSN)
-		} else {
 			drv, err = idemdb.Open(db.DSN)
+		} else {
+			drv, err = idemdb.OpenSQL(db.DSN, idemdb.Pool{})
 		}
 		if err != nil {
 			t.Fatal(err)

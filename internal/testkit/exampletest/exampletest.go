@@ -11,7 +11,6 @@ package exampletest
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -75,7 +74,7 @@ func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
 	drv := db.Driver
 	if _, onPgx := drv.(*pgxdriver.Driver); onPgx && cfg.MaxConns > 0 {
-		small, err := idemdb.OpenPgx(fmt.Sprintf("%s&pool_max_conns=%d", db.DSN, cfg.MaxConns))
+		small, err := idemdb.OpenPool(db.DSN, idemdb.Pool{MaxConns: cfg.MaxConns})
 		if err != nil {
 			t.Fatal(err)
 		}

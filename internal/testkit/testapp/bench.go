@@ -69,7 +69,7 @@ func NewBenchDatabaseSQL(t testing.TB, b idemtest.Backend, cfg idem.Config) *Ben
 	db := idemtest.Open(t, b)
 	setup := ent.NewClient(ent.Driver(db.Driver))
 	testkit.Setup(t, db, setup.IdempotencyBackend(), setup.Schema.Create)
-	drv, err := idemdb.Open(db.DSN)
+	drv, err := idemdb.OpenSQL(db.DSN, idemdb.Pool{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,9 @@ import (
 //	plain   the same create with no idempotency (no hook on the field)
 //	lease   idempotent, lease mode (first call of a key)
 //	atomic  idempotent, atomic mode (first call of a key)
-//	replay  a retry of a key whose result is stored
+//	replay  a retry of a lease-mode key whose result is stored
+//	replay-atomic  the same of an atomic-mode key (a claim that finds the
+//	        key taken: one round trip, then ROLLBACK)
 //
 // On PostgreSQL each variant runs twice in each round: on pgx, where the
 // hook's store pipelines (the default), and on database/sql (the sql-
@@ -70,10 +72,11 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 	}
 	mutation := createBody
 	names := slices.Sorted(maps.Keys(benches))
-	variants := []string{"plain", "lease", "atomic", "replay"}
+	variants := []string{"plain", "lease", "atomic", "replay", "replay-atomic"}
 	samples := map[string][]time.Duration{}
 	for _, name := range names {
 		send(benches[name].Server.Config.Handler, mutation("createShipmentLease", "replayed-key"))
+		send(benches[name].Server.Config.Handler, mutation("createShipmentAtomic", "replayed-atomic-key"))
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -89,6 +92,8 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 					body = mutation("createShipmentAtomic", fmt.Sprintf("atomic-%d", i))
 				case "replay":
 					body = mutation("createShipmentLease", "replayed-key")
+				case "replay-atomic":
+					body = mutation("createShipmentAtomic", "replayed-atomic-key")
 				}
 				start := time.Now()
 				send(benches[name].Server.Config.Handler, body)
@@ -108,6 +113,7 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 		b.ReportMetric(p50["lease"]/p50["plain"], name+"lease/plain")
 		b.ReportMetric(p50["atomic"]/p50["plain"], name+"atomic/plain")
 		b.ReportMetric(p50["replay"]/p50["plain"], name+"replay/plain")
+		b.ReportMetric(p50["replay-atomic"]/p50["plain"], name+"replay-atomic/plain")
 		b.ReportMetric(p50["replay"]/p50["lease"], name+"replay/first")
 	}
 }
