@@ -62,6 +62,7 @@ type fieldSpec struct {
 	// recoverable: the claim keeps its operation, so that the recoverer
 	// can run it again if its client never comes back.
 	recoverable bool
+	tel         fieldTelemetry
 }
 
 var (
@@ -147,6 +148,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	if a := d.Arguments.ForName(directive.ArgRecover); a != nil && a.Value != nil {
 		spec.recoverable = a.Value.Raw != "false"
 	}
+	spec.tel = newFieldTelemetry(f.Name, spec.mode)
 	recs, ok := e.cfg.Backend.Records(entity)
 	if !ok {
 		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)

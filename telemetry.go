@@ -121,11 +121,31 @@ const (
 	attrTenant  = attribute.Key("idem.tenant")
 )
 
+// fieldTelemetry is what every request of one field hands its span and
+// instruments, built once with the field's spec: an attribute set is
+// sorted and deduplicated when it is made, which would be work for each
+// request (three sets on a first run) that always gives the same result.
+type fieldTelemetry struct {
+	spanName  string
+	spanStart trace.SpanStartOption
+	field     metric.MeasurementOption // idem.field
+	claims    metric.MeasurementOption // idem.field, idem.mode
+}
+
+func newFieldTelemetry(name string, mode Mode) fieldTelemetry {
+	field, modeAttr := attrField.String(name), attrMode.String(string(mode))
+	return fieldTelemetry{
+		spanName:  "idem " + name,
+		spanStart: trace.WithAttributes(field, modeAttr),
+		field:     metric.WithAttributeSet(attribute.NewSet(field)),
+		claims:    metric.WithAttributeSet(attribute.NewSet(field, modeAttr)),
+	}
+}
+
 // startSpan starts the span of one idempotent field, a child of the
 // operation's span when gqlgen's tracing extension made one.
 func (t *telemetry) startSpan(ctx context.Context, r *request) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, "idem "+r.spec.name, trace.WithAttributes(
-		attrField.String(r.spec.name), attrMode.String(string(r.spec.mode))))
+	return t.tracer.Start(ctx, r.spec.tel.spanName, r.spec.tel.spanStart)
 }
 
 func (t *telemetry) add(ctx context.Context, c metric.Int64Counter, r *request, attrs ...attribute.KeyValue) {
@@ -133,12 +153,16 @@ func (t *telemetry) add(ctx context.Context, c metric.Int64Counter, r *request, 
 }
 
 func (t *telemetry) claimed(ctx context.Context, r *request, took time.Duration) {
-	t.claimDuration.Record(ctx, took.Seconds(), metric.WithAttributes(attrField.String(r.spec.name)))
+	t.claimDuration.Record(ctx, took.Seconds(), r.spec.tel.field)
 }
 
-// finish records the outcome on the span and ends it.
+// finish records the outcome on the span and ends it. A span that records
+// nothing (no tracer configured) is not given attributes, whose key hash
+// would be computed for nothing.
 func finishSpan(span trace.Span, r *request, outcome string, err error) {
-	span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(KeyHash(r.key)), attrTenant.String(r.tenant))
+	if span.IsRecording() {
+		span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(KeyHash(r.key)), attrTenant.String(r.tenant))
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 	}

@@ -81,11 +81,11 @@ func TestHookOnTheDriver(t *testing.T) {
 		return r.Data[field].ID
 	}
 
-	trips := map[string]map[string]int{}
+	trips, statements := map[string]map[string]int{}, map[string]map[string]int{}
 	n := 0
 	for _, name := range []string{"pgx", "database/sql"} {
 		h := handlers[name]
-		trips[name] = map[string]int{}
+		trips[name], statements[name] = map[string]int{}, map[string]int{}
 		measure := func(what string, f func() string) string {
 			// A replay's ROLLBACK runs after the answer (on pgx): wait
 			// for it before counting, or starting to count.
@@ -99,7 +99,7 @@ func TestHookOnTheDriver(t *testing.T) {
 			proxy.Reset()
 			body := f()
 			idle()
-			trips[name][what] = proxy.RoundTrips()
+			trips[name][what], statements[name][what] = proxy.RoundTrips(), proxy.Statements()
 			t.Logf("%s, %s: %d statements in %d round trips", name, what, proxy.Statements(), proxy.RoundTrips())
 			return body
 		}
@@ -143,8 +143,13 @@ func TestHookOnTheDriver(t *testing.T) {
 	// On pgx the store pipelines: the claim (with BEGIN, and the lookup
 	// of a taken key) is one round trip, SAVEPOINT goes with the
 	// resolver's first statement, the completion with COMMIT; a retry pays
-	// the claim's round trip and ROLLBACK.
+	// the claim's round trip and ROLLBACK. A new key whose resolver writes
+	// nothing but the claim (createOrder's row is its claim) sends no
+	// SAVEPOINT: lookup, BEGIN, INSERT; UPDATE, COMMIT.
 	want := map[string]int{"atomic, new key": 2, "atomic, replay": 2}
+	if got := statements["pgx"]["atomic, new key"]; got != 5 {
+		t.Errorf("atomic, new key: %d statements on pgx, want 5", got)
+	}
 	for what, pgx := range trips["pgx"] {
 		std := trips["database/sql"][what]
 		t.Logf("%s: %d round trips on pgx, %d on database/sql", what, pgx, std)
