@@ -161,7 +161,7 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 		e.log(ctx, slog.LevelWarn, "idempotent attempt lost its claim; its writes were rolled back", r, slog.Int("attempt", a.claim.Attempt))
 		return ended{again: true, ran: true}
 	}
-	e.tel.responseSize.Record(ctx, int64(len(response)), r.spec.telemetry.field)
+	e.tel.responseSize.Record(ctx, int64(len(response)), r.spec.tel.field)
 	if status == record.StatusFailed {
 		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("final"))
 	}
@@ -324,7 +324,7 @@ func (a *attempt) claimKey(ctx context.Context, tx store.Tx, args map[string]any
 	case !claimed.Won:
 		return &claimed, nil
 	}
-	tel.add(ctx, tel.claims, r, attrMode.String(string(a.claim.Mode)))
+	tel.claims.Add(ctx, 1, r.spec.tel.claims)
 	trace.SpanFromContext(ctx).AddEvent("claimed")
 	return nil, nil
 }

@@ -65,9 +65,7 @@ type fieldSpec struct {
 	// recoverable: the claim keeps its operation, so that the recoverer
 	// can run it again if its client never comes back.
 	recoverable bool
-	// telemetry is what every span and measurement of the field carries,
-	// made once (telemetry.go).
-	telemetry fieldTelemetry
+	tel         fieldTelemetry
 }
 
 var (
@@ -153,6 +151,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	if a := d.Arguments.ForName(directive.ArgRecover); a != nil && a.Value != nil {
 		spec.recoverable = a.Value.Raw != "false"
 	}
+	spec.tel = newFieldTelemetry(f.Name, spec.mode)
 	recs, ok := e.cfg.Backend.Records(entity)
 	if !ok {
 		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)
@@ -160,7 +159,6 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 	spec.records = recs
 	spec.table = recs.storeTable()
 	spec.retention = e.cfg.retention(recs)
-	spec.telemetry = newFieldTelemetry(spec.name, spec.mode)
 	return spec, nil
 }
 

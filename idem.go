@@ -61,7 +61,8 @@ type Claim struct {
 	LeaseExpiresAt time.Time
 	// Operation is what the recoverer runs again if the client never comes
 	// back (the field alone, as a GraphQL request in JSON); nil when the
-	// mutation opted out of recovery. Generated code stores it.
+	// mutation opted out of recovery, and in atomic mode, whose claim never
+	// commits without its result. Generated code stores it.
 	Operation []byte
 
 	row any

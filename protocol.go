@@ -113,7 +113,10 @@ func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.Operat
 		return errorf(CodeRequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
 	}
 	r.fingerprint = fp.String()
-	if r.spec.recoverable {
+	// An atomic claim commits with its result or not at all, and the
+	// completion clears the operation: no recoverer could ever read it, so
+	// it is neither formatted nor sent.
+	if r.spec.recoverable && r.spec.mode != ModeAtomic {
 		r.operation = e.operations.of(oc, r.field, key)
 	}
 	return nil

@@ -121,49 +121,54 @@ const (
 	attrTenant  = attribute.Key("idem.tenant")
 )
 
-// fieldTelemetry is what the spans and measurements of one idempotent
-// field carry, made once for the field rather than on every request.
+// fieldTelemetry is what every request of one field hands its span and
+// instruments, built once with the field's spec: an attribute set is
+// sorted and deduplicated when it is made, which would be work for each
+// request (three sets on a first run) that always gives the same result.
 type fieldTelemetry struct {
 	spanName  string
-	spanStart []trace.SpanStartOption
-	// field: the attribute idem.field alone, as a measurement option.
-	field metric.MeasurementOption
+	spanStart trace.SpanStartOption
+	field     metric.MeasurementOption // idem.field
+	claims    metric.MeasurementOption // idem.field, idem.mode
 }
 
 func newFieldTelemetry(name string, mode Mode) fieldTelemetry {
+	field, modeAttr := attrField.String(name), attrMode.String(string(mode))
 	return fieldTelemetry{
 		spanName:  "idem " + name,
-		spanStart: []trace.SpanStartOption{trace.WithAttributes(attrField.String(name), attrMode.String(string(mode)))},
-		field:     metric.WithAttributeSet(attribute.NewSet(attrField.String(name))),
+		spanStart: trace.WithAttributes(field, modeAttr),
+		field:     metric.WithAttributeSet(attribute.NewSet(field)),
+		claims:    metric.WithAttributeSet(attribute.NewSet(field, modeAttr)),
 	}
 }
 
 // startSpan starts the span of one idempotent field, a child of the
 // operation's span when gqlgen's tracing extension made one.
 func (t *telemetry) startSpan(ctx context.Context, r *request) (context.Context, trace.Span) {
-	return t.tracer.Start(ctx, r.spec.telemetry.spanName, r.spec.telemetry.spanStart...)
+	return t.tracer.Start(ctx, r.spec.tel.spanName, r.spec.tel.spanStart)
 }
 
 func (t *telemetry) add(ctx context.Context, c metric.Int64Counter, r *request, attrs ...attribute.KeyValue) {
-	if len(attrs) == 0 {
-		c.Add(ctx, 1, r.spec.telemetry.field)
+	if len(attrs) == 0 { // idem.field alone (a replay's, say): the set made once
+		c.Add(ctx, 1, r.spec.tel.field)
 		return
 	}
 	c.Add(ctx, 1, metric.WithAttributes(append(attrs, attrField.String(r.spec.name))...))
 }
 
 func (t *telemetry) claimed(ctx context.Context, r *request, took time.Duration) {
-	t.claimDuration.Record(ctx, took.Seconds(), r.spec.telemetry.field)
+	t.claimDuration.Record(ctx, took.Seconds(), r.spec.tel.field)
 }
 
-// finish records the outcome on the span and ends it. The attributes are
-// made only for a span that records them: the key's hash is a SHA-256.
+// finish records the outcome on the span and ends it. A span that records
+// nothing (no tracer configured) is not given attributes, whose key hash
+// would be computed for nothing.
 func finishSpan(span trace.Span, r *request, outcome string, err error) {
 	if span.IsRecording() {
 		span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(KeyHash(r.key)), attrTenant.String(r.tenant))
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-		}
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
 }

@@ -28,6 +28,30 @@
  *                        writes commit too. Not run by scripts/modelcheck.
  *   -DSKIP_FENCED_INVARIANT  leaves the FENCED invariant out (to see what
  *                        the other properties catch on their own).
+ *   -DDB_CRASH           the database server may crash and restart (step 10,
+ *                        at most MAX_DBCRASH times): every open transaction
+ *                        is aborted; with synchronous claims nothing
+ *                        committed is lost.
+ *   -DASYNC_CLAIM        (implies DB_CRASH) a claim commits with
+ *                        synchronous_commit = off for its transaction alone:
+ *                        visible at once, durable only once its WAL is
+ *                        flushed (by the WAL writer, or by any later
+ *                        synchronous commit), lost if the database crashes
+ *                        before. With today's fence (the attempt alone) the
+ *                        safety run must report an error: NAMES_ROW; with
+ *                        FENCE_CLAIMED_AT, FIRST_ATTEMPT, which no fence
+ *                        restores.
+ *   -DSKIP_FIRST_ATTEMPT leaves the FIRST_ATTEMPT assertion out (to see
+ *                        what else a lost claim breaks).
+ *   -DCHARGE_RECORDED    (with -DLIVENESS) checks charge_recorded in place
+ *                        of eventually_result.
+ *   -DFLUSH_BEFORE_EFFECT  (with ASYNC_CLAIM) the resolver waits for its
+ *                        claim's WAL flush before it charges; the wait
+ *                        fails if the database crashed since the claim.
+ *   -DFENCE_CLAIMED_AT   the proposed fence: COMPLETE, RELEASE and TAKEOVER
+ *                        match the claim's idempotency_claimed_at as well as
+ *                        its attempt, and a re-made claim has another
+ *                        claimed_at than the one it replaces.
  *
  * Bounds (assumptions), overridable with -D:
  *   MAX_CRASH      crashes of workers in total (step 8)
@@ -51,6 +75,12 @@
 #ifndef MAX_RETRYABLE
 #define MAX_RETRYABLE 1
 #endif
+#ifndef MAX_DBCRASH
+#define MAX_DBCRASH 1
+#endif
+#if defined(ASYNC_CLAIM) && !defined(DB_CRASH)
+#define DB_CRASH
+#endif
 
 mtype = { ABSENT, PENDING, SUCCEEDED, FAILED };
 
@@ -58,6 +88,11 @@ mtype = { ABSENT, PENDING, SUCCEEDED, FAILED };
 mtype status  = ABSENT;	/* idempotency_status; ABSENT: no row */
 byte  attempt = 0;	/* idempotency_attempt, the fencing token */
 bool  expired = false;	/* idempotency_lease_expires_at <= now (time is abstract) */
+byte  claimed_at = 0;	/* idempotency_claimed_at: which INSERT made the row (0: no
+			 * row); a claim made again after a lost one has another
+			 * value (see FENCE_CLAIMED_AT in README.md) */
+bool  unflushed = false; /* the row's INSERT committed asynchronously and its WAL
+			 * is not flushed yet: a crash of the database loses it */
 
 /* ---- The payment provider, outside the database ------------------------- */
 bool  charged = false;	/* its ledger has a charge for K: its dedupe */
@@ -66,27 +101,56 @@ byte  charges = 0;	/* charges it executed for K */
 /* ---- Ghost state: what the properties talk about; not in any database --- */
 byte  committed = 0;	/* commits of business writes for K */
 byte  result_attempt = 0; /* the attempt whose result (status) was stored */
+byte  result_claimed_at = 0; /* the claim (its row's claimed_at) of the worker that
+			 * stored the result: a generated create's response names
+			 * the row of that claim */
+byte  inserts = 0;	/* INSERTs of the row so far: the next one's claimed_at */
+byte  epoch = 0;	/* database restarts so far: a transaction begun in an
+			 * earlier epoch was aborted by the crash */
 bool  owner_alive = false; /* the worker of the current attempt still runs */
 
 /* ---- Environment budgets (see Bounds above) ----------------------------- */
 byte  crashes = 0;
 byte  slow = 0;
 byte  retryables = 0;
+byte  dbcrashes = 0;
+
+/*
+ * The fence: the claim a worker owns, (claimed_at c, attempt n). Today's
+ * code matches the attempt alone; -DFENCE_CLAIMED_AT adds claimed_at, so
+ * that attempt n of a claim made again after a lost one is another claim.
+ * Without lost claims (no ASYNC_CLAIM) the two are the same: claimed_at
+ * never changes.
+ */
+#ifdef FENCE_CLAIMED_AT
+#define FENCE(n, c)	(attempt == (n) && claimed_at == (c))
+#else
+#define FENCE(n, c)	(attempt == (n))
+#endif
 
 /*
  * The fence of COMPLETE (Store.Complete):
  *   UPDATE … SET status = … WHERE status = 'pending' AND attempt = n
+ *   (-DFENCE_CLAIMED_AT: AND claimed_at = c)
  */
 #if defined(BROKEN_NO_GUARD)
-#define COMPLETE_MATCHES(n)	true
+#define COMPLETE_MATCHES(n, c)	true
 #elif defined(BROKEN_NO_FENCING)
-#define COMPLETE_MATCHES(n)	(status == PENDING)
+#define COMPLETE_MATCHES(n, c)	(status == PENDING)
 #else
-#define COMPLETE_MATCHES(n)	(status == PENDING && attempt == (n))
+#define COMPLETE_MATCHES(n, c)	(status == PENDING && FENCE(n, c))
 #endif
 
 /* The fence of RELEASE (Store.Release), never broken in this model. */
-#define RELEASE_MATCHES(n)	(status == PENDING && attempt == (n))
+#define RELEASE_MATCHES(n, c)	(status == PENDING && FENCE(n, c))
+
+/*
+ * A synchronous commit that wrote flushes the WAL up to its own commit
+ * record, so the asynchronous claim before it with it: from then on the
+ * claim is durable. (A statement that matches no row writes nothing and
+ * flushes nothing.)
+ */
+#define FLUSH	unflushed = false
 
 /*
  * Step 8, CRASH: at a crash point the worker may stop (while the crash budget
@@ -103,11 +167,13 @@ byte  retryables = 0;
  * A status write of the record. Once a status is terminal it never changes:
  * every write must find the record pending.
  */
-inline store_status(st, n)
+inline store_status(st, n, c)
 {
 	assert(status == PENDING);	/* terminal states are final */
 	status = st;
-	result_attempt = n
+	result_attempt = n;
+	result_claimed_at = c;
+	FLUSH
 }
 
 /*
@@ -121,10 +187,17 @@ proctype Client(bool persistent; bool recoverer)
 {
 	mtype s;	/* what LOOKUP read: status, */
 	byte  a;	/*   attempt, */
-	bool  e;	/*   lease expired */
+	bool  e;	/*   lease expired, */
+	byte  c;	/*   claimed_at */
 	byte  n;	/* the attempt this worker owns (0: none) */
+	byte  nc;	/* the claimed_at of the claim it owns */
 	bool  ran;	/* this request ran once already (run's "ran") */
 	bool  tx;	/* business writes are in an open, uncommitted transaction */
+	byte  te;	/* the epoch in which that transaction began */
+	bool  aborted;	/* a crash of the database aborted it */
+#ifdef FLUSH_BEFORE_EFFECT
+	byte  ce;	/* the epoch in which this worker got its claim */
+#endif
 	bool  ok;	/* the last conditional statement matched a row */
 
 request:
@@ -147,26 +220,49 @@ lookup:
 	 * mode Extension.run tries the CLAIM first, without a lookup, on its
 	 * first round; a failed insert changes nothing, so that run is this
 	 * model's run with one LOOKUP more or less.) */
-	atomic { s = status; a = attempt; e = expired };
+	atomic { s = status; a = attempt; e = expired; c = claimed_at };
 
 	if
-	:: s == ABSENT ->
+	:: s == ABSENT && !ran ->
 		/* Step 2, CLAIM (call.begin -> insertClaim -> Records.Insert):
 		 * INSERT … ON CONFLICT DO NOTHING; in lease mode it commits by
-		 * itself, before the resolver's transaction opens. */
+		 * itself, before the resolver's transaction opens. With
+		 * ASYNC_CLAIM it commits without waiting for the WAL flush:
+		 * visible to every other statement at once, durable later. */
 		atomic {
 			if
 			:: status == ABSENT ->
-				status = PENDING; attempt = 1; expired = false;
-				owner_alive = true; n = 1; ok = true
+#ifndef SKIP_FIRST_ATTEMPT
+				/* FIRST_ATTEMPT: attempt 1 is the first run
+				 * under K; nothing was charged before it. */
+				assert(!charged);
+#endif
+				inserts++;
+				status = PENDING; attempt = 1; expired = false; claimed_at = inserts;
+				owner_alive = true; n = 1; nc = inserts; ok = true;
+#ifdef FLUSH_BEFORE_EFFECT
+				ce = epoch;
+#endif
+#ifdef ASYNC_CLAIM
+				unflushed = true
+#else
+				skip
+#endif
 			:: else -> ok = false
 			fi;
-			s = 0; a = 0; e = false
+			s = 0; a = 0; e = false; c = 0
 		};
 		if
 		:: ok -> goto work
 		:: else -> goto lookup	/* lost the race: read the winner */
 		fi
+
+	:: s == ABSENT && ran ->
+		/* A request that ran once and then finds no row (its claim was
+		 * lost) answers IN_PROGRESS: it never runs the resolver twice
+		 * (settle's "else if ran"). The client may retry. */
+		atomic { s = 0; a = 0; e = false; c = 0 };
+		goto not_a_result
 
 	:: s == SUCCEEDED || s == FAILED ->
 		/* Step 3, REPLAY (Extension.replay): the stored result. */
@@ -178,20 +274,31 @@ lookup:
 		 * never runs the resolver twice ("ran" in Extension.run).
 		 * Waiting for the owner (Config.WaitForInFlight) is the same
 		 * as answering IN_PROGRESS and the client asking again. */
-		atomic { s = 0; a = 0; e = false };
+		atomic { s = 0; a = 0; e = false; c = 0 };
 		goto not_a_result
 
 	:: s == PENDING && e && !ran ->
 		/* Step 5, TAKEOVER (Store.TakeOver): compare-and-set on the
 		 * attempt that LOOKUP saw; succeeds for exactly one caller. */
+		/* The takeover keeps the claim's claimed_at (attempt.go's
+		 * takenOver copies what the lookup read); with
+		 * FENCE_CLAIMED_AT its compare-and-set matches it too. The
+		 * worker's row is the one the takeover matched: after a
+		 * takeover the resolver reads the row (Claim.Row is nil), so a
+		 * response names that row even when the fence is the attempt
+		 * alone. It commits synchronously: a claim it takes over is
+		 * durable. */
 		atomic {
 			if
-			:: status == PENDING && attempt == a && expired ->
-				attempt++; expired = false;
-				owner_alive = true; n = attempt; ok = true
+			:: status == PENDING && FENCE(a, c) && expired ->
+				attempt++; expired = false; FLUSH;
+				owner_alive = true; n = attempt; nc = claimed_at; ok = true;
+#ifdef FLUSH_BEFORE_EFFECT
+				ce = epoch
+#endif
 			:: else -> ok = false
 			fi;
-			s = 0; a = 0; e = false
+			s = 0; a = 0; e = false; c = 0
 		};
 		if
 		:: ok -> goto work
@@ -204,6 +311,17 @@ work:
 	 * attempt n until its COMPLETE, or until its lease runs out and
 	 * someone takes it over; it is never told which. */
 	CRASH_POINT;
+#ifdef FLUSH_BEFORE_EFFECT
+	/* The resolver waits until its claim is durable before its first
+	 * effect outside the database: until the WAL is flushed past the
+	 * claim's commit, in the epoch of the claim. If the database crashed
+	 * since (its connection broke), the wait fails: a retryable error,
+	 * release (fenced), answer an error. */
+	if
+	:: atomic { ce == epoch && !unflushed -> ce = 0 }
+	:: atomic { ce != epoch -> ce = 0 }; goto release
+	fi;
+#endif
 	/* The resolver charges through the provider with key K. The provider
 	 * deduplicates by K: a second call returns the first charge. The
 	 * charge is outside the database: no rollback or crash undoes it. */
@@ -215,8 +333,14 @@ work:
 	};
 	CRASH_POINT;
 	/* Business writes in the transaction call.begin opened: invisible to
-	 * everyone until it commits. */
-	tx = true;
+	 * everyone until it commits. (On pgx BEGIN travels with the first
+	 * statement: a transaction begins after a crash of the database that
+	 * happened since the claim, on a new connection.) */
+#ifdef DB_CRASH
+	atomic { tx = true; te = epoch };
+#else
+	tx = true;	/* local only: no global read (partial-order reduction) */
+#endif
 	CRASH_POINT;
 
 	if
@@ -225,18 +349,29 @@ work:
 	    * business writes and the status visible together, or neither. */
 		atomic {
 			if
-			:: COMPLETE_MATCHES(n) ->
-				store_status(SUCCEEDED, n);
-				committed++;	/* the business writes commit */
-				owner_alive = false;
-				ok = true
-			:: else -> ok = false	/* 0 rows: roll back */
+			:: te != epoch -> ok = false; aborted = true	/* see below */
+			:: else ->
+				if
+				:: COMPLETE_MATCHES(n, nc) ->
+					store_status(SUCCEEDED, n, nc);
+					committed++;	/* the business writes commit */
+					owner_alive = false;
+					ok = true
+				:: else -> ok = false	/* 0 rows: roll back */
+				fi;
+				nc = 0
 			fi;
-			tx = false
+			tx = false; te = 0
 		};
 		if
 		:: ok -> n = 0; goto result
-		:: else -> n = 0; ran = true; goto lookup
+		:: !ok && !aborted -> n = 0; ran = true; goto lookup
+		:: aborted ->
+			/* Step 10: the database crashed while the transaction
+			 * was open and aborted it; COMMIT fails with an error
+			 * (run: "complete" fails): release the claim (fenced),
+			 * answer an error, the client may retry. */
+			goto release
 		fi
 
 	:: /* Step 7, final (business) error (call.complete, status failed,
@@ -246,12 +381,13 @@ work:
 		CRASH_POINT;
 		atomic {
 			if
-			:: COMPLETE_MATCHES(n) ->
-				store_status(FAILED, n);
+			:: COMPLETE_MATCHES(n, nc) ->
+				store_status(FAILED, n, nc);
 				owner_alive = false;
 				ok = true
 			:: else -> ok = false
-			fi
+			fi;
+			te = 0; nc = 0
 		};
 		if
 		:: ok -> n = 0; goto result
@@ -262,14 +398,15 @@ work:
 		/* Step 7, retryable error (execute's retryable branch, then
 		 * Extension.release): roll back, then RELEASE the claim with a
 		 * fenced update so that a retry may take it over at once. */
-		tx = false;
+		atomic { tx = false; te = 0 };
+release:
 		CRASH_POINT;
 		atomic {
 			if
-			:: RELEASE_MATCHES(n) -> expired = true; owner_alive = false
+			:: RELEASE_MATCHES(n, nc) -> expired = true; owner_alive = false; FLUSH
 			:: else -> skip
 			fi;
-			n = 0
+			n = 0; nc = 0; aborted = false
 		};
 		goto not_a_result
 	fi;
@@ -282,11 +419,14 @@ crashed:
 	 * (to another server). */
 	atomic {
 		if
-		:: status == PENDING && attempt == n && n > 0 -> owner_alive = false
+		:: status == PENDING && attempt == n && claimed_at == nc && n > 0 -> owner_alive = false
 		:: else -> skip
 		fi;
-		tx = false; n = 0; ran = false;
-		s = 0; a = 0; e = false
+		tx = false; te = 0; n = 0; nc = 0; ran = false;
+		s = 0; a = 0; e = false; c = 0;
+#ifdef FLUSH_BEFORE_EFFECT
+		ce = 0
+#endif
 	};
 	/* fall through */
 
@@ -320,6 +460,29 @@ end:
 	:: d_step { status == PENDING && !expired && !owner_alive -> expired = true }
 	:: d_step { status == PENDING && !expired && owner_alive && slow < MAX_SLOW ->
 			expired = true; slow++ }
+#ifdef DB_CRASH
+	/* Step 10, the database crashes and restarts (one step: while it
+	 * is down every statement fails, which is a store error, as a crash
+	 * of the worker). Every open transaction is aborted (epoch). What
+	 * was committed and flushed survives; an asynchronous claim whose
+	 * WAL was not flushed is gone, row and all: the key is unknown
+	 * again, and its next INSERT makes it again at attempt 1. The
+	 * workers (other machines) do not crash with it. */
+	:: d_step { dbcrashes < MAX_DBCRASH ->
+			dbcrashes++; epoch++;
+			if
+			:: unflushed ->
+				status = ABSENT; attempt = 0; expired = false; claimed_at = 0;
+				owner_alive = false; unflushed = false
+			:: else -> skip
+			fi }
+#endif
+#ifdef ASYNC_CLAIM
+	/* The WAL writer flushes an asynchronous commit within a few
+	 * wal_writer_delay, and any synchronous commit of another key
+	 * flushes it too: at any moment. */
+	:: d_step { unflushed -> FLUSH }
+#endif
 	od
 }
 
@@ -344,6 +507,13 @@ end:
  * the stored result is the work of the attempt the record names, so a
  * worker whose claim was taken over stored nothing. */
 #define FENCED		IMPLIES(status == SUCCEEDED || status == FAILED, result_attempt == attempt)
+/* The stored result is the work of the claim the row is: a generated
+ * create's response names the row its worker's claim inserted, and that is
+ * the row that exists (not one lost in a crash of the database, whose
+ * INSERT was made again by another worker). With the business writes
+ * committed in the same transaction as the status (ONE_COMMIT, CONSISTENT),
+ * the result and the committed writes are one execution's. */
+#define NAMES_ROW	IMPLIES(status == SUCCEEDED || status == FAILED, result_claimed_at == claimed_at)
 
 #ifndef LIVENESS
 active proctype Invariants()
@@ -355,6 +525,7 @@ end:
 	:: atomic { !CONSISTENT -> assert(CONSISTENT) }
 #ifndef SKIP_FENCED_INVARIANT
 	:: atomic { !FENCED     -> assert(FENCED) }
+	:: atomic { !NAMES_ROW  -> assert(NAMES_ROW) }
 #endif
 	fi
 }
@@ -383,6 +554,7 @@ init
 }
 
 #ifdef LIVENESS
+#ifndef CHARGE_RECORDED
 /*
  * Liveness: the key does not stay pending for ever: once claimed, it
  * eventually holds a result. Checked with weak fairness (pan -a -f), under
@@ -394,5 +566,16 @@ init
 ltl eventually_result { <> (status == SUCCEEDED || status == FAILED) }
 #else
 ltl eventually_result { [] ((status == PENDING) -> <> (status == SUCCEEDED || status == FAILED)) }
+#endif
+#else
+/*
+ * -DCHARGE_RECORDED: every charge is eventually recorded: once the
+ * provider has charged K, the key eventually holds a result, with no client
+ * retrying for sure (the recoverer finishes what the clients abandon). A
+ * claim lost in a crash of the database breaks it (ASYNC_CLAIM): the charge
+ * was made under a claim that no longer exists, and the recoverer, which
+ * looks for pending claims, has nothing to find.
+ */
+ltl charge_recorded { [] (charged -> <> (status == SUCCEEDED || status == FAILED)) }
 #endif
 #endif

@@ -85,11 +85,11 @@ func TestHookOnTheDriver(t *testing.T) {
 		return r.Data[field].ID
 	}
 
-	trips := map[string]map[string]int{}
+	trips, statements := map[string]map[string]int{}, map[string]map[string]int{}
 	n := 0
 	for _, name := range []string{"pgx", "database/sql"} {
 		h := handlers[name]
-		trips[name] = map[string]int{}
+		trips[name], statements[name] = map[string]int{}, map[string]int{}
 		measure := func(what string, f func() string) string {
 			// A replay's ROLLBACK runs after the answer (on pgx): wait
 			// for it before counting, or starting to count.
@@ -103,7 +103,7 @@ func TestHookOnTheDriver(t *testing.T) {
 			proxy.Reset()
 			body := f()
 			idle()
-			trips[name][what] = proxy.RoundTrips()
+			trips[name][what], statements[name][what] = proxy.RoundTrips(), proxy.Statements()
 			t.Logf("%s, %s: %d statements in %d round trips", name, what, proxy.Statements(), proxy.RoundTrips())
 			return body
 		}
@@ -167,8 +167,13 @@ func TestHookOnTheDriver(t *testing.T) {
 	// resolver's first statement, the completion with COMMIT; a retry pays
 	// the claim's round trip and ROLLBACK, unless the process has seen its
 	// key finished: then it looks the key up first, one round trip on
-	// either path.
+	// either path. A new key whose resolver writes nothing but the claim
+	// (createOrder's row is its claim) sends no SAVEPOINT: lookup, BEGIN,
+	// INSERT; UPDATE, COMMIT.
 	want := map[string]int{"atomic, new key": 2, "atomic, replay in another process": 2, "atomic, replay": 1}
+	if got := statements["pgx"]["atomic, new key"]; got != 5 {
+		t.Errorf("atomic, new key: %d statements on pgx, want 5", got)
+	}
 	for what, pgx := range trips["pgx"] {
 		std := trips["database/sql"][what]
 		t.Logf("%s: %d round trips on pgx, %d on database/sql", what, pgx, std)

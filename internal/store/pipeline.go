@@ -143,14 +143,20 @@ func (d *pipelined) Savepoint(ctx context.Context, tx Tx) error {
 
 // Complete sends the fenced UPDATE with COMMIT on pgx, in one round trip
 // (with DiscardWrites, ROLLBACK TO SAVEPOINT ahead of them, unless the
-// SAVEPOINT was never sent).
+// SAVEPOINT was never sent; without, a SAVEPOINT still queued is dropped).
 func (d *pipelined) Complete(ctx context.Context, tx Tx, c Completion) (bool, error) {
 	p := d.pipe(tx, true)
 	if p == nil {
 		return d.sqlDriver.Complete(ctx, tx, c)
 	}
-	if c.DiscardWrites && (p.savepoint == nil || !p.tx.Unqueue(p.savepoint)) {
+	switch {
+	case c.DiscardWrites && (p.savepoint == nil || !p.tx.Unqueue(p.savepoint)):
 		p.tx.Queue(d.sql[stmtRollbackToSavepoint])
+	case !c.DiscardWrites && p.savepoint != nil:
+		// Nothing will roll back to a SAVEPOINT still queued (the resolver
+		// wrote nothing, as when the claim's row is the entity): sent, it
+		// would only open a subtransaction for the completion's UPDATE.
+		p.tx.Unqueue(p.savepoint)
 	}
 	p.tx.Queue(d.stmts(c.Ref.Table, "")[stmtCompleteOrFail],
 		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt)

@@ -44,6 +44,19 @@ func BenchmarkCreate(b *testing.B) {
 	}
 }
 
+// createBody is the body of a create mutation of field; with a key, the key
+// is a variable, as idemclient sends it: the operation's text is the same
+// for every key, so that gqlgen's query cache parses and validates it once,
+// as it does the plain create's. (A key written into the text makes every
+// first call a new document to parse and validate: 60 µs of CPU on the
+// machine of BENCHMARKS.md, charged to the idempotent variants alone.)
+func createBody(field, key string) string {
+	if key == "" {
+		return fmt.Sprintf(`{"query":"mutation { %s(input: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }"}`, field)
+	}
+	return fmt.Sprintf(`{"query":"mutation($k: String!) { %s(idempotencyKey: $k, input: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }","variables":{"k":%q}}`, field, key)
+}
+
 // benchCreate interleaves the variants on each bench, whose name prefixes
 // its metrics.
 func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
@@ -57,13 +70,7 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 			b.Fatalf("%s -> %s", body, rec.Body.String())
 		}
 	}
-	mutation := func(field, key string) string {
-		keyArg := ""
-		if key != "" {
-			keyArg = fmt.Sprintf(`idempotencyKey: \"%s\", `, key)
-		}
-		return fmt.Sprintf(`{"query":"mutation { %s(%sinput: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }"}`, field, keyArg)
-	}
+	mutation := createBody
 	names := slices.Sorted(maps.Keys(benches))
 	variants := []string{"plain", "lease", "atomic", "replay", "replay-atomic"}
 	samples := map[string][]time.Duration{}
@@ -108,5 +115,45 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 		b.ReportMetric(p50["replay"]/p50["plain"], name+"replay/plain")
 		b.ReportMetric(p50["replay-atomic"]/p50["plain"], name+"replay-atomic/plain")
 		b.ReportMetric(p50["replay"]/p50["lease"], name+"replay/first")
+	}
+}
+
+// BenchmarkCreateOne runs one variant of BenchmarkCreate alone, on pgx,
+// one op per mutation: for a CPU or memory profile of that variant
+// (-cpuprofile), which the interleaved benchmark mixes with the others.
+// Timings belong to BenchmarkCreate, whose variants share the machine's
+// noise.
+func BenchmarkCreateOne(b *testing.B) {
+	for _, v := range []string{"plain", "atomic", "lease", "replay"} {
+		b.Run(v, func(b *testing.B) {
+			be := testapp.NewBench(b, idemtest.Postgres, idem.Config{})
+			h := be.Server.Config.Handler
+			field := map[string]string{"plain": "createShipmentPlain", "atomic": "createShipmentAtomic",
+				"lease": "createShipmentLease", "replay": "createShipmentLease"}[v]
+			body := func(i int) string {
+				switch v {
+				case "atomic", "lease":
+					return createBody(field, fmt.Sprintf("%s-%d", v, i))
+				case "replay":
+					return createBody(field, "replayed-key")
+				}
+				return createBody(field, "")
+			}
+			send := func(i int) {
+				req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body(i)))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Org", "bench")
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"errors"`) {
+					b.Fatalf("%s -> %s", body(i), rec.Body.String())
+				}
+			}
+			send(-1)
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				send(i)
+			}
+		})
 	}
 }

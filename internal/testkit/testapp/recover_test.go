@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +80,40 @@ func TestRecoverOptOut(t *testing.T) {
 			if r := approve(field, key); r.Code() != string(idem.CodeAbandoned) {
 				t.Fatalf("%s: %s", field, r.Body)
 			}
+		}
+	})
+}
+
+// A claim keeps the operation the recoverer would run in lease mode only:
+// an atomic claim commits with its result or not at all, so its claim
+// carries none (and its record keeps none).
+func TestAtomicClaimKeepsNoOperation(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		be := testapp.NewBench(t, b, idem.Config{})
+		var mu sync.Mutex
+		kept := map[string][]byte{}
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+			key, _ := idem.KeyFromContext(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			kept[key] = idem.ClaimFromContext(ctx).Operation
+			return nil
+		}
+		for _, field := range []string{"createShipmentLease", "createShipmentAtomic"} {
+			r := be.GQL("org-1", `mutation($k: String!) { `+field+`(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: 900}) { id } }`,
+				map[string]any{"k": field})
+			idemtest.RequireExecuted(t, r.Body, field)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if op := kept["createShipmentLease"]; !strings.Contains(string(op), "createShipmentLease") {
+			t.Errorf("lease claim's operation: %q", op)
+		}
+		if op, ran := kept["createShipmentAtomic"]; !ran || op != nil {
+			t.Errorf("atomic claim's operation: %q (ran: %v), want none", op, ran)
+		}
+		if rec := be.Record("org-1", "createShipmentAtomic"); rec.IdempotencyOperation != nil && len(*rec.IdempotencyOperation) > 0 {
+			t.Errorf("atomic record keeps an operation: %s", *rec.IdempotencyOperation)
 		}
 	})
 }

@@ -26,12 +26,20 @@ func (r *mutationResolver) CreateShipmentPlain(ctx context.Context, input ent.Cr
 
 // CreateShipmentLease is the resolver for the createShipmentLease field.
 func (r *mutationResolver) CreateShipmentLease(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error) {
-	return ent.ClaimedShipment(ctx)
+	s, err := ent.ClaimedShipment(ctx)
+	if err == nil && r.Hook != nil {
+		err = r.Hook(ctx, s)
+	}
+	return s, err
 }
 
 // CreateShipmentAtomic is the resolver for the createShipmentAtomic field.
 func (r *mutationResolver) CreateShipmentAtomic(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error) {
-	return ent.ClaimedShipment(ctx)
+	s, err := ent.ClaimedShipment(ctx)
+	if err == nil && r.Hook != nil {
+		err = r.Hook(ctx, s)
+	}
+	return s, err
 }
 
 // ApproveShipment is the resolver for the approveShipment field.
