@@ -62,7 +62,7 @@ func NewBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
 }
 
 // NewBenchDatabaseSQL is NewBench with the application's ent client on
-// database/sql (idemdb.Open), where NewBench's is on pgx on PostgreSQL: the
+// database/sql (idemdb.OpenSQL), where NewBench's is on pgx on PostgreSQL: the
 // path before the pipelined store, measured side by side with it.
 func NewBenchDatabaseSQL(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
 	t.Helper()

@@ -22,9 +22,15 @@ import (
 //	plain   the same create with no idempotency (no hook on the field)
 //	lease   idempotent, lease mode (first call of a key)
 //	atomic  idempotent, atomic mode (first call of a key)
-//	replay  a retry of a lease-mode key whose result is stored
-//	replay-atomic  the same of an atomic-mode key (a claim that finds the
-//	        key taken: one round trip, then ROLLBACK)
+//	replay  a retry of a lease-mode key whose result is stored, sent to
+//	        the process that stored it: it remembers the key finished and
+//	        looks it up (one round trip)
+//	replay-atomic  the same of an atomic-mode key
+//	replay-elsewhere, replay-atomic-elsewhere  a retry of a key that
+//	        another process stored (another handler, untimed), as behind
+//	        a load balancer: the first this process sees of the key, so it
+//	        claims first (one round trip: the lookup travels with the claim;
+//	        in atomic mode ROLLBACK follows, off the request's path)
 //
 // On PostgreSQL each variant runs twice in each round: on pgx, where the
 // hook's store pipelines (the default), and on database/sql (the sql-
@@ -72,11 +78,14 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 	}
 	mutation := createBody
 	names := slices.Sorted(maps.Keys(benches))
-	variants := []string{"plain", "lease", "atomic", "replay", "replay-atomic"}
+	variants := []string{"plain", "lease", "atomic", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere"}
+	elsewhere := map[string]http.Handler{}
 	samples := map[string][]time.Duration{}
 	for _, name := range names {
 		send(benches[name].Server.Config.Handler, mutation("createShipmentLease", "replayed-key"))
 		send(benches[name].Server.Config.Handler, mutation("createShipmentAtomic", "replayed-atomic-key"))
+		be := benches[name]
+		elsewhere[name] = be.Handler(be.Client, be.Resolver, idem.Config{})
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -94,6 +103,12 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 					body = mutation("createShipmentLease", "replayed-key")
 				case "replay-atomic":
 					body = mutation("createShipmentAtomic", "replayed-atomic-key")
+				case "replay-elsewhere":
+					body = mutation("createShipmentLease", fmt.Sprintf("elsewhere-%d", i))
+					send(elsewhere[name], body)
+				case "replay-atomic-elsewhere":
+					body = mutation("createShipmentAtomic", fmt.Sprintf("atomic-elsewhere-%d", i))
+					send(elsewhere[name], body)
 				}
 				start := time.Now()
 				send(benches[name].Server.Config.Handler, body)
@@ -114,46 +129,8 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 		b.ReportMetric(p50["atomic"]/p50["plain"], name+"atomic/plain")
 		b.ReportMetric(p50["replay"]/p50["plain"], name+"replay/plain")
 		b.ReportMetric(p50["replay-atomic"]/p50["plain"], name+"replay-atomic/plain")
+		b.ReportMetric(p50["replay-elsewhere"]/p50["plain"], name+"replay-elsewhere/plain")
+		b.ReportMetric(p50["replay-atomic-elsewhere"]/p50["plain"], name+"replay-atomic-elsewhere/plain")
 		b.ReportMetric(p50["replay"]/p50["lease"], name+"replay/first")
-	}
-}
-
-// BenchmarkCreateOne runs one variant of BenchmarkCreate alone, on pgx,
-// one op per mutation: for a CPU or memory profile of that variant
-// (-cpuprofile), which the interleaved benchmark mixes with the others.
-// Timings belong to BenchmarkCreate, whose variants share the machine's
-// noise.
-func BenchmarkCreateOne(b *testing.B) {
-	for _, v := range []string{"plain", "atomic", "lease", "replay"} {
-		b.Run(v, func(b *testing.B) {
-			be := testapp.NewBench(b, idemtest.Postgres, idem.Config{})
-			h := be.Server.Config.Handler
-			field := map[string]string{"plain": "createShipmentPlain", "atomic": "createShipmentAtomic",
-				"lease": "createShipmentLease", "replay": "createShipmentLease"}[v]
-			body := func(i int) string {
-				switch v {
-				case "atomic", "lease":
-					return createBody(field, fmt.Sprintf("%s-%d", v, i))
-				case "replay":
-					return createBody(field, "replayed-key")
-				}
-				return createBody(field, "")
-			}
-			send := func(i int) {
-				req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body(i)))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-Org", "bench")
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
-				if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"errors"`) {
-					b.Fatalf("%s -> %s", body(i), rec.Body.String())
-				}
-			}
-			send(-1)
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				send(i)
-			}
-		})
 	}
 }

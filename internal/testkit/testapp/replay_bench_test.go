@@ -25,13 +25,7 @@ import (
 func BenchmarkPath(b *testing.B) {
 	be := testapp.NewBench(b, idemtest.Postgres, idem.Config{})
 	h := be.Server.Config.Handler
-	mutation := func(field, key string) string {
-		keyArg := ""
-		if key != "" {
-			keyArg = fmt.Sprintf(`idempotencyKey: \"%s\", `, key)
-		}
-		return fmt.Sprintf(`{"query":"mutation { %s(%sinput: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }"}`, field, keyArg)
-	}
+	mutation := createBody
 	send := func(b *testing.B, h http.Handler, body string) {
 		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
