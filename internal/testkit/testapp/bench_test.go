@@ -63,19 +63,23 @@ func createBody(field, key string) string {
 	return fmt.Sprintf(`{"query":"mutation($k: String!) { %s(idempotencyKey: $k, input: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }","variables":{"k":%q}}`, field, key)
 }
 
+// sendCreate sends a create's body to h as the bench organisation and
+// fails b unless it succeeds.
+func sendCreate(b *testing.B, h http.Handler, body string) {
+	req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Org", "bench")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"errors"`) {
+		b.Fatalf("%s -> %s", body, rec.Body.String())
+	}
+}
+
 // benchCreate interleaves the variants on each bench, whose name prefixes
 // its metrics.
 func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
-	send := func(h http.Handler, body string) {
-		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Org", "bench")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"errors"`) {
-			b.Fatalf("%s -> %s", body, rec.Body.String())
-		}
-	}
+	send := func(h http.Handler, body string) { sendCreate(b, h, body) }
 	mutation := createBody
 	names := slices.Sorted(maps.Keys(benches))
 	variants := []string{"plain", "lease", "atomic", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere"}

@@ -2,9 +2,6 @@ package testapp_test
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/goovo/idem"
@@ -26,16 +23,7 @@ func BenchmarkPath(b *testing.B) {
 	be := testapp.NewBench(b, idemtest.Postgres, idem.Config{})
 	h := be.Server.Config.Handler
 	mutation := createBody
-	send := func(b *testing.B, h http.Handler, body string) {
-		req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Org", "bench")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"errors"`) {
-			b.Fatalf("%s -> %s", body, rec.Body.String())
-		}
-	}
+	send := sendCreate
 	elsewhere := be.Handler(be.Client, be.Resolver, idem.Config{})
 	n := 0
 	send(b, h, mutation("createShipmentLease", "replayed-key"))
