@@ -39,7 +39,7 @@ type Extension struct {
 	schema *ast.Schema
 	fields map[string]*fieldSpec // by Mutation field name
 	// lookups shares a lookup of one key among concurrent requests.
-	lookups sharedLookups
+	lookups flights[lookedUp]
 	// inFlight queues identical requests of this process behind the first.
 	inFlight inFlight
 	// operations caches the queries of the operations that claims keep.

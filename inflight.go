@@ -21,8 +21,46 @@ import (
 // every step the database fences. Across processes nothing is shared, and
 // the database alone arbitrates, as before.
 type inFlight struct {
-	mu    sync.Mutex
-	first map[string]chan struct{} // closed when the first request leaves
+	firsts flights[struct{}] // the first request of each kind, until it leaves
+}
+
+// flights shares one piece of work per key among the requests that want
+// it at once: the first to join a key leads, does the work on its own
+// goroutine and calls done; the others wait for ready and read what it
+// left in val. The next join after done starts a new flight.
+type flights[T any] struct {
+	mu sync.Mutex
+	m  map[string]*flight[T]
+}
+
+// flight is the work of one key; val is set by its leader before done.
+type flight[T any] struct {
+	ready chan struct{} // closed by done
+	val   T
+}
+
+// join returns the flight of key in progress, or a new one that the
+// caller, its leader, must end with done.
+func (f *flights[T]) join(key string) (fl *flight[T], leader bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl := f.m[key]; fl != nil {
+		return fl, false
+	}
+	if f.m == nil {
+		f.m = make(map[string]*flight[T])
+	}
+	fl = &flight[T]{ready: make(chan struct{})}
+	f.m[key] = fl
+	return fl, true
+}
+
+// done ends fl, the flight of key: those that joined it read its val.
+func (f *flights[T]) done(key string, fl *flight[T]) {
+	f.mu.Lock()
+	delete(f.m, key)
+	f.mu.Unlock()
+	close(fl.ready)
 }
 
 // enter admits the request named by key. For the first request of its kind
@@ -31,23 +69,10 @@ type inFlight struct {
 // bound but ctx), and returns nil and queued: it goes on through the
 // protocol, now most often to replay what the first stored.
 func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leave func(), queued bool) {
-	f.mu.Lock()
-	done, busy := f.first[key]
-	if !busy {
-		if f.first == nil {
-			f.first = make(map[string]chan struct{})
-		}
-		done = make(chan struct{})
-		f.first[key] = done
-		f.mu.Unlock()
-		return func() {
-			f.mu.Lock()
-			delete(f.first, key)
-			f.mu.Unlock()
-			close(done)
-		}, false
+	first, leader := f.firsts.join(key)
+	if leader {
+		return func() { f.firsts.done(key, first) }, false
 	}
-	f.mu.Unlock()
 	var bound <-chan time.Time
 	if !until.IsZero() {
 		wait := time.Until(until)
@@ -59,7 +84,7 @@ func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leav
 		bound = t.C
 	}
 	select {
-	case <-done:
+	case <-first.ready:
 	case <-ctx.Done():
 	case <-bound:
 	}

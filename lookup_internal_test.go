@@ -11,7 +11,7 @@ import (
 // runs it, the others get what it read; once it is done, the next lookup
 // is a new one. Another record's lookup is its own.
 func TestSharedLookups(t *testing.T) {
-	var s sharedLookups
+	var s flights[lookedUp]
 	first, leader := s.join("t\x00org\x00k")
 	if !leader {
 		t.Fatal("the first lookup of a record has no leader")
@@ -32,12 +32,12 @@ func TestSharedLookups(t *testing.T) {
 		wg.Go(func() {
 			<-l.ready
 			mu.Lock()
-			read = append(read, l.rec)
+			read = append(read, l.val.rec)
 			mu.Unlock()
 		})
 	}
 	rec := &store.Record{Status: "succeeded"}
-	first.rec = rec
+	first.val.rec = rec
 	s.done("t\x00org\x00k", first)
 	wg.Wait()
 	for _, r := range read {

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -349,29 +348,33 @@ func expired(rec *store.Record, retention time.Duration, now time.Time) bool {
 // (which, starved, would let a duplicate take a live attempt over). A
 // record read a moment before this request arrived is no risk: every
 // decision taken on it is fenced by the statement that acts on it.
+//
+// The statement runs on the goroutine of the request that starts it
+// (singleflight's would start one, whose stack grows through the driver,
+// per lookup).
 func (e *Extension) lookup(ctx context.Context, r *request) (*store.Record, store.Reading, error) {
 	for {
 		l, leader := e.lookups.join(r.id)
 		if leader {
-			// The statement runs on this request's goroutine, under its
-			// context; the others only wait for it.
+			// The statement runs under this request's context; the others
+			// only wait for it.
 			func() {
 				defer e.lookups.done(r.id, l)
-				l.err = errLookupUnfinished // what the others read if it panics
-				l.rec, l.reading, l.err = e.store.Lookup(ctx, r.ref())
+				l.val.err = errLookupUnfinished // what the others read if it panics
+				l.val.rec, l.val.reading, l.val.err = e.store.Lookup(ctx, r.ref())
 			}()
-			return l.rec, l.reading, l.err
+			return l.val.rec, l.val.reading, l.val.err
 		}
 		select {
 		case <-ctx.Done():
 			return nil, store.Reading{}, ctx.Err()
 		case <-l.ready:
 		}
-		if l.err != nil && ctx.Err() == nil &&
-			(errors.Is(l.err, context.Canceled) || errors.Is(l.err, context.DeadlineExceeded)) {
+		if err := l.val.err; err != nil && ctx.Err() == nil &&
+			(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			continue // the request that ran it went away, this one has not: look again
 		}
-		return l.rec, l.reading, l.err
+		return l.val.rec, l.val.reading, l.val.err
 	}
 }
 
@@ -379,46 +382,11 @@ func (e *Extension) lookup(ctx context.Context, r *request) (*store.Record, stor
 // when the statement did not return (it panicked).
 var errLookupUnfinished = errors.New("idempotency lookup did not finish")
 
-// sharedLookups shares the lookup of one record among the requests that
-// want it at once (singleflight's, but the statement runs on the
-// goroutine of the request that starts it: no goroutine, and no stack to
-// grow, per lookup).
-type sharedLookups struct {
-	mu       sync.Mutex
-	inFlight map[string]*sharedLookup // by store.Ref.ID
-}
-
-// sharedLookup is one lookup, and what it read once ready is closed.
-type sharedLookup struct {
-	ready   chan struct{}
+// lookedUp is what a shared lookup read (see Extension.lookup).
+type lookedUp struct {
 	rec     *store.Record
 	reading store.Reading
 	err     error
-}
-
-// join returns the lookup in flight of the record id, or a new one that
-// the caller, its leader, must run and then pass to done.
-func (s *sharedLookups) join(id string) (l *sharedLookup, leader bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.inFlight[id]; l != nil {
-		return l, false
-	}
-	if s.inFlight == nil {
-		s.inFlight = make(map[string]*sharedLookup)
-	}
-	l = &sharedLookup{ready: make(chan struct{})}
-	s.inFlight[id] = l
-	return l, true
-}
-
-// done publishes what l read to the requests that joined it; the next
-// lookup of id is a new one.
-func (s *sharedLookups) done(id string, l *sharedLookup) {
-	s.mu.Lock()
-	delete(s.inFlight, id)
-	s.mu.Unlock()
-	close(l.ready)
 }
 
 // pollInterval is the wait before the round-th look at a live pending
