@@ -74,7 +74,7 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 		if leave != nil {
 			defer leave()
 		}
-		res, outcome, err = e.settle(ctx, r, queued || e.finished.has(r.id), next)
+		res, outcome, err = e.settle(ctx, r, queued || e.finished.has(r.id) || retried(ctx), next)
 		if err == nil && (outcome == OutcomeExecuted || outcome == OutcomeReplayed) {
 			e.finished.add(r.id)
 		}
@@ -211,10 +211,12 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 // the same (lookFirst): one that queued behind an identical request of
 // this process (admit), which has most likely claimed and finished the
 // key (the duplicates of a burst, let go together, then share one lookup
-// instead of each sending a claim that writes nothing), and one whose
-// record this process has seen finished (finishedRecords). The lookup
-// decides nothing by itself: what it reads is what a claim that lost
-// would have read, and a key it finds unknown is claimed as usual.
+// instead of each sending a claim that writes nothing); one whose record
+// this process has seen finished (finishedRecords); and one whose client
+// says it is a retry (HeaderRetry), which most often reaches a process
+// that has not seen the key. The lookup decides nothing by itself: what
+// it reads is what a claim that lost would have read, and a key it finds
+// unknown is claimed as usual.
 func (e *Extension) settle(ctx context.Context, r *request, lookFirst bool, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
 	look := lookFirst || !e.store.Traits().ClaimFirst

@@ -40,6 +40,13 @@ const (
 	// HeaderReplayed is "true" on a response in which every idempotent field
 	// was replayed from its stored result.
 	HeaderReplayed = "Idempotent-Replayed"
+	// HeaderRetry numbers the retries of a Do call (1 on the second
+	// attempt); the first attempt does not send it. The server then looks
+	// the key up before claiming it, which makes a retry that reaches
+	// another server process than the first attempt cheaper (see the idem
+	// package's HeaderRetry). It is a hint: the server's answer is the same
+	// with or without it.
+	HeaderRetry = "Idempotency-Retry"
 )
 
 // Outcomes of an idempotent field, as the server reports them in
@@ -489,6 +496,9 @@ func (c *Client) attempt(ctx context.Context, n int, body []byte, header http.He
 		return attemptResult{err: fmt.Errorf("idemclient: %w", err)}
 	}
 	hreq.Header = header.Clone()
+	if n > 1 {
+		hreq.Header.Set(HeaderRetry, strconv.Itoa(n-1))
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient

@@ -279,6 +279,24 @@ func TestRetriesExhausted(t *testing.T) {
 	}
 }
 
+// Retries say so, numbered (the server looks their key up first); the
+// first attempt does not.
+func TestRetriesNumbered(t *testing.T) {
+	s := newStub(t, reply{status: 503}, reply{status: 503}, reply{body: okBody})
+	c := &idemclient.Client{URL: s.URL, BaseBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
+	if _, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.requests() != 3 {
+		t.Fatalf("%d requests, want 3", s.requests())
+	}
+	for i, want := range []string{"", "1", "2"} {
+		if got := s.headers[i].Get(idemclient.HeaderRetry); got != want || (want == "" && len(s.headers[i].Values(idemclient.HeaderRetry)) > 0) {
+			t.Errorf("attempt %d: %s %q, want %q", i+1, idemclient.HeaderRetry, got, want)
+		}
+	}
+}
+
 func TestContextCancelledBetweenAttempts(t *testing.T) {
 	s := newStub(t, reply{body: gqlErr(idemclient.CodeInProgress, "refused", `"retryAfterSeconds":30`)})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -386,6 +404,7 @@ func TestNamesMatchTheServer(t *testing.T) {
 		{idemclient.CodeUnauthenticated, string(idem.CodeUnauthenticated)},
 		{idemclient.HeaderKey, idem.HeaderKey},
 		{idemclient.HeaderReplayed, idem.HeaderReplayed},
+		{idemclient.HeaderRetry, idem.HeaderRetry},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {

@@ -390,7 +390,9 @@ func auditReplays(ctx context.Context, c *client, server int, intents []*intent,
 // that is a violation reported elsewhere).
 func replayOnce(ctx context.Context, c *client, server int, in *intent) (answer, bool) {
 	for try := range 5 {
-		r := c.attempt(ctx, server, in.field, in.tenant, in.body, 10*time.Second)
+		// Not marked as retries: the audit's replays take the claim-first
+		// path, the load's retries the lookup-first one.
+		r := c.attempt(ctx, server, in.field, in.tenant, in.body, 10*time.Second, 0)
 		if r.final {
 			return answer{kind: r.kind, data: r.data, server: server}, true
 		}

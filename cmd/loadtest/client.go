@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -17,6 +18,7 @@ const (
 	codeInProgress  = "IDEMPOTENCY_IN_PROGRESS"
 	codeUnavailable = "IDEMPOTENCY_UNAVAILABLE"
 	outcomeReleased = "released"
+	headerRetry     = "Idempotency-Retry"
 )
 
 // verdict is what one HTTP attempt tells the client about its intent:
@@ -110,8 +112,10 @@ func newClient(cfg *config, f *fleet, st *stats) *client {
 	return &client{http: &http.Client{Transport: tr}, fleet: f, stats: st, cfg: cfg, slots: make(chan struct{}, cfg.maxInFlight)}
 }
 
-// attempt sends body once to server i, abandoning it after timeout.
-func (c *client) attempt(ctx context.Context, i int, field, tenant string, body []byte, timeout time.Duration) verdict {
+// attempt sends body once to server i, abandoning it after timeout. A
+// retry (retry > 0, its number) says so, as idemclient's do: the server
+// then looks the key up before claiming it.
+func (c *client) attempt(ctx context.Context, i int, field, tenant string, body []byte, timeout time.Duration, retry int) verdict {
 	url := c.fleet.url(i)
 	select {
 	case c.slots <- struct{}{}:
@@ -127,6 +131,9 @@ func (c *client) attempt(ctx context.Context, i int, field, tenant string, body 
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Tenant-ID", tenant)
+	if retry > 0 {
+		req.Header.Set(headerRetry, strconv.Itoa(retry))
+	}
 	c.stats.requests.Add(1)
 	res, err := c.http.Do(req)
 	if err == nil {
@@ -175,7 +182,7 @@ func (c *client) perform(ctx context.Context, in *intent, first int) bool {
 			return false
 		}
 		server := (first + n) % c.fleet.size()
-		v := c.attempt(ctx, server, in.field, in.tenant, in.body, c.timeout())
+		v := c.attempt(ctx, server, in.field, in.tenant, in.body, c.timeout(), n)
 		if v.final {
 			in.record(v, server)
 			c.stats.answers.add(v.kind)

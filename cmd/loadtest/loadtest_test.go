@@ -6,7 +6,24 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goovo/idem"
 )
+
+// The load tool speaks the protocol without importing it (it is a client):
+// its names are the server's.
+func TestNamesMatchTheServer(t *testing.T) {
+	for _, p := range [][2]string{
+		{codeInProgress, string(idem.CodeInProgress)},
+		{codeUnavailable, string(idem.CodeUnavailable)},
+		{outcomeReleased, idem.OutcomeReleased},
+		{headerRetry, idem.HeaderRetry},
+	} {
+		if p[0] != p[1] {
+			t.Errorf("load tool %q, server %q", p[0], p[1])
+		}
+	}
+}
 
 func TestClassify(t *testing.T) {
 	for _, c := range []struct {

@@ -251,7 +251,7 @@ func (w *workload) perform(ctx context.Context, in *intent) {
 	w.stats.intents.add(kind)
 	if in.noRetry {
 		server := rand.IntN(w.client.fleet.size())
-		if v := w.client.attempt(ctx, server, in.field, in.tenant, in.body, w.client.timeout()); v.final {
+		if v := w.client.attempt(ctx, server, in.field, in.tenant, in.body, w.client.timeout(), 0); v.final {
 			in.record(v, server)
 			w.stats.answers.add(v.kind)
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,9 @@ import (
 //	        a load balancer: the first this process sees of the key, so it
 //	        claims first (one round trip: the lookup travels with the claim;
 //	        in atomic mode ROLLBACK follows, off the request's path)
+//	retry-elsewhere, retry-atomic-elsewhere  the same retries as
+//	        idemclient sends them, saying so (Idempotency-Retry): the
+//	        process looks the key up first (one statement, which reads)
 //
 // On PostgreSQL each variant runs twice in each round: on pgx, where the
 // hook's store pipelines (the default), and on database/sql (the sql-
@@ -65,10 +69,17 @@ func createBody(field, key string) string {
 
 // sendCreate sends a create's body to h as the bench organisation and
 // fails b unless it succeeds.
-func sendCreate(b *testing.B, h http.Handler, body string) {
+func sendCreate(b *testing.B, h http.Handler, body string) { sendAttempt(b, h, body, 1) }
+
+// sendAttempt is sendCreate for the given attempt of a client's call:
+// from the second on, the request says it is a retry, as idemclient's do.
+func sendAttempt(b *testing.B, h http.Handler, body string, attempt int) {
 	req := httptest.NewRequest(http.MethodPost, "/query", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Org", "bench")
+	if attempt > 1 {
+		req.Header.Set(idem.HeaderRetry, strconv.Itoa(attempt-1))
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || strings.Contains(rec.Body.String(), `"errors"`) {
@@ -82,7 +93,7 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 	send := func(h http.Handler, body string) { sendCreate(b, h, body) }
 	mutation := createBody
 	names := slices.Sorted(maps.Keys(benches))
-	variants := []string{"plain", "lease", "atomic", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere"}
+	variants := []string{"plain", "lease", "atomic", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere", "retry-elsewhere", "retry-atomic-elsewhere"}
 	elsewhere := map[string]http.Handler{}
 	samples := map[string][]time.Duration{}
 	for _, name := range names {
@@ -96,6 +107,7 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 		for _, v := range variants {
 			for _, name := range names {
 				var body string
+				attempt := 1
 				switch v {
 				case "plain":
 					body = mutation("createShipmentPlain", "")
@@ -113,9 +125,15 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 				case "replay-atomic-elsewhere":
 					body = mutation("createShipmentAtomic", fmt.Sprintf("atomic-elsewhere-%d", i))
 					send(elsewhere[name], body)
+				case "retry-elsewhere":
+					body, attempt = mutation("createShipmentLease", fmt.Sprintf("retry-elsewhere-%d", i)), 2
+					send(elsewhere[name], body)
+				case "retry-atomic-elsewhere":
+					body, attempt = mutation("createShipmentAtomic", fmt.Sprintf("retry-atomic-elsewhere-%d", i)), 2
+					send(elsewhere[name], body)
 				}
 				start := time.Now()
-				send(benches[name].Server.Config.Handler, body)
+				sendAttempt(b, benches[name].Server.Config.Handler, body, attempt)
 				samples[name+v] = append(samples[name+v], time.Since(start))
 			}
 		}
@@ -135,6 +153,8 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 		b.ReportMetric(p50["replay-atomic"]/p50["plain"], name+"replay-atomic/plain")
 		b.ReportMetric(p50["replay-elsewhere"]/p50["plain"], name+"replay-elsewhere/plain")
 		b.ReportMetric(p50["replay-atomic-elsewhere"]/p50["plain"], name+"replay-atomic-elsewhere/plain")
+		b.ReportMetric(p50["retry-elsewhere"]/p50["plain"], name+"retry-elsewhere/plain")
+		b.ReportMetric(p50["retry-atomic-elsewhere"]/p50["plain"], name+"retry-atomic-elsewhere/plain")
 		b.ReportMetric(p50["replay"]/p50["lease"], name+"replay/first")
 	}
 }

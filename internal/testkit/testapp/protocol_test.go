@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,6 +239,87 @@ func TestAtomicModeDuplicatesReplay(t *testing.T) {
 		}
 		if count := be.Count(); count != 1 {
 			t.Fatalf("%d shipments, want 1", count)
+		}
+	})
+}
+
+// A request that says it is a retry (Idempotency-Retry, as idemclient's
+// retries do) gets the answer it would get without saying so, from a
+// process that has never seen its key: a new key runs once, a finished key
+// replays the same bytes in either mode, a key reused for other arguments
+// is refused, and a key whose first attempt is still running is in
+// progress, then replays once it is done.
+func TestRetryHintChangesNoAnswer(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		be := testapp.NewBench(t, b, idem.Config{})
+		runs := countRuns(be)
+		// Each call is another process: a hook that has seen no key.
+		elsewhere := func() *testkit.Server {
+			return testkit.Serve(t, be.Handler(be.Client, be.Resolver, idem.Config{}), "/query", "X-Org")
+		}
+		retry := func(s *testkit.Server, query string, vars map[string]any) *testkit.Response {
+			t.Helper()
+			r, err := s.Send("org-1", query, vars, http.Header{idem.HeaderRetry: {"1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		const atomicCreate = `mutation($k: String!) { createShipmentAtomic(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: 990}) { id destination } }`
+
+		r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "new", "g": 1})
+		if r.Outcome("createShipment") != idem.OutcomeExecuted || r.Replayed || runs.Load() != 1 {
+			t.Fatalf("new key sent as a retry: %s (runs %d)", r.Body, runs.Load())
+		}
+		r = retry(elsewhere(), atomicCreate, map[string]any{"k": "new-atomic"})
+		if r.Outcome("createShipmentAtomic") != idem.OutcomeExecuted || r.Replayed {
+			t.Fatalf("new atomic key sent as a retry: %s", r.Body)
+		}
+
+		for _, c := range []struct {
+			field, query string
+			vars         map[string]any
+		}{
+			{"createShipment", testapp.CreateShipment, map[string]any{"k": "done", "g": 2}},
+			{"createShipmentAtomic", atomicCreate, map[string]any{"k": "done-atomic"}},
+		} {
+			first := be.GQL("org-1", c.query, c.vars)
+			if len(first.Errors) > 0 {
+				t.Fatalf("%s: %s", c.field, first.Body)
+			}
+			r := retry(elsewhere(), c.query, c.vars)
+			if !r.Replayed || r.Outcome(c.field) != idem.OutcomeReplayed || !bytes.Equal(r.Data, first.Data) {
+				t.Fatalf("%s: retry in another process %s, first answer %s", c.field, r.Body, first.Body)
+			}
+		}
+		if r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "done", "g": 3}); r.Code() != string(idem.CodeKeyReused) {
+			t.Fatalf("key reused for other arguments, sent as a retry: %s", r.Body)
+		}
+
+		started, release := make(chan struct{}), make(chan struct{})
+		var releaseOnce sync.Once
+		unblock := func() { releaseOnce.Do(func() { close(release) }) }
+		t.Cleanup(unblock) // a failed assertion must not leave a handler blocked
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			if key, _ := idem.KeyFromContext(ctx); key == "blocked" {
+				close(started)
+				<-release
+			}
+			return nil
+		}
+		firstDone := make(chan *testkit.Response)
+		go func() { firstDone <- be.Post("org-1", "blocked", 4) }()
+		<-started
+		if r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "blocked", "g": 4}); r.Code() != string(idem.CodeInProgress) {
+			t.Fatalf("retry of a key in flight elsewhere: %s", r.Body)
+		}
+		unblock()
+		first := <-firstDone
+		if r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "blocked", "g": 4}); !r.Replayed || !bytes.Equal(r.Data, first.Data) {
+			t.Fatalf("retry once the first is done: %s, first %s", r.Body, first.Body)
+		}
+		if n := be.Count(); n != 5 {
+			t.Fatalf("%d shipments, want 5 (new, new-atomic, done, done-atomic, blocked)", n)
 		}
 	})
 }
