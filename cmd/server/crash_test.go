@@ -68,8 +68,13 @@ func TestKilledServerIsRecovered(t *testing.T) {
 
 				// Kill the victim inside the provider call: in the latency
 				// before the charge, or after it, in the answer's latency.
+				// The call begins once the claim is committed, which is
+				// waited for: a fixed delay after the request would be too
+				// short on a loaded machine, the victim killed before it
+				// claimed anything.
 				go victim.pay("acme", key, order)
-				killAt := latency/3 + time.Duration(rand.Int64N(int64(latency*7/5)))
+				waitClaimed(t, db, b, key)
+				killAt := time.Duration(rand.Int64N(int64(latency * 7 / 5)))
 				time.Sleep(killAt)
 				victim.Kill(t)
 				charged := len(charges(t, prov, order)) == 1
@@ -81,7 +86,7 @@ func TestKilledServerIsRecovered(t *testing.T) {
 				// retry must find the claim pending: the victim died mid-call.
 				res := survivor.pay("acme", key, order)
 				if res.code() != "IDEMPOTENCY_IN_PROGRESS" {
-					t.Fatalf("trial %d: the victim was not killed mid-call (killed after %v): %s", i, killAt, res.body)
+					t.Fatalf("trial %d: the victim was not killed mid-call (killed %v after its claim): %s", i, killAt, res.body)
 				}
 				for deadline := time.Now().Add(10 * lease); res.code() == "IDEMPOTENCY_IN_PROGRESS" && time.Now().Before(deadline); {
 					time.Sleep(100 * time.Millisecond)
@@ -103,6 +108,27 @@ func TestKilledServerIsRecovered(t *testing.T) {
 			}
 			t.Logf("%s: %d trials, %d killed after the provider charged, all recovered with one charge", b, trials, afterCharge)
 		})
+	}
+}
+
+// waitClaimed waits until the payment claim of key is committed.
+func waitClaimed(t *testing.T, db *idemtest.DB, b idemtest.Backend, key string) {
+	t.Helper()
+	q := `SELECT count(*) FROM payments WHERE idempotency_key = ?`
+	if b.IsPostgres() {
+		q = strings.ReplaceAll(q, "?", "$1")
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		var n int
+		if err := db.Driver.DB().QueryRowContext(context.Background(), q, key).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no claim of %s after 10s", key)
+		}
 	}
 }
 
