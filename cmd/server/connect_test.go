@@ -37,18 +37,27 @@ func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
 	env := []string{"DATABASE_URL=" + c.URL("postgres")}
 	args := []string{"-db-connect-timeout", "2m", "-sweep-every", "0", "-materialize-every", "0"}
 
-	// waitsFor starts a server and checks that after a while it neither
-	// listens nor has exited, and that it logged why it waits.
+	// waitsFor starts a server and checks that it waits: it logged why,
+	// tried again (a second such line), and has not exited. Polled: a
+	// loaded machine may take longer than any fixed delay to start it.
 	waitsFor := func(t *testing.T, why string) (*proctest.Process, string) {
 		t.Helper()
 		addr := proctest.FreeAddr(t)
 		p := proctest.Start(t, bin, env, append([]string{"-addr", addr}, args...))
-		time.Sleep(2 * time.Second)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			out := p.Output()
+			if strings.Count(out, "database unavailable; waiting for it") >= 2 && strings.Contains(out, why) {
+				break
+			}
+			if p.Exited() {
+				t.Fatalf("the server exited instead of waiting for the database: %v\n%s", p.Wait(), p.Output())
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the server's log does not say it waits because of %q:\n%s", why, out)
+			}
+		}
 		if p.Exited() {
 			t.Fatalf("the server exited instead of waiting for the database: %v\n%s", p.Wait(), p.Output())
-		}
-		if !strings.Contains(p.Output(), "database unavailable; waiting for it") || !strings.Contains(p.Output(), why) {
-			t.Fatalf("the server's log does not say it waits because of %q:\n%s", why, p.Output())
 		}
 		return p, addr
 	}
