@@ -112,6 +112,11 @@ var ErrNoArchive = errors.New("idem: no archive table: add `type IdempotencyArch
 // never both and never neither, and a sweeper killed between or inside
 // batches loses nothing. Several sweepers may run at once; on PostgreSQL
 // they skip each other's rows (SKIP LOCKED) instead of waiting.
+//
+// When ctx ends, the batch under way runs to its end (one short
+// transaction) and Sweep returns ctx's error with a report of every batch
+// done, the last table's included: a batch either is in the report or
+// changed nothing.
 func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, error) {
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = DefaultSweepBatch
@@ -124,10 +129,11 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 	report := SweepReport{DryRun: opts.DryRun}
 	for _, recs := range a.cfg.Backend.RecordTables() {
 		ts, err := a.sweepTable(ctx, recs, archive, opts, start)
+		report.Tables = append(report.Tables, ts)
 		if err != nil {
+			report.Elapsed = time.Since(start)
 			return report, err
 		}
-		report.Tables = append(report.Tables, ts)
 	}
 	report.Elapsed = time.Since(start)
 	return report, nil
@@ -151,20 +157,26 @@ func (a *Admin) sweepTable(ctx context.Context, recs *RecordTable, archive strin
 	// A claim abandoned in pending is forgotten a horizon after its lease
 	// ran out.
 	abandonedBefore := now.Add(-a.cfg.TombstoneHorizon)
+	// A batch runs to its end once begun, even if ctx ends meanwhile: one
+	// cancelled while its COMMIT is on the way may have committed, and
+	// would then be missing from the report. ctx is checked between
+	// batches (and during the pause) instead. A batch is one short
+	// transaction.
+	batchCtx := context.WithoutCancel(ctx)
 	steps := []struct {
 		count *int
 		batch func(dryRun bool) (int, error)
 	}{
 		{&ts.Archived, func(dryRun bool) (int, error) {
-			return a.store.ArchiveBatch(ctx, store.ArchiveBatch{Table: table, Archive: archive,
+			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
 				CompletedBefore: expireBefore, Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
 		}},
 		{&ts.Purged, func(dryRun bool) (int, error) {
-			return a.store.PurgeBatch(ctx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
+			return a.store.PurgeBatch(batchCtx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
 				ArchivedBefore: purgeBefore, Limit: opts.BatchSize, DryRun: dryRun})
 		}},
 		{&ts.Purged, func(dryRun bool) (int, error) {
-			return a.store.PurgeAbandoned(ctx, store.AbandonedBatch{Table: table,
+			return a.store.PurgeAbandoned(batchCtx, store.AbandonedBatch{Table: table,
 				LeaseEndedBefore: abandonedBefore, Limit: opts.BatchSize, DryRun: dryRun})
 		}},
 	}
@@ -178,6 +190,9 @@ func (a *Admin) sweepTable(ctx context.Context, recs *RecordTable, archive strin
 			continue
 		}
 		for {
+			if err := ctx.Err(); err != nil {
+				return ts, err
+			}
 			n, err := step.batch(false)
 			if err != nil {
 				return ts, err

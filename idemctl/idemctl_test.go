@@ -514,20 +514,19 @@ func TestSweepInterrupted(t *testing.T) {
 		be.Clock.Advance(idem.DefaultRetention + time.Minute)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		// ^C in the long pause after the first batch: a second after its
-		// archive row is seen, for the sweeper to have had the answer to
-		// its commit too (an interrupt while that answer is on its way
-		// leaves the batch archived but not counted in the report). A
-		// fixed delay from the start lands anywhere on a loaded machine,
-		// before the first batch even.
+		// ^C as soon as the first batch's archive row is seen: often while
+		// the answer to its COMMIT is still on its way to the sweeper,
+		// which finishes the batch and counts it (the next sweep's count
+		// below says whether it did), or else in the long pause after it.
+		// A fixed delay from the start would land anywhere on a loaded
+		// machine, before the first batch even.
 		go func() {
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
 				var n int
 				if err := be.DB.Driver.DB().QueryRowContext(ctx, `SELECT count(*) FROM idempotency_archives`).Scan(&n); err == nil && n > 0 {
 					break
 				}
 			}
-			time.Sleep(time.Second)
 			cancel()
 		}()
 		var out, errb bytes.Buffer
