@@ -29,7 +29,7 @@ const (
 	// hook looks the keys up before claiming them (one statement that
 	// reads, where a claim of a key that has a record sends an insert that
 	// writes nothing with it), which saves a retry that reaches another
-	// process than the one that stored the key about a quarter of its
+	// process than the one that stored the key about a third of its
 	// cost, and costs a retry whose first attempt never reached the
 	// database one round trip. A value that is not a positive integer is
 	// ignored.
