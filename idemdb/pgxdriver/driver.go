@@ -47,8 +47,18 @@ func Open(dsn string) (*Driver, error) {
 }
 
 // OpenConfig opens a pool with cfg and returns a driver that owns it:
-// Close closes the pool.
+// Close closes the pool. Its connections encode github.com/google/uuid
+// values in binary (RegisterUUID), after cfg.AfterConnect, if any.
 func OpenConfig(cfg *pgxpool.Config) (*Driver, error) {
+	cfg = cfg.Copy()
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		RegisterUUID(conn)
+		if after != nil {
+			return after(ctx, conn)
+		}
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgxdriver: %w", err)
@@ -59,7 +69,8 @@ func OpenConfig(cfg *pgxpool.Config) (*Driver, error) {
 }
 
 // New returns a driver over pool, which the caller keeps: Close leaves it
-// open.
+// open. Register RegisterUUID in the pool's AfterConnect, as OpenConfig
+// does.
 func New(pool *pgxpool.Pool) *Driver {
 	rows := sql.OpenDB(launderer{})
 	rows.SetMaxIdleConns(int(pool.Config().MaxConns) + 1)
