@@ -6,7 +6,10 @@
 //	client := ent.NewClient(ent.Driver(drv))
 //
 // (idemdb.Open opens it for a postgres:// URL, with the pool settings the
-// framework uses.)
+// framework uses.) Its connections send ent's UUID ids as sixteen bytes
+// (RegisterUUID); a pool of your own given to New needs RegisterUUID in
+// its AfterConnect for that, or pgx sends them as text, at some twenty
+// allocations each.
 //
 // A round trip to PostgreSQL costs more than the work of most of the
 // framework's statements: BEGIN, SAVEPOINT and COMMIT each cost one through
