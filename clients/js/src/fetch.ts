@@ -171,8 +171,11 @@ export function createFetch(options: FetchOptions): MutationFetch {
     const configured = typeof options.headers === "function" ? await options.headers() : options.headers;
     const headers = new Headers(configured);
     new Headers(req.headers).forEach((v, k) => headers.set(k, v));
+    // Resolved now, so that a URL fetch cannot use fails the send at once
+    // instead of being retried as a network failure; relative to the page.
+    const url = new URL(String(options.url), globalThis.location?.href).href;
     return sendGraphQL<TData>(options, warned, {
-      url: String(options.url),
+      url,
       fetch: fetchImpl,
       headers,
       request: req,
