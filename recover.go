@@ -268,13 +268,25 @@ type storedOutcome struct{ outcome, code string }
 var outcomeUnrunnable = storedOutcome{outcome: "unrunnable"}
 
 // runStored sends the claim's operation through the server's handler as
-// its tenant, and reads what the hook did with the field.
+// its caller (or its tenant alone), and reads what the hook did with the
+// field.
 func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.AbandonedClaim) storedOutcome {
 	var op storedOperation
 	if err := json.Unmarshal(c.Operation, &op); err != nil || op.Query == "" {
 		return outcomeUnrunnable
 	}
-	req, err := http.NewRequestWithContext(withRecovering(e.cfg.TenantContext(ctx, c.Tenant)), http.MethodPost, "/", bytes.NewReader(c.Operation))
+	// The caller stays here: the request carries the query and variables,
+	// as they were kept (numbers as they were written).
+	body, err := json.Marshal(storedOperation{Query: op.Query, Variables: op.Variables})
+	if err != nil {
+		return outcomeUnrunnable
+	}
+	runCtx, err := e.runAs(ctx, c.Tenant, op.Caller)
+	if err != nil {
+		e.logClaim(ctx, slog.LevelInfo, "idempotency claim's caller refused by Config.CallerContext", fieldName(c.Fingerprint), c, slog.Any("error", err))
+		return storedOutcome{outcome: "refused"}
+	}
+	req, err := http.NewRequestWithContext(withRecovering(runCtx), http.MethodPost, "/", bytes.NewReader(body))
 	if err != nil {
 		return outcomeUnrunnable
 	}
@@ -282,6 +294,12 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 	// The claim exists: the hook looks it up first (a claim would send an
 	// insert that writes nothing).
 	req.Header.Set(HeaderRetry, "1")
+	if e.cfg.KeyHeader {
+		// The key is in the operation; the header agrees with it, and
+		// lets a claim kept before the key was written into its operation
+		// (an argument left null beside the header) run too.
+		req.Header.Set(HeaderKey, FormatKeyHeader(c.Key))
+	}
 	w := &responseBuffer{header: http.Header{}}
 	h.ServeHTTP(w, req)
 	var resp struct {
@@ -306,6 +324,19 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 		}
 	}
 	return out
+}
+
+// runAs returns ctx acting as the claim's caller (Config.CallerContext)
+// or, without one, as its tenant (Config.TenantContext).
+func (e *Extension) runAs(ctx context.Context, tenant string, caller []byte) (context.Context, error) {
+	if e.cfg.CallerContext == nil {
+		return e.cfg.TenantContext(ctx, tenant), nil
+	}
+	runCtx, err := e.cfg.CallerContext(ctx, tenant, caller)
+	if err == nil && runCtx == nil {
+		err = errors.New("Config.CallerContext returned no context")
+	}
+	return runCtx, err
 }
 
 // abandon stores c as failed with IDEMPOTENCY_ABANDONED: a takeover, then
