@@ -374,6 +374,55 @@ func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
 	})
 }
 
+// The recoverer acts as the payment's user, not only its tenant: a
+// payment whose client never came back is charged, by the recoverer, as
+// the user (X-User-ID) who made it, as a client's own payment is.
+func TestRecovererRunsAsTheCaller(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
+		send := func(user, key, order string) *testkit.Response {
+			t.Helper()
+			r, err := a.Send("acme", createPayment, map[string]any{"key": key, "order": order, "amount": 900},
+				http.Header{graph.UserHeader: {user}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		requestedBy := func(order string) string {
+			t.Helper()
+			cs := a.charges("acme", order)
+			if len(cs) != 1 {
+				t.Fatalf("order %s: %d charges, want 1", order, len(cs))
+			}
+			return cs[0].RequestedBy
+		}
+		byClient := a.newOrder("acme", 900)
+		if r := send("bob", "bob-pays", byClient); len(r.Errors) > 0 {
+			t.Fatalf("bob's payment: %s", r.Body)
+		}
+		if got := requestedBy(byClient); got != "bob" {
+			t.Fatalf("bob's charge requested by %q", got)
+		}
+
+		byRecoverer := a.newOrder("acme", 900)
+		a.Provider.FailureRate = 1 // the claim is released, pending
+		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+			t.Fatalf("alice's payment with a failing provider: %s", r.Body)
+		}
+		a.Provider.FailureRate = 0
+		if state := a.awaitFinished("alice-pays"); state != idemtest.Succeeded {
+			t.Fatalf("alice-pays: %s, want succeeded", state)
+		}
+		if got := requestedBy(byRecoverer); got != "alice" {
+			t.Fatalf("the recovered charge was requested by %q, want alice", got)
+		}
+		if got := a.recoveredKeys(); got["alice-pays"] != idemtest.Succeeded {
+			t.Fatalf("idemctl recovered: %v", got)
+		}
+	})
+}
+
 // One tenant's 100 abandoned payments that cannot be run (their operation
 // was too large to keep) do not hold up another tenant's abandoned
 // payment: the recoverer finishes it a round after RecoverAfter.
