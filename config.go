@@ -152,10 +152,11 @@ type Config struct {
 	// or signed assertion, nothing that expires or grants more than the
 	// caller's own rights. It sits in the database, in clear, as long as
 	// the claim is pending (up to a retention window), and is run with
-	// long after the request. Called once for each claim that keeps an
-	// operation (lease mode, recoverable), whether this process runs the
-	// recoverer or not: another process may. Default nil: claims keep no
-	// caller.
+	// long after the request. Called for every request of a mutation
+	// whose claims keep an operation (lease mode, recoverable), before
+	// its key is looked up, whether this process runs the recoverer or
+	// not (another process may): keep it cheap. Default nil: claims keep
+	// no caller.
 	Caller func(ctx context.Context) []byte
 
 	// CallerContext returns ctx acting as the caller of a claim the

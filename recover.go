@@ -46,8 +46,10 @@ type RecoverReport struct {
 	Recovered, Compensated int
 	// Abandoned claims were stored as failed with IDEMPOTENCY_ABANDONED.
 	Abandoned int
-	// Waiting claims are left for a later round: their run failed, or
-	// they cannot be run and are not past the horizon yet.
+	// Waiting claims are left for a later round, at the back of the
+	// list: their run failed or was refused, or their next try is not
+	// due yet. (A claim that cannot be run at all is not listed before
+	// the horizon.)
 	Waiting int
 }
 
