@@ -262,7 +262,7 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 	if spec == nil {
 		return next(ctx)
 	}
-	return e.serve(ctx, spec, oc, rfc.Field.Field, next)
+	return e.serve(ctx, spec, oc, rfc.Field, next)
 }
 
 // InterceptField implements graphql.FieldInterceptor. Inside an idempotent
