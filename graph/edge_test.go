@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -144,6 +145,38 @@ func TestSiblingEdgesShareTheTransaction(t *testing.T) {
 			if len(r.Errors) > 0 || !strings.Contains(string(r.Data), `"o29":{"id":"`+order+`","paid":true`) {
 				t.Fatalf("round %d: %.500s", round, r.Body)
 			}
+		}
+	})
+}
+
+// Tenant B cannot tell another tenant's ids from ids that do not exist by
+// what a probe costs either. A reference to no row went on to the insert,
+// which the foreign key refused (an insert, its failure and a rollback:
+// 0.4 ms more than a reference to another tenant's row on PostgreSQL,
+// which a query refused before the insert), and it consumed an id of the
+// sequence, which the next row's id showed. Both are now refused by the
+// same query before the insert: neither consumes an id.
+func TestNoTimingOracleAcrossTenants(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b)
+		orderOfA := a.newOrder("tenant-a", 100)
+		paymentOfA := a.paidPayment("tenant-a", 100)
+		for i := range 3 {
+			for _, id := range []string{"987654", orderOfA} {
+				a.do("tenant-b", createPayment, map[string]any{"key": fmt.Sprint("probe-", i), "order": id, "amount": 100})
+			}
+			for _, id := range []string{"987654", paymentOfA} {
+				a.do("tenant-b", refundPayment, map[string]any{"key": fmt.Sprint("probe-", i), "payment": id, "amount": 1})
+			}
+		}
+		paymentOfB := a.paidPayment("tenant-b", 100)
+		if atoi(paymentOfB) != atoi(paymentOfA)+1 {
+			t.Errorf("tenant B's payment is %s after tenant A's %s: the probes reached the insert", paymentOfB, paymentOfA)
+		}
+		r := a.do("tenant-b", refundPayment, map[string]any{"key": "refund", "payment": paymentOfB, "amount": 1})
+		var d struct{ RefundPayment struct{ ID string } }
+		if err := json.Unmarshal(r.Data, &d); err != nil || d.RefundPayment.ID != "1" {
+			t.Errorf("the first refund is %q, want 1: the probes reached the insert (%s)", d.RefundPayment.ID, r.Body)
 		}
 	})
 }
