@@ -368,7 +368,7 @@ func (a *attempt) startRenewal(ctx context.Context) {
 func (a *attempt) observe(err error, panicked bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if panicked || !IsFinal(err) {
+	if panicked || !finalError(err) {
 		a.retryable = true
 		return
 	}

@@ -2,8 +2,10 @@ package graph_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -179,4 +182,113 @@ func TestNoTimingOracleAcrossTenants(t *testing.T) {
 			t.Errorf("the first refund is %q, want 1: the probes reached the insert (%s)", d.RefundPayment.ID, r.Body)
 		}
 	})
+}
+
+// Text the database cannot store, a NUL character (PostgreSQL refuses it)
+// or bytes that are not UTF-8 (which the JSON decoder would change into
+// U+FFFD), is BAD_USER_INPUT before anything runs: the same answer, byte
+// for byte, on every backend and every retry, nothing stored, the key not
+// spent, and no store outage in the log. PostgreSQL answered
+// IDEMPOTENCY_UNAVAILABLE (retryable, for ever) and logged an outage;
+// SQLite stored the NUL; both stored U+FFFD for a byte that is not UTF-8.
+func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs := &syncBuffer{}
+		a := newApp(t, b, func(o *graph.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+		const pageView = `mutation($k: String!, $p: String!) { recordPageView(idempotencyKey: $k, page: $p) }`
+		const pageViews = `query($p: String!) { pageViews(page: $p) }`
+		body := func(query string, vars map[string]any) []byte {
+			b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		cases := []struct {
+			name string
+			body []byte
+			// retry, when set, is the same intent with text that can be
+			// stored, sent with the same key afterwards: it runs.
+			retry func() *testkit.Response
+		}{{
+			name: "NUL in a variable of a generated create",
+			body: body(createOrder, map[string]any{"key": "nul-variable", "amount": 100, "currency": "EU\x00R"}),
+			retry: func() *testkit.Response {
+				return a.do("acme", createOrder, map[string]any{"key": "nul-variable", "amount": 100, "currency": "EUR"})
+			},
+		}, {
+			name: "NUL escaped in a literal of a hand-written mutation",
+			body: body(`mutation { recordPageView(idempotencyKey: "nul-literal", page: "/a\u0000b") }`, nil),
+			retry: func() *testkit.Response {
+				return a.do("acme", pageView, map[string]any{"k": "nul-literal", "p": "/ab"})
+			},
+		}, {
+			name: "NUL in a query's variable",
+			body: body(pageViews, map[string]any{"p": "/a\x00b"}),
+		}, {
+			name:  "not UTF-8 in a variable",
+			body:  []byte(`{"query":"mutation($k: String!, $p: String!) { recordPageView(idempotencyKey: $k, page: $p) }","variables":{"k":"latin-1","p":"/caf` + "\xe9" + `"}}`),
+			retry: func() *testkit.Response { return a.do("acme", pageView, map[string]any{"k": "latin-1", "p": "/café"}) },
+		}, {
+			name: "not UTF-8 in a literal of the document",
+			body: []byte(`{"query":"{ pageViews(page: \"/caf` + "\xe9" + `\") }"}`),
+		}}
+		for _, c := range cases {
+			first := a.postRaw("acme", c.body)
+			again := a.postRaw("acme", c.body)
+			if first.Code() != string(idem.CodeBadInput) || !bytes.Equal(first.Body, again.Body) {
+				t.Errorf("%s:\n%s\nretry:\n%s", c.name, first.Body, again.Body)
+			}
+		}
+		if n := a.allOrders(); n != 0 {
+			t.Errorf("%d orders stored", n)
+		}
+		if n, err := a.Client.PageView.Query().Count(idemschema.IncludeUnfinished(context.Background())); err != nil || n != 0 {
+			t.Errorf("%d page views stored (%v)", n, err)
+		}
+		for _, c := range cases {
+			if c.retry == nil {
+				continue
+			}
+			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idem.OutcomeExecuted {
+				t.Errorf("%s: the key was spent: %s", c.name, r.Body)
+			}
+		}
+		if strings.Contains(logs.String(), "level=ERROR") {
+			t.Errorf("logged as an error:\n%s", logs)
+		}
+	})
+}
+
+// firstField is the response name of the response's only idempotent field.
+func firstField(r *testkit.Response) string {
+	for name := range r.Idempotency {
+		return name
+	}
+	return ""
+}
+
+// postRaw posts body, as it is, as tenant: a test's way to send bytes a
+// JSON encoder would not write.
+func (a *app) postRaw(tenant string, body []byte) *testkit.Response {
+	a.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, a.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(graph.TenantHeader, tenant)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := &testkit.Response{Status: res.StatusCode, Header: res.Header}
+	if r.Body, err = io.ReadAll(res.Body); err != nil {
+		a.t.Fatal(err)
+	}
+	if err := json.Unmarshal(r.Body, r); err != nil {
+		a.t.Fatalf("decode %q: %v", r.Body, err)
+	}
+	return r
 }
