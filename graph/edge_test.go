@@ -292,3 +292,31 @@ func (a *app) postRaw(tenant string, body []byte) *testkit.Response {
 	}
 	return r
 }
+
+// The X-Tenant-ID header sent twice is refused, whichever the operation,
+// before anything runs (UNAUTHENTICATED, HTTP 401), as a doubled
+// Idempotency-Key is: the first tenant used to win silently.
+func TestDoubledTenantHeaderIsRefused(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	order := a.newOrder("acme", 100)
+	twice := http.Header{graph.TenantHeader: {"acme", "globex"}}
+	for _, op := range []struct {
+		query string
+		vars  map[string]any
+	}{
+		{createOrder, map[string]any{"key": "twice", "amount": 100, "currency": "EUR"}},
+		{`query($id: ID!) { order(id: $id) { id } }`, map[string]any{"id": order}},
+	} {
+		r, err := a.Send("", op.query, op.vars, twice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != http.StatusUnauthorized || r.Code() != string(idem.CodeUnauthenticated) ||
+			!strings.Contains(r.Errors[0].Message, graph.TenantHeader+" header was sent 2 times") || r.Data != nil && string(r.Data) != "null" {
+			t.Errorf("%s: HTTP %d %s", op.query, r.Status, r.Body)
+		}
+	}
+	if n := a.allOrders(); n != 1 {
+		t.Fatalf("%d orders, want the first only", n)
+	}
+}

@@ -35,7 +35,9 @@ const (
 	// Unavailable: the record store could not be reached; the mutation was
 	// not applied. Retryable.
 	Unavailable Code = "IDEMPOTENCY_UNAVAILABLE"
-	// Unauthenticated: the request has no tenant. Final.
+	// Unauthenticated: the request has no tenant (or one the database
+	// cannot store; the example server: X-Tenant-ID missing, or sent
+	// twice). Final.
 	Unauthenticated Code = "UNAUTHENTICATED"
 	// RequestTooLarge: the mutation's arguments exceed the hook's limit;
 	// nothing was stored or run. Final.
