@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
@@ -318,5 +319,42 @@ func TestDoubledTenantHeaderIsRefused(t *testing.T) {
 	}
 	if n := a.allOrders(); n != 1 {
 		t.Fatalf("%d orders, want the first only", n)
+	}
+}
+
+// An attempt that failed with a retryable error (the provider failed) is
+// released: its client is told, in the error, to retry with the same key
+// and never a new one, and, with the recoverer on, that the server
+// finishes the intent itself if the client does not come back (a client
+// that starts over with a new key would pay twice). The error carries the
+// key.
+func TestReleasedAttemptSaysRetryWithTheSameKey(t *testing.T) {
+	for _, recoverer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recoverer=%v", recoverer), func(t *testing.T) {
+			a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
+				if recoverer {
+					// On, but far from recovering this claim while the
+					// test runs.
+					o.RecoverAfter = time.Hour
+				}
+			})
+			order := a.newOrder("acme", 100)
+			a.Provider.FailureRate = 1
+			r := a.pay("acme", "released", order, 100)
+			if r.Code() != string(idem.CodeInternal) || r.Outcome("createPayment") != idem.OutcomeReleased {
+				t.Fatalf("provider failure: %s", r.Body)
+			}
+			msg := r.Errors[0].Message
+			if !strings.Contains(msg, "retry with the same idempotency key, never a new one") || r.Errors[0].Extensions["idempotencyKey"] != "released" {
+				t.Errorf("the error does not say to retry with the same key: %s", r.Body)
+			}
+			if says := strings.Contains(msg, "the server finishes this intent itself"); says != recoverer {
+				t.Errorf("says the server finishes the intent: %v, want %v: %s", says, recoverer, msg)
+			}
+			a.Provider.FailureRate = 0
+			if r := a.pay("acme", "released", order, 100); len(r.Errors) > 0 || len(a.charges("acme", order)) != 1 {
+				t.Fatalf("retry: %s", r.Body)
+			}
+		})
 	}
 }
