@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -45,11 +44,33 @@ const unstorableMessage = "text the database cannot store: a NUL character (U+00
 
 // whyUnstorable says what is wrong with s for a client, or "" when every
 // backend can store it.
-func whyUnstorable(s string) string {
+func whyUnstorable(s string) string { return textFlaws(0).of(s).why() }
+
+// textFlaws are what makes text unstorable, as bits: the message names the
+// worst, whatever order a map's keys come in, so that a retry is answered
+// with the same bytes.
+type textFlaws uint8
+
+const (
+	flawInvalid textFlaws = 1 << iota // bytes that are not UTF-8
+	flawNUL                           // a NUL character
+)
+
+func (f textFlaws) of(s string) textFlaws {
+	if strings.IndexByte(s, 0) >= 0 {
+		f |= flawNUL
+	}
+	if !utf8.ValidString(s) {
+		f |= flawInvalid
+	}
+	return f
+}
+
+func (f textFlaws) why() string {
 	switch {
-	case strings.IndexByte(s, 0) >= 0:
+	case f&flawNUL != 0:
 		return "a NUL character (U+0000), which the database cannot store"
-	case !utf8.ValidString(s):
+	case f&flawInvalid != 0:
 		return "bytes that are not UTF-8"
 	}
 	return ""
@@ -59,10 +80,16 @@ func whyUnstorable(s string) string {
 // arguments hold text the database cannot store (BAD_USER_INPUT), or
 // returns nil. It is linear in the operation's document and variables.
 func unstorableArguments(oc *graphql.OperationContext) *gqlerror.Error {
-	for _, name := range slices.Sorted(maps.Keys(oc.Variables)) {
-		if why := unstorableValue(oc.Variables[name]); why != "" {
-			return refuseText(fmt.Sprintf("variable $%s holds %s", name, why), nil)
+	var flawed []string
+	for name, v := range oc.Variables {
+		if valueFlaws(v) != 0 {
+			flawed = append(flawed, name)
 		}
+	}
+	if len(flawed) > 0 {
+		// The first by name: the same refusal on every retry.
+		name := slices.Min(flawed)
+		return refuseText(fmt.Sprintf("variable $%s holds %s", name, valueFlaws(oc.Variables[name]).why()), nil)
 	}
 	if oc.Operation == nil {
 		return nil
@@ -82,29 +109,23 @@ func unstorableArguments(oc *graphql.OperationContext) *gqlerror.Error {
 	return w.found
 }
 
-// unstorableValue walks a variable's value as gqlgen decoded it (JSON:
-// maps, lists, strings, numbers).
-func unstorableValue(v any) string {
+// valueFlaws walks a variable's value as gqlgen decoded it (JSON: maps,
+// lists, strings, numbers), keys included.
+func valueFlaws(v any) textFlaws {
+	var f textFlaws
 	switch v := v.(type) {
 	case string:
-		return whyUnstorable(v)
+		f = f.of(v)
 	case []any:
 		for _, e := range v {
-			if why := unstorableValue(e); why != "" {
-				return why
-			}
+			f |= valueFlaws(e)
 		}
 	case map[string]any:
 		for k, e := range v {
-			if why := whyUnstorable(k); why != "" {
-				return why
-			}
-			if why := unstorableValue(e); why != "" {
-				return why
-			}
+			f = f.of(k) | valueFlaws(e)
 		}
 	}
-	return ""
+	return f
 }
 
 // literalWalker finds the first string literal of a document that holds

@@ -35,8 +35,8 @@ func TestBodyUTF8CheckAcrossReads(t *testing.T) {
 	}
 }
 
-// chunked reads s in reads of at most size bytes, the last with io.EOF
-// separately.
+// chunked reads s in reads of at most size bytes (HalfReader makes many
+// of them shorter still), io.EOF in a read of its own.
 func chunked(s string, size int) io.Reader {
 	return iotest.HalfReader(&sizedReader{r: strings.NewReader(s), size: size})
 }
@@ -68,11 +68,17 @@ func TestWhyUnstorable(t *testing.T) {
 		[]any{"ok", map[string]any{"deep": []any{"a\x00"}}},
 		map[string]any{"key\x00": "value"},
 	} {
-		if unstorableValue(v) == "" {
+		if valueFlaws(v).why() == "" {
 			t.Errorf("%#v: not found", v)
 		}
 	}
-	if why := unstorableValue(map[string]any{"n": 1, "list": []any{"a", true, nil}}); why != "" {
+	// The worst flaw is named, whatever order the map's keys come in.
+	for range 20 {
+		if why := valueFlaws(map[string]any{"a": "\xff", "b": "\x00", "c": "\xfe"}).why(); !strings.Contains(why, "NUL") {
+			t.Fatalf("a NUL among bytes that are not UTF-8: %q", why)
+		}
+	}
+	if why := valueFlaws(map[string]any{"n": 1, "list": []any{"a", true, nil}}).why(); why != "" {
 		t.Errorf("storable values: %q", why)
 	}
 }
