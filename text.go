@@ -96,7 +96,7 @@ func unstorableArguments(oc *graphql.OperationContext) *gqlerror.Error {
 	}
 	w := literalWalker{}
 	for _, v := range oc.Operation.VariableDefinitions {
-		w.value("the default value of $"+v.Variable, v.DefaultValue)
+		w.defaultValue(v)
 	}
 	w.directives(oc.Operation.Directives)
 	w.selections(oc.Operation.SelectionSet)
@@ -129,7 +129,8 @@ func valueFlaws(v any) textFlaws {
 }
 
 // literalWalker finds the first string literal of a document that holds
-// unstorable text.
+// unstorable text. It builds a message only for that one: the walk runs
+// for every operation.
 type literalWalker struct{ found *gqlerror.Error }
 
 func (w *literalWalker) selections(set ast.SelectionSet) {
@@ -140,7 +141,7 @@ func (w *literalWalker) selections(set ast.SelectionSet) {
 		switch sel := sel.(type) {
 		case *ast.Field:
 			for _, a := range sel.Arguments {
-				w.value("the argument "+a.Name+" of "+sel.Name, a.Value)
+				w.argument(a, sel.Name)
 			}
 			w.directives(sel.Directives)
 			w.selections(sel.SelectionSet)
@@ -156,25 +157,46 @@ func (w *literalWalker) selections(set ast.SelectionSet) {
 func (w *literalWalker) directives(ds ast.DirectiveList) {
 	for _, d := range ds {
 		for _, a := range d.Arguments {
-			w.value("the argument "+a.Name+" of @"+d.Name, a.Value)
+			w.argument(a, "@"+d.Name)
 		}
 	}
 }
 
-func (w *literalWalker) value(where string, v *ast.Value) {
-	if v == nil || w.found != nil {
-		return
+func (w *literalWalker) argument(a *ast.Argument, of string) {
+	if w.found == nil {
+		if v := flawedLiteral(a.Value); v != nil {
+			w.found = refuseText("the argument "+a.Name+" of "+of+" holds "+whyUnstorable(v.Raw), v.Position)
+		}
+	}
+}
+
+func (w *literalWalker) defaultValue(d *ast.VariableDefinition) {
+	if w.found == nil {
+		if v := flawedLiteral(d.DefaultValue); v != nil {
+			w.found = refuseText("the default value of $"+d.Variable+" holds "+whyUnstorable(v.Raw), v.Position)
+		}
+	}
+}
+
+// flawedLiteral returns the first string literal in v (v, or nested in a
+// list or an input object) that holds unstorable text, or nil.
+func flawedLiteral(v *ast.Value) *ast.Value {
+	if v == nil {
+		return nil
 	}
 	switch v.Kind {
 	case ast.StringValue, ast.BlockValue:
-		if why := whyUnstorable(v.Raw); why != "" {
-			w.found = refuseText(where+" holds "+why, v.Position)
+		if whyUnstorable(v.Raw) != "" {
+			return v
 		}
 	case ast.ListValue, ast.ObjectValue:
 		for _, c := range v.Children {
-			w.value(where, c.Value)
+			if f := flawedLiteral(c.Value); f != nil {
+				return f
+			}
 		}
 	}
+	return nil
 }
 
 func refuseText(message string, pos *ast.Position) *gqlerror.Error {
