@@ -43,7 +43,8 @@ type Options struct {
 }
 
 // NewHandler returns the example's HTTP handler: GraphQL at /query, with the
-// idempotency hook and the X-Tenant-ID authentication, and a playground at /.
+// idempotency hook and the X-Tenant-ID authentication, a checkout page at
+// /checkout/ (on the JavaScript client) and a playground at /.
 func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.Handler, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -75,6 +76,7 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/query", TenantMiddleware(gql))
+	mux.Handle("/checkout/", checkoutHandler())
 	mux.Handle("/", playground.Handler("idem example", "/query"))
 	return mux, nil
 }

@@ -12,6 +12,9 @@
 // extensions.idempotency says "released".
 package idemcode
 
+// The JavaScript client (clients/js) takes its codes from this file.
+//go:generate go run ./internal/jscodes/gen
+
 // Code is the value of extensions.code on a GraphQL error.
 type Code string
 
