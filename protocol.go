@@ -205,6 +205,11 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 	if err != nil || t == "" {
 		return "", errorf(CodeUnauthenticated, key, "the request has no authenticated tenant")
 	}
+	// A tenant is stored with every record: one the database cannot store
+	// would fail every lookup (a store outage on PostgreSQL).
+	if why := whyUnstorable(t); why != "" {
+		return "", errorf(CodeUnauthenticated, key, "the request's tenant holds %s", why)
+	}
 	return t, nil
 }
 
@@ -447,8 +452,16 @@ func (e *Extension) inProgress(r *request, rec *store.Record, now time.Time) err
 }
 
 // unavailable logs a store failure in full and returns the error clients
-// see, which carries no database text.
+// see, which carries no database text. A statement that failed on text the
+// database cannot store (store.ErrUnstorable) failed on the request's
+// input, which the same request brings again: it is BAD_USER_INPUT, final,
+// and no outage (text.go refuses such input before any database work; this
+// is the backstop).
 func (e *Extension) unavailable(r *request, err error) error {
+	if store.Unstorable(err) {
+		e.log(context.Background(), slog.LevelInfo, "the database refused text it cannot store; the client got BAD_USER_INPUT", r, slog.Any("error", err))
+		return errorf(CodeBadInput, r.key, "the mutation's input holds %s", unstorableMessage)
+	}
 	level := slog.LevelError
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		level = slog.LevelInfo // the client went away: not the store's fault

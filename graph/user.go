@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 )
 
@@ -27,32 +28,24 @@ func UserFromContext(ctx context.Context) string {
 
 // UserMiddleware puts the X-User-ID header's user into the request's
 // context. A request that sends the header twice, or a user longer than
-// 255 bytes or with characters other than printable ASCII, is refused
-// (HTTP 400): a server that read one of two users could act for a user
-// the client did not mean.
+// 255 bytes or with characters other than printable ASCII, is refused as
+// a doubled X-Tenant-ID is (UNAUTHENTICATED, HTTP 401): a server that read
+// one of two users could act for a user the client did not mean.
 func UserMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch vs := r.Header.Values(UserHeader); {
 		case len(vs) > 1:
-			refuseUser(w, "send one "+UserHeader+" header")
+			writeUnauthenticated(w, fmt.Sprintf("the %s header was sent %d times; send it once, with one user", UserHeader, len(vs)))
 			return
 		case len(vs) == 1:
 			if !validTenant(vs[0]) {
-				refuseUser(w, UserHeader+" must be 1 to 255 characters of printable ASCII without spaces")
+				writeUnauthenticated(w, UserHeader+" must be 1 to 255 characters of printable ASCII without spaces")
 				return
 			}
 			r = r.WithContext(WithUser(r.Context(), vs[0]))
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// refuseUser answers a request whose user header is unusable, as GraphQL
-// answers a request it cannot run.
-func refuseUser(w http.ResponseWriter, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = w.Write([]byte(`{"errors":[{"message":"` + msg + `","extensions":{"code":"BAD_REQUEST"}}],"data":null}`))
 }
 
 // Caller is the hook's Config.Caller: what a claim keeps so that the

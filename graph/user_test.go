@@ -18,7 +18,7 @@ func TestUserHeaderIsSentOnce(t *testing.T) {
 	for name, users := range map[string][]string{"twice": {"alice", "bob"}, "malformed": {"al ice"}} {
 		r, err := a.Send("acme", createPayment, map[string]any{"key": "user-" + name, "order": order, "amount": 300},
 			http.Header{graph.UserHeader: users})
-		if err != nil || r.Status != http.StatusBadRequest || r.Code() != "BAD_REQUEST" || !strings.Contains(r.Errors[0].Message, graph.UserHeader) {
+		if err != nil || r.Status != http.StatusUnauthorized || r.Code() != "UNAUTHENTICATED" || !strings.Contains(r.Errors[0].Message, graph.UserHeader) {
 			t.Fatalf("%s: %v %d %s", name, err, r.Status, r.Body)
 		}
 		if cs := a.charges("acme", order); len(cs) != 0 {

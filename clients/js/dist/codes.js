@@ -38,7 +38,9 @@ export const Code = {
      */
     Unavailable: "IDEMPOTENCY_UNAVAILABLE",
     /**
-     * Unauthenticated: the request has no tenant. Final.
+     * Unauthenticated: the request has no tenant (or one the database
+     * cannot store; the example server: X-Tenant-ID missing, or sent
+     * twice). Final.
      */
     Unauthenticated: "UNAUTHENTICATED",
     /**
@@ -54,8 +56,10 @@ export const Code = {
     ResponseNotStored: "IDEMPOTENCY_RESPONSE_NOT_STORED",
     /**
      * BadUserInput: the input cannot be stored (it breaks a validator or a
-     * constraint of the record's entity), or an argument could not be read.
-     * Nothing was stored or run. Final.
+     * constraint of the record's entity, or holds text no database of the
+     * server's can store: a NUL character, bytes that are not UTF-8), or
+     * an argument could not be read. Nothing was stored or run; the key,
+     * if any, was not spent. Final.
      */
     BadUserInput: "BAD_USER_INPUT",
     /**
