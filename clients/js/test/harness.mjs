@@ -58,7 +58,7 @@ export function freePort() {
  * an error marked fatal. The interval is short: a test waits for its
  * condition, not for a guess of how long it takes.
  */
-export async function waitFor(what, cond, timeout = 30_000) {
+export async function waitFor(what, cond, timeout = 60_000) {
   const deadline = Date.now() + timeout;
   let last;
   for (;;) {
@@ -257,6 +257,59 @@ export async function startProxy(t, target) {
   /** The exchanges that sent key. */
   proxy.withKey = (key) => exchanges.filter((e) => e.key === key);
   return proxy;
+}
+
+/**
+ * A gate for the example server's simulated provider (-provider-gate
+ * gate.url): after each charge executed, the server asks the gate, and the
+ * charge answers only once the gate answers. gate.rule(charge) says what to
+ * do with each: "pass" (answer at once, the default) or "hold" (answer when
+ * the test calls charge.release(), or gate.open()). A held payment is in
+ * flight on the server, its money charged and its answer not yet given, for
+ * exactly as long as the test needs: the ordering the test wants is a
+ * condition, not a latency long enough on a quiet machine.
+ *
+ * charges[i] = { tenant, key, order, held, released, gone (the server gave
+ * up waiting: its request's client went away), release() }. gate.next(what,
+ * cond) waits for a charge matching cond and returns it; gate.open()
+ * releases every held charge and passes the ones to come. The test's
+ * cleanup releases whatever is still held.
+ */
+export async function startGate(t) {
+  const charges = [];
+  const gate = { charges, rule: () => "pass", url: "" };
+  const server = http.createServer((req, res) => {
+    const q = new URL(req.url, "http://gate").searchParams;
+    const charge = { tenant: q.get("tenant"), key: q.get("key"), order: q.get("order"), held: false, released: false, gone: false };
+    charge.release = () => {
+      if (charge.released) return;
+      charge.released = true;
+      if (!charge.gone) res.end("go");
+    };
+    res.on("close", () => {
+      if (!res.writableFinished) charge.gone = true;
+    });
+    charges.push(charge);
+    if ((gate.rule(charge) ?? "pass") === "hold") charge.held = true;
+    else charge.release();
+  });
+  const port = await freePort();
+  await new Promise((r) => server.listen(port, "127.0.0.1", r));
+  gate.open = () => {
+    gate.rule = () => "pass";
+    for (const c of charges) c.release();
+  };
+  gate.next = (what, cond) => waitFor(what, () => charges.find(cond));
+  t.after(
+    () =>
+      new Promise((r) => {
+        gate.open();
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
+  gate.url = `http://127.0.0.1:${port}/charge`;
+  return gate;
 }
 
 /** A tenant no other test uses: tests share servers, never data. */
