@@ -163,6 +163,19 @@ export async function providerCharges(server, tenant, orderID) {
 }
 
 /**
+ * Keeps the test's HTTP server from closing a keep-alive connection that
+ * has been idle for a while (Node's keepAliveTimeout, 5 s): a client may
+ * have sent its next request on it at that moment, and would see it fail
+ * in transit. On a quiet machine the client closes first (fetch after 4 s);
+ * on a busy one the process can stall past both, and the server's timer ran
+ * first: a retry the test counted on was lost. Clients close idle
+ * connections themselves, and the test's cleanup closes the rest.
+ */
+function neverCloseIdle(server) {
+  server.keepAliveTimeout = 0;
+}
+
+/**
  * A proxy in front of the server at target that records every exchange and
  * does to each request what the test's rule says: rule(exchange) returns
  * "forward" (the default), "lose" (forward it, let the server answer in
@@ -244,6 +257,7 @@ export async function startProxy(t, target) {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
+  neverCloseIdle(server);
   const port = await freePort();
   await new Promise((r) => server.listen(port, "127.0.0.1", r));
   t.after(
@@ -293,6 +307,7 @@ export async function startGate(t) {
     if ((gate.rule(charge) ?? "pass") === "hold") charge.held = true;
     else charge.release();
   });
+  neverCloseIdle(server);
   const port = await freePort();
   await new Promise((r) => server.listen(port, "127.0.0.1", r));
   gate.open = () => {
