@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -52,7 +53,7 @@ func main() {
 
 func run() error {
 	var (
-		addr         = flag.String("addr", "127.0.0.1:8080", "address to listen on")
+		addr         = flag.String("addr", "127.0.0.1:8080", "address to listen on (port 0: a free port, which the start's log line names)")
 		dbPath       = flag.String("db", "idem-example.db", "SQLite file, used when DATABASE_URL is not set")
 		latency      = flag.Duration("provider-latency", 0, "latency of every simulated provider charge, before it executes")
 		respLatency  = flag.Duration("provider-response-latency", 0, "latency of the provider's answer, after the charge executed")
@@ -164,14 +165,22 @@ func run() error {
 	if *foldEvery > 0 {
 		go counter.Run(ctx, client, *foldEvery, *foldBatch, logger)
 	}
-	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Listening before the log line names the address: a test that starts
+	// the server on port 0 reads its port there, with no window in which
+	// another process could take a port chosen in advance.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
 	backend := "sqlite " + dsn
 	if idemdb.IsPostgres(dsn) {
 		backend = "postgres"
 	}
-	logger.Info("serving GraphQL", "url", "http://"+*addr+"/query", "playground", "http://"+*addr+"/", "database", backend)
+	logger.Info("serving GraphQL", "url", base+"/query", "playground", base+"/", "database", backend)
 	select {
 	case err := <-errc:
 		return err
