@@ -7,7 +7,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -40,16 +39,17 @@ export function buildBinaries(dir) {
   return bins;
 }
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
+/**
+ * Starts server listening on a port of 127.0.0.1 the system chooses; its
+ * port. (A port found free and closed beforehand may be taken by another
+ * process before it is listened on again: seen as EADDRINUSE under load.)
+ */
+async function listen(server) {
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
   });
+  return server.address().port;
 }
 
 /**
@@ -100,9 +100,9 @@ async function pgSchema(cleanups) {
 
 /**
  * Starts the example server on a fresh database of backend, with args
- * (such as -provider-latency), on a free port, and waits until it answers
- * GraphQL. When the test ends the server is killed, then its database
- * removed.
+ * (such as -provider-gate), on a port it takes itself (-addr …:0) and
+ * names in its log, and waits until it answers GraphQL. When the test ends
+ * the server is killed, then its database removed.
  */
 export async function startServer(t, backend, args = []) {
   const cleanups = [];
@@ -116,10 +116,9 @@ export async function startServer(t, backend, args = []) {
   if (backend === "postgres") env.DATABASE_URL = await pgSchema(cleanups);
   else if (backend === "sqlite") dbArgs.push("-db", join(dir, "app.db"));
   else throw new Error(`unknown backend ${backend}`);
-  const port = await freePort();
   const child = spawn(
     binaries().server,
-    ["-addr", `127.0.0.1:${port}`, "-materialize-every", "0", "-sweep-every", "0", ...dbArgs, ...args],
+    ["-addr", "127.0.0.1:0", "-materialize-every", "0", "-sweep-every", "0", ...dbArgs, ...args],
     { env, stdio: ["ignore", "ignore", "pipe"] },
   );
   let log = "";
@@ -130,9 +129,16 @@ export async function startServer(t, backend, args = []) {
     if (!exit) child.kill("SIGKILL");
     await exited;
   });
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor(`the server on ${base} (${backend})`, async () => {
+  const failIfExited = () => {
     if (exit) throw Object.assign(new Error(`the server exited (${exit.code ?? exit.signal}):\n${log}`), { fatal: true });
+  };
+  // The start's log line: msg="serving GraphQL" url=http://127.0.0.1:PORT/query …
+  const base = await waitFor(`the example server to listen (${backend})`, () => {
+    failIfExited();
+    return /msg="serving GraphQL" url=(http:\/\/\S+)\/query /.exec(log)?.[1];
+  });
+  await waitFor(`the server on ${base} (${backend})`, async () => {
+    failIfExited();
     const res = await fetch(`${base}/query`, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Tenant-ID": "probe" },
@@ -258,8 +264,7 @@ export async function startProxy(t, target) {
     s.on("close", () => sockets.delete(s));
   });
   neverCloseIdle(server);
-  const port = await freePort();
-  await new Promise((r) => server.listen(port, "127.0.0.1", r));
+  const port = await listen(server);
   t.after(
     () =>
       new Promise((r) => {
@@ -308,8 +313,7 @@ export async function startGate(t) {
     else charge.release();
   });
   neverCloseIdle(server);
-  const port = await freePort();
-  await new Promise((r) => server.listen(port, "127.0.0.1", r));
+  const port = await listen(server);
   gate.open = () => {
     gate.rule = () => "pass";
     for (const c of charges) c.release();
