@@ -20,10 +20,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,11 +54,12 @@ func main() {
 
 func run() error {
 	var (
-		addr         = flag.String("addr", "127.0.0.1:8080", "address to listen on")
+		addr         = flag.String("addr", "127.0.0.1:8080", "address to listen on (port 0: a free port, which the start's log line names)")
 		dbPath       = flag.String("db", "idem-example.db", "SQLite file, used when DATABASE_URL is not set")
 		latency      = flag.Duration("provider-latency", 0, "latency of every simulated provider charge, before it executes")
 		respLatency  = flag.Duration("provider-response-latency", 0, "latency of the provider's answer, after the charge executed")
 		failureRate  = flag.Float64("provider-failure-rate", 0, "probability (0-1) that a provider charge fails before it executes")
+		gate         = flag.String("provider-gate", "", "URL the simulated provider asks (GET, with the charge's tenant, key and order) after each charge executed: the charge answers once that answers 2xx, so a test holds a payment in flight until it releases it (off when empty)")
 		lease        = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
 		wait         = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
 		sweepEvery   = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
@@ -132,6 +137,11 @@ func run() error {
 	}
 	defer closeProv()
 	prov.Latency, prov.ResponseLatency, prov.FailureRate = *latency, *respLatency, *failureRate
+	if *gate != "" {
+		if prov.Gate, err = httpGate(*gate); err != nil {
+			return err
+		}
+	}
 
 	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger, Limits: limits,
 		RecoverAfter: *recoverAfter, Done: ctx.Done()}
@@ -156,14 +166,22 @@ func run() error {
 	if *foldEvery > 0 {
 		go counter.Run(ctx, client, *foldEvery, *foldBatch, logger)
 	}
-	srv := &http.Server{Addr: *addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Listening before the log line names the address: a test that starts
+	// the server on port 0 reads its port there, with no window in which
+	// another process could take a port chosen in advance.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
 	backend := "sqlite " + dsn
 	if idemdb.IsPostgres(dsn) {
 		backend = "postgres"
 	}
-	logger.Info("serving GraphQL", "url", "http://"+*addr+"/query", "playground", "http://"+*addr+"/", "database", backend)
+	logger.Info("serving GraphQL", "url", base+"/query", "playground", base+"/", "database", backend)
 	select {
 	case err := <-errc:
 		return err
@@ -193,6 +211,40 @@ func openProvider(ctx context.Context, dsn string, maxConns int, connectWait tim
 		return nil, nil, err
 	}
 	return p, func() { db.Close() }, nil
+}
+
+// httpGate returns a provider Gate that asks gateURL about each charge (a
+// GET with its tenant, key and order as parameters) and lets the charge
+// answer once a 2xx answer arrives: whoever serves gateURL, a test, decides
+// when. The request ends with the charge's context, so a client that goes
+// away while its charge is held is seen at the gate too.
+func httpGate(gateURL string) (func(context.Context, provider.ChargeRequest) error, error) {
+	base, err := url.Parse(gateURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") {
+		return nil, fmt.Errorf("-provider-gate must be an http(s) URL: %q", gateURL)
+	}
+	return func(ctx context.Context, req provider.ChargeRequest) error {
+		u := *base
+		q := u.Query()
+		q.Set("tenant", req.Tenant)
+		q.Set("key", req.Key)
+		q.Set("order", strconv.Itoa(req.OrderID))
+		u.RawQuery = q.Encode()
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return err
+		}
+		res, err := http.DefaultClient.Do(hreq)
+		if err != nil {
+			return fmt.Errorf("provider gate: %w", err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode/100 != 2 {
+			return fmt.Errorf("provider gate: %s", res.Status)
+		}
+		return nil
+	}, nil
 }
 
 // serveMetrics exports the OpenTelemetry metrics in Prometheus format on a

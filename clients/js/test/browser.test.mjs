@@ -1,9 +1,12 @@
 // The checkout page (graph/checkout, served by the example server) in a
 // real browser: Debian's Chromium, headless, driven over the DevTools
 // protocol by playwright-core (no browser download). On each backend, with
-// the provider slowed: Pay double-clicked makes one charge; a reload while
-// the payment is in flight, then Resume, makes one charge. Screenshots of
-// the page after each payment are kept in test-output/.
+// the provider's answers held at a gate (harness.mjs, startGate) until the
+// page has done what the case needs: Pay double-clicked makes one charge;
+// a reload while the payment is in flight, then Resume, makes one charge.
+// No latency decides the order of events, so a busy machine cannot reorder
+// them. Screenshots of the page after each payment are kept in
+// test-output/.
 
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -13,7 +16,7 @@ import { after, before, describe, test } from "node:test";
 
 import { chromium } from "playwright-core";
 
-import { backends, outputDir, providerCharges, startServer, waitFor } from "./harness.mjs";
+import { backends, outputDir, providerCharges, startGate, startServer, waitFor } from "./harness.mjs";
 
 const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 
@@ -37,6 +40,9 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
         "--disable-sync",
       ],
     });
+    // Upper bounds on waits for conditions, generous for a busy machine.
+    context.setDefaultTimeout(60_000);
+    context.setDefaultNavigationTimeout(60_000);
   });
   after(async () => {
     await context?.close();
@@ -45,9 +51,10 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
 
   for (const backend of backends) {
     test(`${backend}: Pay clicked twice is one charge; a reload during the payment, then Resume, is one charge`, async (t) => {
-      // 0.5 s before the charge executes, 3 s after: long enough to see the
-      // charge made and reload before its answer leaves the server.
-      const server = await startServer(t, backend, ["-provider-latency", "500ms", "-provider-response-latency", "3s"]);
+      // Every charge's answer waits at the gate until the test opens it.
+      const gate = await startGate(t);
+      gate.rule = () => "hold";
+      const server = await startServer(t, backend, ["-provider-gate", gate.url]);
       const page = await context.newPage();
       t.after(() => page.close());
       const failures = [];
@@ -56,7 +63,8 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
       page.on("request", (r) => requests.push({ url: r.url(), body: r.postData() ?? "" }));
       const payments = () => requests.filter((r) => r.body.includes("createPayment")).length;
       const text = (sel) => page.locator(sel).textContent();
-      const visible = (id) => page.waitForFunction((id) => !document.getElementById(id).hidden, id, { timeout: 30_000 });
+      const visible = (id) => page.waitForFunction((id) => !document.getElementById(id).hidden, id);
+      const logged = (re) => page.waitForFunction((re) => new RegExp(re).test(document.getElementById("log").textContent), re.source);
 
       await page.goto(`${server.base}/checkout`);
       await page.waitForSelector("body[data-ready=true]");
@@ -66,6 +74,11 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
       await visible("order");
       const first = (await text("#order-id")).replace("#", "");
       await page.dblclick("#pay");
+      // The payment is charged and its answer held until the page has seen
+      // the second click, which joins the payment on its way.
+      const charge = await gate.next("the first order's charge", (c) => c.order === first);
+      await logged(/click 2: pay again while the payment is on its way/);
+      charge.release();
       await visible("payment");
       await page.waitForFunction(() => document.getElementById("charges-count").textContent === "1");
       let charges = await providerCharges(server, "demo", first);
@@ -90,10 +103,15 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
       const second = (await text("#order-id")).replace("#", "");
       const before = payments();
       await page.click("#pay");
-      await waitFor("the provider to charge the second order", async () => (await providerCharges(server, "demo", second)).providerCharges.length === 1);
+      const held = await gate.next("the provider to charge the second order", (c) => c.order === second);
+      assert.equal((await providerCharges(server, "demo", second)).providerCharges.length, 1, "charged before the reload");
       assert.equal(await page.locator("#payment").isHidden(), true, "the answer has not arrived before the reload");
       await page.reload();
       await page.waitForSelector("body[data-ready=true]");
+      // The server sees the page that was left gone while the charge is in
+      // flight; then the provider may answer, and answers at once from now.
+      await waitFor("the server to give the held charge up", () => held.gone);
+      gate.open();
       await visible("unfinished");
       const resume = page.locator("#unfinished-list button.resume");
       assert.equal(await resume.count(), 1, "one unfinished intent: the payment");
@@ -104,7 +122,7 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
       assert.equal(charges.providerCharges.length, 1, "one charge after the reload and the resume");
       assert.equal(charges.providerCharges[0].voided, false);
       assert.equal(charges.order.paid, true);
-      await page.waitForFunction(() => document.getElementById("unfinished").hidden, null, { timeout: 10_000 });
+      await page.waitForFunction(() => document.getElementById("unfinished").hidden);
       const resumed = join(outputDir, `checkout-${backend}-resumed.png`);
       await page.screenshot({ path: resumed, fullPage: true });
       t.diagnostic(`screenshot after the resumed payment: ${resumed}`);

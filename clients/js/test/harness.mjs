@@ -7,7 +7,6 @@
 import { execFileSync, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -40,16 +39,17 @@ export function buildBinaries(dir) {
   return bins;
 }
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
+/**
+ * Starts server listening on a port of 127.0.0.1 the system chooses; its
+ * port. (A port found free and closed beforehand may be taken by another
+ * process before it is listened on again: seen as EADDRINUSE under load.)
+ */
+async function listen(server) {
+  await new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", resolve);
   });
+  return server.address().port;
 }
 
 /**
@@ -58,7 +58,7 @@ export function freePort() {
  * an error marked fatal. The interval is short: a test waits for its
  * condition, not for a guess of how long it takes.
  */
-export async function waitFor(what, cond, timeout = 30_000) {
+export async function waitFor(what, cond, timeout = 60_000) {
   const deadline = Date.now() + timeout;
   let last;
   for (;;) {
@@ -100,9 +100,9 @@ async function pgSchema(cleanups) {
 
 /**
  * Starts the example server on a fresh database of backend, with args
- * (such as -provider-latency), on a free port, and waits until it answers
- * GraphQL. When the test ends the server is killed, then its database
- * removed.
+ * (such as -provider-gate), on a port it takes itself (-addr …:0) and
+ * names in its log, and waits until it answers GraphQL. When the test ends
+ * the server is killed, then its database removed.
  */
 export async function startServer(t, backend, args = []) {
   const cleanups = [];
@@ -116,10 +116,9 @@ export async function startServer(t, backend, args = []) {
   if (backend === "postgres") env.DATABASE_URL = await pgSchema(cleanups);
   else if (backend === "sqlite") dbArgs.push("-db", join(dir, "app.db"));
   else throw new Error(`unknown backend ${backend}`);
-  const port = await freePort();
   const child = spawn(
     binaries().server,
-    ["-addr", `127.0.0.1:${port}`, "-materialize-every", "0", "-sweep-every", "0", ...dbArgs, ...args],
+    ["-addr", "127.0.0.1:0", "-materialize-every", "0", "-sweep-every", "0", ...dbArgs, ...args],
     { env, stdio: ["ignore", "ignore", "pipe"] },
   );
   let log = "";
@@ -130,9 +129,16 @@ export async function startServer(t, backend, args = []) {
     if (!exit) child.kill("SIGKILL");
     await exited;
   });
-  const base = `http://127.0.0.1:${port}`;
-  await waitFor(`the server on ${base} (${backend})`, async () => {
+  const failIfExited = () => {
     if (exit) throw Object.assign(new Error(`the server exited (${exit.code ?? exit.signal}):\n${log}`), { fatal: true });
+  };
+  // The start's log line: msg="serving GraphQL" url=http://127.0.0.1:PORT/query …
+  const base = await waitFor(`the example server to listen (${backend})`, () => {
+    failIfExited();
+    return /msg="serving GraphQL" url=(http:\/\/\S+)\/query /.exec(log)?.[1];
+  });
+  await waitFor(`the server on ${base} (${backend})`, async () => {
+    failIfExited();
     const res = await fetch(`${base}/query`, {
       method: "POST",
       headers: { "Content-Type": "application/json", "X-Tenant-ID": "probe" },
@@ -160,6 +166,19 @@ export async function providerCharges(server, tenant, orderID) {
   });
   if (r.errors) throw new Error(JSON.stringify(r.errors));
   return r.data;
+}
+
+/**
+ * Keeps the test's HTTP server from closing a keep-alive connection that
+ * has been idle for a while (Node's keepAliveTimeout, 5 s): a client may
+ * have sent its next request on it at that moment, and would see it fail
+ * in transit. On a quiet machine the client closes first (fetch after 4 s);
+ * on a busy one the process can stall past both, and the server's timer ran
+ * first: a retry the test counted on was lost. Clients close idle
+ * connections themselves, and the test's cleanup closes the rest.
+ */
+function neverCloseIdle(server) {
+  server.keepAliveTimeout = 0;
 }
 
 /**
@@ -244,8 +263,8 @@ export async function startProxy(t, target) {
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
   });
-  const port = await freePort();
-  await new Promise((r) => server.listen(port, "127.0.0.1", r));
+  neverCloseIdle(server);
+  const port = await listen(server);
   t.after(
     () =>
       new Promise((r) => {
@@ -257,6 +276,59 @@ export async function startProxy(t, target) {
   /** The exchanges that sent key. */
   proxy.withKey = (key) => exchanges.filter((e) => e.key === key);
   return proxy;
+}
+
+/**
+ * A gate for the example server's simulated provider (-provider-gate
+ * gate.url): after each charge executed, the server asks the gate, and the
+ * charge answers only once the gate answers. gate.rule(charge) says what to
+ * do with each: "pass" (answer at once, the default) or "hold" (answer when
+ * the test calls charge.release(), or gate.open()). A held payment is in
+ * flight on the server, its money charged and its answer not yet given, for
+ * exactly as long as the test needs: the ordering the test wants is a
+ * condition, not a latency long enough on a quiet machine.
+ *
+ * charges[i] = { tenant, key, order, held, released, gone (the server gave
+ * up waiting: its request's client went away), release() }. gate.next(what,
+ * cond) waits for a charge matching cond and returns it; gate.open()
+ * releases every held charge and passes the ones to come. The test's
+ * cleanup releases whatever is still held.
+ */
+export async function startGate(t) {
+  const charges = [];
+  const gate = { charges, rule: () => "pass", url: "" };
+  const server = http.createServer((req, res) => {
+    const q = new URL(req.url, "http://gate").searchParams;
+    const charge = { tenant: q.get("tenant"), key: q.get("key"), order: q.get("order"), held: false, released: false, gone: false };
+    charge.release = () => {
+      if (charge.released) return;
+      charge.released = true;
+      if (!charge.gone) res.end("go");
+    };
+    res.on("close", () => {
+      if (!res.writableFinished) charge.gone = true;
+    });
+    charges.push(charge);
+    if ((gate.rule(charge) ?? "pass") === "hold") charge.held = true;
+    else charge.release();
+  });
+  neverCloseIdle(server);
+  const port = await listen(server);
+  gate.open = () => {
+    gate.rule = () => "pass";
+    for (const c of charges) c.release();
+  };
+  gate.next = (what, cond) => waitFor(what, () => charges.find(cond));
+  t.after(
+    () =>
+      new Promise((r) => {
+        gate.open();
+        server.closeAllConnections();
+        server.close(r);
+      }),
+  );
+  gate.url = `http://127.0.0.1:${port}/charge`;
+  return gate;
 }
 
 /** A tenant no other test uses: tests share servers, never data. */

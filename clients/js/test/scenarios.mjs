@@ -5,10 +5,11 @@
 // never retried, retryable ones retried, queries untouched, mutations
 // without an intent. Each test has a tenant of its own and a proxy of its
 // own in front of its backend's server. The tests that need a payment in
-// flight for a while (sent from two tabs, cut by a reload) have a server of
-// their own whose provider is slowed, 1 s before a charge executes and 1 s
-// after: on SQLite a payment holds the one write lock for that long, which
-// would hold the other tests up.
+// flight (sent from two tabs, cut by a reload) have a server of their own
+// whose provider's answers wait at a gate the test opens once it has done
+// what it must while the payment is in flight: no latency decides the
+// order of events, so a busy machine cannot reorder them. (On SQLite a held
+// payment holds the one write lock, which would hold the other tests up.)
 
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
@@ -18,7 +19,7 @@ import { after, before, describe, test } from "node:test";
 
 import { Intents, memoryStorage } from "../dist/index.js";
 import { fileStorage } from "../dist/node.js";
-import { backends, gql, newTenant, providerCharges, startProxy, startServer, waitFor } from "./harness.mjs";
+import { backends, gql, newTenant, providerCharges, startGate, startProxy, startServer, waitFor } from "./harness.mjs";
 
 const docs = {
   variable: {
@@ -76,7 +77,12 @@ export function scenarios(adapter) {
         before(async () => {
           server = await startServer(shared, backend);
         });
-        const slowServer = (t) => startServer(t, backend, ["-provider-latency", "1s", "-provider-response-latency", "1s"]);
+        /** A server of the test's own whose charges wait at a gate that holds them all. */
+        const gatedServer = async (t) => {
+          const gate = await startGate(t);
+          gate.rule = () => "hold";
+          return { gate, server: await startServer(t, backend, ["-provider-gate", gate.url]) };
+        };
 
         for (const keyIn of ["variable", "header"]) {
           test(`answers lost after the server committed are retried with the same key: one order, one charge (key in the ${keyIn})`, async (t) => {
@@ -136,7 +142,7 @@ export function scenarios(adapter) {
         });
 
         test("one intent sent at once by two clients on one storage (two tabs): one payment; IN_PROGRESS waits for its Retry-After", async (t) => {
-          const server = await slowServer(t);
+          const { gate, server } = await gatedServer(t);
           const tenant = newTenant();
           const proxy = await startProxy(t, server.url);
           const orderID = await newOrder(server, tenant);
@@ -150,8 +156,17 @@ export function scenarios(adapter) {
           const clientB = adapter.make({ url: proxy.url, tenant, headers: { "X-Tab": "b" }, ...fast });
           const variables = { input: { orderID, amount: 1200 } };
           const pa = clientA.mutate({ query: docs.variable.pay, variables, intent: intentA });
-          await waitFor("tab A's payment to be on its way", () => proxy.withKey(intentA.key).length > 0);
+          // Tab A's payment is claimed and charged; its answer waits at the
+          // gate until tab B has been told the key is in progress.
+          const charge = await gate.next("tab A's charge", (c) => c.key === intentA.key);
           const pb = clientB.mutate({ query: docs.variable.pay, variables, intent: intentB });
+          await waitFor("tab B to be told IDEMPOTENCY_IN_PROGRESS", () => {
+            const answered = proxy.withKey(intentA.key).filter((e) => e.headers["x-tab"] === "b" && e.answeredAt !== undefined);
+            const other = answered.find((e) => codeOf(e) !== "IDEMPOTENCY_IN_PROGRESS");
+            if (other) throw Object.assign(new Error(`tab B was answered ${JSON.stringify(other.answer)}`), { fatal: true });
+            return answered.length > 0;
+          });
+          charge.release();
           const [a, b] = await Promise.all([pa, pb]);
           assert.ok(a.ok && b.ok, String(a.error ?? b.error));
           assert.equal(a.data.createPayment.id, b.data.createPayment.id, "both tabs show the one payment");
@@ -177,7 +192,7 @@ export function scenarios(adapter) {
         });
 
         test("a reload while the payment is in flight: a new client on the same storage resumes the intent, one charge", async (t) => {
-          const server = await slowServer(t);
+          const { gate, server } = await gatedServer(t);
           const tenant = newTenant();
           const proxy = await startProxy(t, server.url);
           const orderID = await newOrder(server, tenant);
@@ -189,11 +204,17 @@ export function scenarios(adapter) {
           // The page before the reload: it never retries, it is gone.
           const gone = adapter.make({ url: proxy.url, tenant, maxAttempts: 1 });
           const pending = gone.mutate({ query: docs.variable.pay, variables: { input: { orderID, amount: 1200 } }, intent });
-          // The provider charged; the answer has not left the server yet.
-          await waitFor("the provider to charge", async () => (await providerCharges(server, tenant, orderID)).providerCharges.length === 1);
+          // The provider charged; its answer waits at the gate, so the
+          // server's answer cannot have left yet when the page is left.
+          const charge = await gate.next("the provider to charge", (c) => c.key === intent.key);
+          assert.equal((await providerCharges(server, tenant, orderID)).providerCharges.length, 1, "charged before the page is left");
           held.cut();
           const lost = await pending;
           assert.equal(lost.ok, false, "the page that was left got no answer");
+          // The server sees its client gone while the charge is in flight;
+          // then the provider may answer.
+          await waitFor("the server to give the held charge up", () => charge.gone);
+          gate.open();
 
           // The reload: a new store and client on the same file.
           const after = new Intents(fileStorage(file));

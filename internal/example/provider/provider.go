@@ -85,6 +85,13 @@ type Simulated struct {
 	// FailureRate is the probability (0 to 1) that a charge fails with
 	// ErrUnavailable before it executes.
 	FailureRate float64
+	// Gate, when set, is called after a charge executed (and its
+	// ResponseLatency passed), before its answer returns: the charge stays
+	// in flight until Gate returns, and Gate's error is the call's. A test
+	// holds a payment in flight there until it has done what it must in
+	// that window; a latency only guesses how long that takes, and a busy
+	// machine outlasts any guess.
+	Gate func(ctx context.Context, req ChargeRequest) error
 }
 
 // NewSimulated returns a provider that keeps its ledger in db (a PostgreSQL
@@ -156,6 +163,11 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	}
 	if err := timer.Sleep(ctx, s.ResponseLatency); err != nil {
 		return nil, err
+	}
+	if s.Gate != nil {
+		if err := s.Gate(ctx, req); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
 }
