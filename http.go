@@ -39,10 +39,12 @@ const (
 // Install makes srv's @idempotent mutations retry-safe and bounds what a
 // request may ask for. It sets the server's error presenter and recover
 // function (Extension.ErrorPresenter, Extension.RecoverFunc: put your own
-// presenter in Config.ErrorPresenter), adds the operation limits
-// (OperationLimits, then gqlgen's complexity limit) and the hook, and
-// returns the handler to serve, which bounds the request body and sets the
-// response headers (Extension.Middleware).
+// presenter in Config.ErrorPresenter), adds the document limits
+// (OperationLimits, which run before gqlgen parses and validates, and
+// gqlgen's parser token limit), gqlgen's complexity limit and the hook,
+// adds a last transport that answers a request no other transport serves
+// with BAD_REQUEST, and returns the handler to serve, which bounds the
+// request body and sets the response headers (Extension.Middleware).
 //
 //	srv := handler.New(graph.NewExecutableSchema(cfg))
 //	srv.AddTransport(transport.POST{})
@@ -52,8 +54,10 @@ const (
 //	})
 //	http.Handle("/query", h)
 //
-// Add extensions that work on the operation (a complexity limit of your
-// own, say) after Install, so that the limits see the operation first.
+// Add transports before Install, and extensions that work on the operation
+// (a complexity limit of your own, say) after it, so that the limits see the
+// operation first; an extension that rewrites the query
+// (extension.AutomaticPersistedQuery) goes before Install.
 func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 	ext, err := New(cfg)
 	if err != nil {
@@ -68,7 +72,10 @@ func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 	srv.SetErrorPresenter(ext.ErrorPresenter())
 	srv.SetRecoverFunc(ext.RecoverFunc())
 	l := ext.cfg.Limits
-	srv.Use(OperationLimits{MaxFields: l.MaxFields, MaxAliases: l.MaxAliases, MaxDepth: l.MaxDepth})
+	srv.Use(NewOperationLimits(l))
+	if l.MaxTokens > 0 {
+		srv.SetParserTokenLimit(l.MaxTokens)
+	}
 	if l.MaxComplexity > 0 {
 		srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
 	}

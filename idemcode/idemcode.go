@@ -78,8 +78,10 @@ const (
 	// BodyTooLarge: the request body is over the limit; refused with HTTP
 	// 413 before it was read. Final.
 	BodyTooLarge Code = "REQUEST_BODY_TOO_LARGE"
-	// OperationLimitExceeded: the operation selects too many fields or
-	// aliases, or nests too deep; refused before anything ran. Final.
+	// OperationLimitExceeded: the document is over one of the server's
+	// limits (tokens, fields, aliases, depth, fields that share a response name,
+	// nodes with fragments expanded); refused before it was validated, and
+	// before anything ran. Final.
 	OperationLimitExceeded Code = "OPERATION_LIMIT_EXCEEDED"
 )
 
