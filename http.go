@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,8 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/goovo/idem/idemcode"
 )
 
 // HTTP header names.
@@ -80,11 +85,34 @@ func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 		srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
 	}
 	srv.Use(ext)
+	srv.AddTransport(unsupportedTransport{})
 	h := ext.Middleware(srv)
 	if cfg.RecoverAfter > 0 {
 		go ext.RunRecoverer(doneContext(cfg.Done))
 	}
 	return h, nil
+}
+
+// unsupportedTransport is the transport Install adds last, so that gqlgen
+// gives it the requests no other transport takes (a GET where only POST
+// was added, another Content-Type): gqlgen itself answers them with an
+// error without a code.
+type unsupportedTransport struct{}
+
+var _ graphql.Transport = unsupportedTransport{}
+
+// Supports implements graphql.Transport.
+func (unsupportedTransport) Supports(*http.Request) bool { return true }
+
+// Do implements graphql.Transport: HTTP 400, BAD_REQUEST.
+func (unsupportedTransport) Do(w http.ResponseWriter, _ *http.Request, _ graphql.GraphExecutor) {
+	body, _ := json.Marshal(&graphql.Response{Errors: gqlerror.List{{
+		Message:    "no transport of this GraphQL endpoint takes the request (its method, Content-Type or Upgrade header); a GraphQL request is a POST with Content-Type: application/json",
+		Extensions: map[string]any{"code": string(idemcode.BadRequest)},
+	}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(body)
 }
 
 // doneContext is a context that ends when done is closed (never, when it

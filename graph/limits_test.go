@@ -17,6 +17,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -312,6 +313,47 @@ func allocatedBy(h http.Handler, req *http.Request) (uint64, int, []byte) {
 	h.ServeHTTP(rec, req)
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc, rec.Code, rec.Body.Bytes()
+}
+
+// Requests that are not GraphQL requests the server takes (another
+// method, another Content-Type, a batch: a JSON array of operations, a
+// body that is not JSON) are refused with BAD_REQUEST and a short
+// message that quotes none of the body; gqlgen answered them without a
+// code, and with the whole body in the message.
+func TestTransportAndBatchRefusalsAreCodedAndSmall(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	marker := strings.Repeat("echo-me-", 1<<14) // 128 KiB
+	one := `{"query":"{ __typename }","extensions":{"x":"` + marker + `"}}`
+	cases := []struct {
+		name, method, contentType, body string
+	}{
+		{"GET", http.MethodGet, "", ""},
+		{"text/plain", http.MethodPost, "text/plain", `{"query":"{ __typename }"}`},
+		{"batch", http.MethodPost, "application/json", "[" + one + "," + one + "]"},
+		{"not JSON", http.MethodPost, "application/json", `{"query": "` + marker},
+		{"not an object", http.MethodPost, "application/json", `"` + marker + `"`},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(c.method, a.Endpoint, strings.NewReader(c.body))
+		if c.contentType != "" {
+			req.Header.Set("Content-Type", c.contentType)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || hostile.Outcome(res.StatusCode, body) != string(idemcode.BadRequest) ||
+			len(body) > 512 || bytes.Contains(body, []byte("echo-me")) {
+			t.Errorf("%s: %d %.600s", c.name, res.StatusCode, body)
+		}
+	}
+	// An argument's value is not quoted back whole either.
+	r := a.do("mallory", `{ order(id: "`+strings.Repeat("9", 100_000)+`") { id } }`, nil)
+	if r.Code() != string(idem.CodeBadInput) || len(r.Body) > 512 {
+		t.Errorf("a long argument: %.600s", r.Body)
+	}
 }
 
 // An answer without data shows at most 100 errors, and says how many more

@@ -68,8 +68,10 @@ const (
 	// without a code of its own: stored, and replayed to every retry.
 	// Final.
 	MutationFailed Code = "MUTATION_FAILED"
-	// BadRequest: the request could not be read as a GraphQL request (a
-	// body that is not JSON, say). Final.
+	// BadRequest: the request could not be read as a GraphQL request: a
+	// body that is not JSON, a batch (a JSON array of operations, which the
+	// server does not take), a method or Content-Type no transport of the
+	// server takes. The message never quotes the body. Final.
 	BadRequest Code = "BAD_REQUEST"
 )
 

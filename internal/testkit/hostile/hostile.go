@@ -113,10 +113,13 @@ func Catalogue(order string) []Request {
 		gql("3,700 variable definitions (under MaxTokens)", "MaxTokens", invalid, variables(3700)),
 		gql("input object literal 999 deep", "parser nesting", invalid, `mutation { createOrder(idempotencyKey: "k", input: `+strings.Repeat("{amount: ", 999)+"1"+strings.Repeat("}", 999)+") { id } }"),
 		gql("list literal 999 deep", "parser nesting", invalid, "query { order(id: "+strings.Repeat("[", 999)+"1"+strings.Repeat("]", 999)+") { id } }"),
+		gql("string argument of 1 MiB", "MaxBodyBytes", badInput, `query { order(id: "`+strings.Repeat("9", mib-100)+`") { id } }`),
 		post("variables: an input object of 1 MiB, 90,000 fields", "MaxBodyBytes", invalid, map[string]any{
 			"query":     `mutation($in: CreateOrderInput!) { createOrder(idempotencyKey: "k", input: $in) { id } }`,
 			"variables": map[string]any{"in": wideObject(90000)},
 		}),
+		{Name: "variables: JSON nested 500,000 deep (1 MiB)", Bound: "MaxBodyBytes", Want: badRequest,
+			Body: []byte(`{"query":"{ __typename }","variables":{"v":` + strings.Repeat("[", mib/2-40) + strings.Repeat("]", 1) + `}}`)},
 
 		// Documents.
 		post("2,900 operations in one document", "MaxTokens", ok, map[string]any{"query": operations(2900), "operationName": "Q0"}),
@@ -126,6 +129,8 @@ func Catalogue(order string) []Request {
 		gql("introspection nested past gqlparser's depth", "MaxIntrospectionDepth", invalid, "{ __schema { types { fields { type { fields { type { fields { type { name } } } } } } } } }"),
 
 		// Transport.
+		{Name: "batch: a JSON array of 1 MiB", Bound: "MaxBodyBytes", Want: badRequest, Body: batch(mib - 100)},
+		{Name: "GET", Bound: "transport", Want: badRequest, Method: http.MethodGet},
 		{Name: "8 MiB body, declared", Bound: "MaxBodyBytes", Want: tooLarge, Body: padded(8 << 20)},
 	}
 }
@@ -259,6 +264,14 @@ func operations(n int) string {
 		fmt.Fprintf(&b, "query Q%d { __typename }\n", i)
 	}
 	return b.String()
+}
+
+// batch is a JSON array of n bytes of operations.
+func batch(n int) []byte {
+	one := `{"query":"{ __typename }"},`
+	b := []byte("[" + strings.Repeat(one, (n-2)/len(one)))
+	b[len(b)-1] = ']'
+	return b
 }
 
 // padded is a valid request of n bytes: a small query and spaces.
