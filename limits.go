@@ -59,8 +59,7 @@ type Limits struct {
 	MaxTokens int
 
 	// MaxFields bounds the fields an operation selects, counted with every
-	// fragment spread expanded where it is spread; a fragment definition
-	// is held to it too. Default 1000.
+	// fragment spread expanded where it is spread. Default 1000.
 	MaxFields int
 
 	// MaxAliases bounds the aliased fields of an operation (expanded like
@@ -237,47 +236,37 @@ func (o *OperationLimits) check(query string) *gqlerror.Error {
 		return nil // gqlgen reports the syntax error
 	}
 	m := newSizer(doc)
-	defs := make([]definition, 0, len(doc.Operations)+len(doc.Fragments))
+	sets := make([]ast.SelectionSet, 0, len(doc.Operations)+len(doc.Fragments))
 	nodes := 0
 	for _, op := range doc.Operations {
 		s, err := m.operation(op)
 		if err != nil {
 			return err
 		}
-		name := "the operation"
-		if op.Name != "" {
-			name = fmt.Sprintf("operation %s", op.Name)
+		if err := l.operationError(op, s); err != nil {
+			return err
 		}
-		defs = append(defs, definition{name, op.SelectionSet, s})
+		sets = append(sets, op.SelectionSet)
 		nodes = saturatingAdd(nodes, s.nodes)
 	}
+	// Validation walks each fragment definition on its own too.
 	for _, f := range doc.Fragments {
 		s, err := m.fragment(f)
 		if err != nil {
 			return err
 		}
-		defs = append(defs, definition{fmt.Sprintf("fragment %s", f.Name), f.SelectionSet, s})
+		sets = append(sets, f.SelectionSet)
 		nodes = saturatingAdd(nodes, s.nodes)
 	}
 	if l.MaxNodes > 0 && nodes > l.MaxNodes {
 		return limitError("the document has %s nodes, each fragment counted where it is spread; the limit is %d", count(nodes), l.MaxNodes)
 	}
-	for _, d := range defs {
-		switch s := d.size; {
-		case l.MaxFields > 0 && s.fields > l.MaxFields:
-			return limitError("%s selects %s fields (fragments expanded); the limit is %d", d.name, count(s.fields), l.MaxFields)
-		case l.MaxAliases > 0 && s.aliases > l.MaxAliases:
-			return limitError("%s has %s aliased fields (fragments expanded); the limit is %d", d.name, count(s.aliases), l.MaxAliases)
-		case l.MaxDepth > 0 && s.depth > l.MaxDepth:
-			return limitError("%s nests %d deep; the limit is %d", d.name, s.depth, l.MaxDepth)
-		}
-	}
 	// Merging visits every node of every definition once: what MaxNodes
 	// bounds. With MaxNodes off it is only done where that stays cheap.
 	if l.MaxFieldPairs > 0 && nodes <= max(l.MaxNodes, maxMergeNodes) {
 		var c pairCount
-		for _, d := range defs {
-			m.fieldPairs([]ast.SelectionSet{d.set}, &c)
+		for _, set := range sets {
+			m.fieldPairs([]ast.SelectionSet{set}, &c)
 		}
 		if c.pairs > int64(l.MaxFieldPairs) {
 			return limitError("the document has %s pairs of fields that share a response name in one selection set (fragments expanded), which validation compares one by one; the limit is %d (the most: %q, %d times)",
@@ -287,16 +276,28 @@ func (o *OperationLimits) check(query string) *gqlerror.Error {
 	return nil
 }
 
+// operationError refuses an operation over MaxFields, MaxAliases or
+// MaxDepth: what it would execute. (A fragment's size counts where it is
+// spread; one spread nowhere is a validation error.)
+func (l Limits) operationError(op *ast.OperationDefinition, s size) *gqlerror.Error {
+	name := "the operation"
+	if op.Name != "" {
+		name = "operation " + op.Name
+	}
+	switch {
+	case l.MaxFields > 0 && s.fields > l.MaxFields:
+		return limitError("%s selects %s fields (fragments expanded); the limit is %d", name, count(s.fields), l.MaxFields)
+	case l.MaxAliases > 0 && s.aliases > l.MaxAliases:
+		return limitError("%s has %s aliased fields (fragments expanded); the limit is %d", name, count(s.aliases), l.MaxAliases)
+	case l.MaxDepth > 0 && s.depth > l.MaxDepth:
+		return limitError("%s nests %d deep; the limit is %d", name, s.depth, l.MaxDepth)
+	}
+	return nil
+}
+
 // maxMergeNodes bounds the merging of selection sets (for
 // Limits.MaxFieldPairs) when Limits.MaxNodes is off.
 const maxMergeNodes = 1 << 20
-
-// definition is an operation or fragment definition and its size.
-type definition struct {
-	name string
-	set  ast.SelectionSet
-	size size
-}
 
 func limitError(format string, args ...any) *gqlerror.Error {
 	return &gqlerror.Error{
