@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,4 +40,37 @@ func TestKnownDocumentsAreNotMeasuredAgain(t *testing.T) {
 			t.Fatalf("over the limit: %v", err)
 		}
 	}
+}
+
+// BenchmarkOperationLimits measures what OperationLimits costs a request:
+// known, a document it let through before (every request of an operation
+// sent with variables, after its first); new, one it has not seen (a
+// document with its literals written in, each time another), which it
+// parses and measures before gqlgen parses and validates it again.
+func BenchmarkOperationLimits(b *testing.B) {
+	limits := idem.NewOperationLimits(idem.Limits{})
+	ctx := context.Background()
+	query := `mutation($k: String!) { createOrder(idempotencyKey: $k, input: {amount: 100, currency: "EUR"}) { id amount currency paid } }`
+	b.Run("known", func(b *testing.B) {
+		b.ReportAllocs()
+		p := &graphql.RawParams{Query: query}
+		for b.Loop() {
+			if err := limits.MutateOperationParameters(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("new", func(b *testing.B) {
+		b.ReportAllocs()
+		queries := make([]string, b.N)
+		for i := range queries {
+			queries[i] = fmt.Sprintf(`mutation { createOrder(idempotencyKey: "k-%d", input: {amount: 100, currency: "EUR"}) { id amount currency paid } }`, i)
+		}
+		b.ResetTimer()
+		for i := range b.N {
+			if err := limits.MutateOperationParameters(ctx, &graphql.RawParams{Query: queries[i]}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
