@@ -413,7 +413,10 @@ func advSend(ctx context.Context, hc *http.Client, url, tenant string, r hostile
 		return advTransportOutcome(ctx, err)
 	}
 	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return advTransportOutcome(ctx, err) // canceled when the phase ended meanwhile
+	}
 	return hostile.Outcome(res.StatusCode, body)
 }
 
