@@ -168,7 +168,9 @@ func writeBodyTooLarge(w http.ResponseWriter, limit int64) {
 //
 // A document it let through is remembered (a hash of its text, in a
 // bounded cache), so that the same text, sent again with other variables,
-// costs a hash and a lookup. A document with a fragment cycle is refused
+// costs a hash and a lookup. The hash is maphash's, 64 bits with a seed
+// drawn for each process, which a client never sees: it cannot make a
+// document of its own collide with one that was let through. A document with a fragment cycle is refused
 // as validation would refuse it (GRAPHQL_VALIDATION_FAILED), since only an
 // acyclic one can be measured by expanding its fragments. One that does
 // not parse is left to gqlgen, whose parser stops at the same place.

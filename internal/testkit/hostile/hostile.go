@@ -99,7 +99,7 @@ func Catalogue(order string) []Request {
 		// Fragments.
 		gql("fragment chain, 4,000 fragments (issue 20: 11 s, 580 MB)", "MaxTokens", limit, chain(4000, "id ")),
 		gql("fragment chain, 20,000 fragments (issue 20: over 4.7 GB)", "MaxTokens", limit, chain(20000, "id ")),
-		gql("fragment chain, 1,650 fragments (at MaxTokens)", "MaxFieldPairs", limit, chain(1650, "id ")),
+		gql("fragment chain, 1,650 fragments (at MaxTokens)", "MaxNodes", limit, chain(1650, "id ")),
 		gql("fragment chain of spreads, 198 fragments (under MaxNodes)", "MaxNodes", ok, chain(198, "")),
 		gql("fragment fan-out, 2^40 fields through 40 fragments", "MaxNodes", limit, fanOut(40)),
 		gql("fragment fan-out, 2^6 fields through 6 fragments (under MaxFieldPairs)", "MaxFieldPairs", ok, fanOut(6)),
