@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -134,7 +135,7 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 		e.release(ctx, r, a.claim.Attempt)
 		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
 		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", a.claim.Attempt))
-		addErrors(ctx, errs)
+		addErrors(ctx, e.releasedErrors(r, errs))
 		return ended{res: graphql.Null, report: OutcomeReleased}
 	}
 
@@ -171,6 +172,36 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 	}
 	addErrors(ctx, errs)
 	return ended{res: answer.marshaler(), report: OutcomeExecuted}
+}
+
+// releasedErrors are the errors of a released attempt as its client gets
+// them: each with the key (extensions.idempotencyKey), and the generic
+// message of an unexpected error (INTERNAL_SERVER_ERROR with a correlation
+// id; a message the application wrote is kept as written) saying what the
+// client must do. A client that takes it for a failure and starts over
+// with a new key may have the intent carried out twice: by its new key,
+// and by this one, which the recoverer (Config.RecoverAfter) finishes when
+// its client does not come back, or which a late retry of the old request
+// runs again.
+func (e *Extension) releasedErrors(r *request, errs gqlerror.List) gqlerror.List {
+	advice := "The mutation did not complete and nothing was stored: retry with the same idempotency key, never a new one, so that the intent is carried out once."
+	if e.cfg.RecoverAfter > 0 && r.spec.recoverable && r.spec.mode != ModeAtomic {
+		advice = "The mutation did not complete and nothing was stored: retry with the same idempotency key, never a new one. If you do not come back, the server finishes this intent itself, so a new key could carry it out twice."
+	}
+	out := make(gqlerror.List, len(errs))
+	for i, g := range errs {
+		cp := *g
+		cp.Extensions = maps.Clone(g.Extensions)
+		if cp.Extensions == nil {
+			cp.Extensions = map[string]any{}
+		}
+		cp.Extensions["idempotencyKey"] = r.key
+		if _, generic := cp.Extensions["correlationId"]; generic {
+			cp.Message += ". " + advice
+		}
+		out[i] = &cp
+	}
+	return out
 }
 
 // notRun ends an attempt whose resolver did not run: nothing was written
@@ -368,7 +399,7 @@ func (a *attempt) startRenewal(ctx context.Context) {
 func (a *attempt) observe(err error, panicked bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if panicked || !IsFinal(err) {
+	if panicked || !finalError(err) {
 		a.retryable = true
 		return
 	}

@@ -111,23 +111,64 @@ type Config struct {
 	// process, through the server's own handler: the same field, arguments,
 	// selection, tenant and key, so that work outside the database
 	// deduplicates on the key and the result is stored as a client's
-	// attempt would store it. It takes each claim over like any retry, so
-	// several processes never run one claim twice. A run that fails with
-	// a retryable error is tried again later, less and less often. A claim
+	// attempt would store it. This includes an attempt that failed with a
+	// retryable error and was released (INTERNAL_SERVER_ERROR,
+	// IDEMPOTENCY_UNAVAILABLE): if its client does not come back, the
+	// server finishes that intent; so a client must retry with the same
+	// key, never a new one. It takes each claim over like any retry, so
+	// several processes never run one claim twice. It runs the claim as
+	// its tenant alone (TenantContext), or as its caller (Caller and
+	// CallerContext). Each round lists every tenant's oldest claim before
+	// any tenant's second, and a claim it does not run (its run failed
+	// or was refused) goes to the back of the list: no claim, and no
+	// tenant, keeps another's from being run. A run that fails with a
+	// retryable error is tried again later, less and less often. A claim
 	// still unfinished a retention window (Retention) after it was made is
 	// not run again: it is stored as failed with IDEMPOTENCY_ABANDONED, and
 	// so is, then, a claim that cannot be run (@idempotent(recover: false),
 	// or an operation too large to keep), which until then waits for its
-	// client as before. It needs TenantContext and the handler of Install
-	// (or Extension.Middleware). Default 0: off; a pending claim waits for
-	// its client's retry.
+	// client as before and is not listed. It needs TenantContext or
+	// CallerContext, and the handler of Install (or Extension.Middleware).
+	// Default 0: off; a pending claim waits for its client's retry.
 	RecoverAfter time.Duration
 
 	// TenantContext is the inverse of Tenant: it returns ctx carrying the
 	// tenant, as the application's authentication would put it there, so
-	// that the recoverer runs a claim as its tenant. Required with
-	// RecoverAfter.
+	// that the recoverer runs a claim as its tenant. That is all the
+	// recoverer's run is, then: a resolver that asks who the caller is
+	// (a user, a role) finds nobody; set Caller and CallerContext instead
+	// when resolvers check more than the tenant. Required with
+	// RecoverAfter unless CallerContext is set, which replaces it.
 	TenantContext func(ctx context.Context, tenant string) context.Context
+
+	// Caller returns, from a request's context, what the application's
+	// authentication needs to act as the request's caller again: an
+	// opaque value, in any encoding (a user id and a role, say). Every
+	// claim the recoverer may run keeps it (inside the claim's stored
+	// operation, counted in its 64 KiB) until the claim is finished, and
+	// the recoverer hands it back to CallerContext. Keep who the caller
+	// is, for the application to authorise again, never something that
+	// proves it: no session or bearer token, cookie, password, API key
+	// or signed assertion, nothing that expires or grants more than the
+	// caller's own rights. It sits in the database, in clear, as long as
+	// the claim is pending (up to a retention window), and is run with
+	// long after the request. Called for every request of a mutation
+	// whose claims keep an operation (lease mode, recoverable), before
+	// its key is looked up, whether this process runs the recoverer or
+	// not (another process may): keep it cheap. Default nil: claims keep
+	// no caller.
+	Caller func(ctx context.Context) []byte
+
+	// CallerContext returns ctx acting as the caller of a claim the
+	// recoverer runs: the claim's tenant and what Caller returned when it
+	// was made (nil when Caller was not set or returned nil), as the
+	// application's authentication would put them there, after checking
+	// that the caller may still act (a user deleted or a role revoked
+	// since). An error refuses the run: the claim is tried again later,
+	// behind the others, and is stored as IDEMPOTENCY_ABANDONED at the
+	// horizon if its client never comes back. It replaces TenantContext
+	// (set one of the two). Default nil: TenantContext.
+	CallerContext func(ctx context.Context, tenant string, caller []byte) (context.Context, error)
 
 	// Done stops the background work the hook starts (the recoverer) when
 	// it is closed. Default nil: it runs for the life of the process.
@@ -161,8 +202,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RecoverAfter < 0 {
 		return c, errors.New("idem: Config.RecoverAfter must not be negative")
 	}
-	if c.RecoverAfter > 0 && c.TenantContext == nil {
-		return c, errors.New("idem: Config.TenantContext is required with Config.RecoverAfter (the recoverer runs a claim as its tenant)")
+	if c.TenantContext != nil && c.CallerContext != nil {
+		return c, errors.New("idem: Config.CallerContext replaces Config.TenantContext: set one of the two")
+	}
+	if c.Caller != nil && c.CallerContext == nil {
+		return c, errors.New("idem: Config.Caller needs Config.CallerContext, which gives the recoverer's run the caller that Caller keeps")
+	}
+	if c.RecoverAfter > 0 && c.TenantContext == nil && c.CallerContext == nil {
+		return c, errors.New("idem: Config.TenantContext (or Config.CallerContext) is required with Config.RecoverAfter (the recoverer runs a claim as its tenant)")
 	}
 	c.Limits = c.Limits.withDefaults()
 	if c.ErrorPresenter == nil {

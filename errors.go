@@ -9,6 +9,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/store"
 )
 
 // Code is the value of extensions.code on the GraphQL errors the hook
@@ -147,6 +148,18 @@ func IsFinal(err error) bool {
 	return errors.As(err, &o) && o.final
 }
 
+// finalError reports whether a resolver's error ends the attempt for good:
+// marked Final; or, unless marked Retryable, the database's refusal of text
+// it cannot store (a NUL character on PostgreSQL), which the same attempt
+// meets on every run. The presenter answers the latter BAD_USER_INPUT.
+func finalError(err error) bool {
+	var o *outcomeError
+	if errors.As(err, &o) {
+		return o.final
+	}
+	return store.Unstorable(err)
+}
+
 type outcomeError struct {
 	err   error
 	final bool
@@ -156,8 +169,9 @@ func (e *outcomeError) Error() string { return e.err.Error() }
 func (e *outcomeError) Unwrap() error { return e.err }
 
 // CodeBadInput: the mutation's input cannot be stored (it breaks a
-// validator or a constraint of the record's entity). Nothing was stored or
-// run; the same input fails the same way.
+// validator or a constraint of the record's entity, or holds text the
+// database cannot store: a NUL character, bytes that are not UTF-8).
+// Nothing was stored or run; the same input fails the same way.
 const CodeBadInput = idemcode.BadUserInput
 
 // InvalidInput wraps an error the record insert returned because of the

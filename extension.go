@@ -163,7 +163,10 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 }
 
 // MutateOperationContext implements graphql.OperationContextMutator: it
-// checks the operation's keys before anything runs. A malformed
+// checks the operation's text and keys before anything runs. Text the
+// database cannot store (a NUL character or bytes that are not UTF-8, in
+// a variable, a literal argument or a JSON body) refuses any operation,
+// on every backend alike (BAD_USER_INPUT; see text.go). A malformed
 // Idempotency-Key header (with Config.KeyHeader) refuses any operation; the
 // header names the key of the operation's only idempotent field, and must
 // agree with that field's argument if both are sent; and no two idempotent
@@ -176,6 +179,12 @@ func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 		var ie *Error
 		errors.As(st.headerErr, &ie)
 		return ie.gqlError()
+	}
+	if err := refuseInvalidBody(st); err != nil {
+		return err
+	}
+	if err := unstorableArguments(oc); err != nil {
+		return err
 	}
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
 		return nil
@@ -278,7 +287,7 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 	if spec == nil {
 		return next(ctx)
 	}
-	return e.serve(ctx, spec, oc, rfc.Field.Field, next)
+	return e.serve(ctx, spec, oc, rfc.Field, next)
 }
 
 // InterceptField implements graphql.FieldInterceptor. Inside an idempotent

@@ -2,6 +2,9 @@ module github.com/goovo/idem
 
 go 1.26.0
 
+// The JavaScript client's npm dependencies are not Go packages.
+ignore ./clients/js/node_modules
+
 require (
 	ariga.io/atlas v0.32.1-0.20250325101103-175b25e1c1b9
 	entgo.io/contrib v0.7.0

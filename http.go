@@ -130,7 +130,9 @@ func doneContext(done <-chan struct{}) context.Context {
 }
 
 // Middleware wraps the GraphQL HTTP handler: it refuses a request body
-// over Limits.MaxBodyBytes with HTTP 413 before reading it, reads the
+// over Limits.MaxBodyBytes with HTTP 413 before reading it, notes a JSON
+// body whose bytes are not UTF-8 (refused as BAD_USER_INPUT before
+// anything runs, rather than changed by the JSON decoder), reads the
 // Idempotency-Key header, and sets the response headers Idempotent-Replayed,
 // Idempotency-Key and Retry-After. Install applies it; use it directly when
 // adding the extension with srv.Use.
@@ -144,6 +146,10 @@ func (e *Extension) Middleware(next http.Handler) http.Handler {
 			}
 			r.Body = &limitedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), st: st}
 			st.bodyLimit = limit
+		}
+		if isJSON(r) {
+			st.body = &utf8Check{ReadCloser: r.Body}
+			r.Body = st.body
 		}
 		if vs := r.Header.Values(HeaderKey); len(vs) > 0 {
 			st.hasRequestKey = true
@@ -171,6 +177,9 @@ type httpState struct {
 
 	bodyLimit   int64
 	bodyTooLong atomic.Bool // the body reached the limit while being read
+	// body checks a JSON body's bytes for UTF-8 as gqlgen reads them (on
+	// the request's goroutine, before the operation is checked).
+	body *utf8Check
 
 	mu          sync.Mutex
 	allReplayed bool

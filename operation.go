@@ -17,20 +17,28 @@ import (
 )
 
 // storedOperation is a GraphQL request of one idempotent field, as the
-// record's operation column keeps it.
+// record's operation column keeps it, with what the application's
+// authentication needs to act as the request's caller again
+// (Config.Caller). The recoverer sends the query and variables, as they
+// are, and hands Caller to Config.CallerContext.
 type storedOperation struct {
-	Query     string         `json:"query"`
-	Variables map[string]any `json:"variables,omitempty"`
+	Query     string          `json:"query"`
+	Variables json.RawMessage `json:"variables,omitempty"`
+	Caller    []byte          `json:"caller,omitempty"`
 }
 
 // operationOf returns the request that runs field again, with its key, or
-// nil when it is over record.MaxOperationBytes. The field keeps its alias,
-// arguments and selection as the client wrote them, with the fragments and
-// variables they use, so that the run's fingerprint is the claim's; a key
-// sent in the header becomes the key argument, which the fingerprint leaves
-// out.
-func operationOf(oc *graphql.OperationContext, field *ast.Field, key string) []byte {
-	return shapeOf(oc, field, key).encode(oc.Variables)
+// nil when it is over record.MaxOperationBytes. field is the field as
+// GraphQL executes it (executedField: every copy's selection under its
+// response name). It keeps its alias, arguments and selection as the
+// client wrote them, with the fragments and variables they use, so that
+// the run's fingerprint is the claim's. keyInQuery: the request's key
+// argument did not carry the key (absent, or null: the key came from the
+// Idempotency-Key header), so the key is written into the query as the
+// argument's value, whatever the argument said; the fingerprint leaves
+// the argument out.
+func operationOf(oc *graphql.OperationContext, field *ast.Field, key string, keyInQuery bool, caller []byte) []byte {
+	return shapeOf(oc, field, key, keyInQuery).encode(oc.Variables, caller)
 }
 
 // operationShape is a stored operation but for its variables' values: the
@@ -41,17 +49,24 @@ type operationShape struct {
 }
 
 // shapeOf formats the query that runs field again (see operationOf).
-func shapeOf(oc *graphql.OperationContext, field *ast.Field, key string) *operationShape {
-	u := uses{doc: oc.Doc, vars: map[string]bool{}, fragments: map[string]bool{}}
-	u.arguments(field.Arguments)
-	u.directives(field.Directives)
-	u.selectionSet(field.SelectionSet)
-
+func shapeOf(oc *graphql.OperationContext, field *ast.Field, key string, keyInQuery bool) *operationShape {
 	f := *field
-	if f.Arguments.ForName(KeyArgument) == nil {
-		f.Arguments = append(append(ast.ArgumentList{}, field.Arguments...),
-			&ast.Argument{Name: KeyArgument, Value: &ast.Value{Kind: ast.StringValue, Raw: key}})
+	if keyInQuery {
+		args := make(ast.ArgumentList, 0, len(field.Arguments)+1)
+		for _, a := range field.Arguments {
+			if a.Name != KeyArgument {
+				args = append(args, a)
+			}
+		}
+		f.Arguments = append(args, &ast.Argument{Name: KeyArgument, Value: &ast.Value{Kind: ast.StringValue, Raw: key}})
 	}
+	// What the query uses, once the key is in place: a null variable it
+	// replaced is not declared (an unused variable fails validation).
+	u := uses{doc: oc.Doc, vars: map[string]bool{}, fragments: map[string]bool{}}
+	u.arguments(f.Arguments)
+	u.directives(f.Directives)
+	u.selectionSet(f.SelectionSet)
+
 	op := &ast.OperationDefinition{Operation: ast.Mutation, SelectionSet: ast.SelectionSet{&f}}
 	shape := &operationShape{}
 	for _, d := range oc.Operation.VariableDefinitions {
@@ -76,9 +91,9 @@ func shapeOf(oc *graphql.OperationContext, field *ast.Field, key string) *operat
 }
 
 // encode returns the stored operation with the values the request gave
-// the shape's variables: the bytes json.Marshal makes of a
+// the shape's variables, and caller: the bytes json.Marshal makes of a
 // storedOperation, or nil when they are over record.MaxOperationBytes.
-func (s *operationShape) encode(values map[string]any) []byte {
+func (s *operationShape) encode(values map[string]any, caller []byte) []byte {
 	vars := make(map[string]any, len(s.vars))
 	for _, name := range s.vars {
 		if v, ok := values[name]; ok {
@@ -95,6 +110,10 @@ func (s *operationShape) encode(values map[string]any) []byte {
 		}
 		b = append(append(b, `,"variables":`...), vb...)
 	}
+	if len(caller) > 0 {
+		cb, _ := json.Marshal(caller) // bytes always encode (base64)
+		b = append(append(b, `,"caller":`...), cb...)
+	}
 	b = append(b, '}')
 	if len(b) > record.MaxOperationBytes {
 		return nil
@@ -109,24 +128,28 @@ const maxCachedShapes = 1024
 // documents that gqlgen's query cache hands out again and again: the same
 // *ast.Field for the same query text. Formatting the query is most of the
 // cost of a stored operation, and every request pays it, replays included
-// (a claim carries it). A field that takes its key from the header is not
-// cached: its query has the key in it. The map holds its fields, so that
-// no other field can take the address of one while it is a key.
+// (a claim carries it). Not cached: a field whose key is written into the
+// query (keyInQuery), and a field selected more than once under its
+// response name, whose executed field is made anew by each request (and
+// may differ between requests of one document: @include(if: $v) on a
+// copy). The map holds its fields, so that no other field can take the
+// address of one while it is a key.
 type operationShapes struct {
 	mu     sync.Mutex
 	shapes map[*ast.Field]*operationShape
 }
 
-// of is operationOf, from the cache when it can.
-func (c *operationShapes) of(oc *graphql.OperationContext, field *ast.Field, key string) []byte {
-	if field.Arguments.ForName(KeyArgument) == nil {
-		return operationOf(oc, field, key)
+// of is operationOf, from the cache when it can: cacheable says that
+// field is the document's own (a single copy).
+func (c *operationShapes) of(oc *graphql.OperationContext, field *ast.Field, cacheable bool, key string, keyInQuery bool, caller []byte) []byte {
+	if !cacheable || keyInQuery {
+		return operationOf(oc, field, key, keyInQuery, caller)
 	}
 	c.mu.Lock()
 	shape := c.shapes[field]
 	c.mu.Unlock()
 	if shape == nil {
-		shape = shapeOf(oc, field, key)
+		shape = shapeOf(oc, field, key, false)
 		c.mu.Lock()
 		if c.shapes == nil || len(c.shapes) >= maxCachedShapes {
 			c.shapes = make(map[*ast.Field]*operationShape)
@@ -134,7 +157,37 @@ func (c *operationShapes) of(oc *graphql.OperationContext, field *ast.Field, key
 		c.shapes[field] = shape
 		c.mu.Unlock()
 	}
-	return shape.encode(oc.Variables)
+	return shape.encode(oc.Variables, caller)
+}
+
+// executedField is the root field cf as GraphQL executes it under its
+// response name: the field itself when the operation selects it once,
+// else a copy of its first occurrence whose selection set is every
+// copy's, in document order (gqlgen's collection has merged them into
+// cf.Selections; validation made their names and arguments the same).
+// What a request fingerprints, keeps for the recoverer and replays is
+// this field, so that a replay answers all that the request selected.
+func executedField(cf graphql.CollectedField) *ast.Field {
+	if sameSelections(cf.Selections, cf.Field.SelectionSet) {
+		return cf.Field
+	}
+	f := *cf.Field
+	f.SelectionSet = cf.Selections
+	return &f
+}
+
+// sameSelections reports whether a and b hold the same selections, in
+// the same order: a field selected once, collected.
+func sameSelections(a, b ast.SelectionSet) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // uses collects the variables and fragments a field uses.

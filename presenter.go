@@ -15,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/store"
 )
 
 // ErrorPresenter returns the server's error presenter, which Install sets:
@@ -38,8 +39,10 @@ import (
 // decode: its message, which quotes the whole body, is cut to the decoder's
 // complaint; a batch, a JSON array, is said to be one); BAD_USER_INPUT for
 // an argument (its message cut to 200 bytes: an argument's parser quotes
-// the value, which may be a megabyte). What remains goes through
-// Config.ErrorPresenter. The presenter
+// the value, which may be a megabyte), and, with a message of its own, for
+// the database's refusal of text it cannot store (a NUL character on
+// PostgreSQL), which is final unless marked Retryable. What remains goes
+// through Config.ErrorPresenter. The presenter
 // is idempotent: a replayed error, presented when it was stored, is
 // presented again unchanged.
 func (e *Extension) ErrorPresenter() graphql.ErrorPresenterFunc {
@@ -78,6 +81,10 @@ func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error
 	case g.Err == nil:
 		// Written as a GraphQL error: by the application, by gqlgen (a
 		// parse or validation error), or replayed from a record.
+	case store.Unstorable(g.Err) && !isMarkedRetryable(err):
+		// Text the database cannot store, which a resolver wrote: the
+		// input's fault, final (finalError), not an outage.
+		return e.cfg.ErrorPresenter(ctx, e.unstorable(ctx, g))
 	case g.Message != g.Err.Error():
 		// A message written for the client over a cause.
 	case isArgumentError(ctx, g):
@@ -170,6 +177,12 @@ func (e *Extension) unexpected(ctx context.Context, g *gqlerror.Error) *gqlerror
 func hasCode(g *gqlerror.Error) bool {
 	c, ok := g.Extensions["code"].(string)
 	return ok && c != ""
+}
+
+// isMarkedRetryable reports an error whose outermost marker is Retryable.
+func isMarkedRetryable(err error) bool {
+	var o *outcomeError
+	return errors.As(err, &o) && !o.final
 }
 
 func isHookError(err error) bool {

@@ -35,11 +35,21 @@ const maxRounds = 5
 
 // request is one idempotent field of one operation, validated.
 type request struct {
-	spec        *fieldSpec
-	field       *ast.Field
-	alias       string
-	tenant      string
-	key         string
+	spec *fieldSpec
+	// field is the field's first occurrence in the document: the one
+	// gqlgen's field contexts name, where errors point.
+	field *ast.Field
+	// executed is the field as GraphQL executes it: field, or, when the
+	// operation selects it more than once under its response name, a copy
+	// with every occurrence's selection (executedField). It is what is
+	// fingerprinted, kept for the recoverer and replayed.
+	executed *ast.Field
+	alias    string
+	tenant   string
+	key      string
+	// keyInHeader: the key came from the Idempotency-Key header, the
+	// argument being absent or null.
+	keyInHeader bool
 	fingerprint string
 	// operation is what the claim keeps for the recoverer (nil: nothing).
 	operation []byte
@@ -54,8 +64,8 @@ func (r *request) ref() store.Ref {
 }
 
 // serve answers one idempotent mutation field.
-func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.OperationContext, field *ast.Field, next graphql.RootResolver) graphql.Marshaler {
-	r := &request{spec: spec, field: field, alias: field.Alias}
+func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.OperationContext, field graphql.CollectedField, next graphql.RootResolver) graphql.Marshaler {
+	r := &request{spec: spec, field: field.Field, executed: executedField(field), alias: field.Alias}
 	ctx, span := e.tel.startSpan(ctx, r)
 	var (
 		res     graphql.Marshaler
@@ -96,18 +106,18 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 // validate reads the request's key, tenant and fingerprint, all before any
 // database work.
 func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.OperationContext) error {
-	key, err := e.keyOf(ctx, oc, r.field)
+	key, inHeader, err := e.keyOf(ctx, oc, r.field)
 	if err != nil {
 		return err
 	}
-	r.key = key
+	r.key, r.keyInHeader = key, inHeader
 	if r.tenant, err = e.tenant(ctx, key); err != nil {
 		return err
 	}
-	if n := expandedFields(r.field.SelectionSet); n > maxSelectionFields {
+	if n := expandedFields(r.executed.SelectionSet); n > maxSelectionFields {
 		return errorf(CodeRequestTooLarge, key, "the mutation's selection has %s fields, fragments expanded; the limit is %d", count(n), maxSelectionFields)
 	}
-	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.field, oc.Variables, KeyArgument)
+	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.executed, oc.Variables, KeyArgument)
 	if fp.ArgumentsSize > e.cfg.MaxArgumentBytes {
 		return errorf(CodeRequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
 	}
@@ -116,23 +126,27 @@ func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.Operat
 	// completion clears the operation: no recoverer could ever read it, so
 	// it is neither formatted nor sent.
 	if r.spec.recoverable && r.spec.mode != ModeAtomic {
-		r.operation = e.operations.of(oc, r.field, key)
+		var caller []byte
+		if e.cfg.Caller != nil {
+			caller = e.cfg.Caller(ctx)
+		}
+		r.operation = e.operations.of(oc, r.executed, r.executed == r.field, key, r.keyInHeader, caller)
 	}
 	return nil
 }
 
 // keyOf returns the field's key, from its argument or, with
-// Config.KeyHeader, from the Idempotency-Key header, and validates it.
-// MutateOperationContext has already refused a header that conflicts with
-// the argument or names the key of several fields.
-func (e *Extension) keyOf(ctx context.Context, oc *graphql.OperationContext, field *ast.Field) (string, error) {
+// Config.KeyHeader, from the Idempotency-Key header (inHeader), and
+// validates it. MutateOperationContext has already refused a header that
+// conflicts with the argument or names the key of several fields.
+func (e *Extension) keyOf(ctx context.Context, oc *graphql.OperationContext, field *ast.Field) (key string, inHeader bool, err error) {
 	key, present, err := keyArgument(oc, field)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if !present && e.cfg.KeyHeader {
 		if st := httpStateFrom(ctx); st != nil && st.hasRequestKey {
-			key, present = st.requestKey, true
+			key, present, inHeader = st.requestKey, true, true
 		}
 	}
 	if !present {
@@ -140,12 +154,12 @@ func (e *Extension) keyOf(ctx context.Context, oc *graphql.OperationContext, fie
 		if e.cfg.KeyHeader {
 			where += " (or the " + HeaderKey + " header)"
 		}
-		return "", errorf(CodeKeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", where)
+		return "", false, errorf(CodeKeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", where)
 	}
 	if err := ValidateKey(key); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return key, nil
+	return key, inHeader, nil
 }
 
 // keyArgument reads the field's key argument; present is false when it is
@@ -190,6 +204,11 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 	t, err := e.cfg.Tenant(ctx)
 	if err != nil || t == "" {
 		return "", errorf(CodeUnauthenticated, key, "the request has no authenticated tenant")
+	}
+	// A tenant is stored with every record: one the database cannot store
+	// would fail every lookup (a store outage on PostgreSQL).
+	if why := whyUnstorable(t); why != "" {
+		return "", errorf(CodeUnauthenticated, key, "the request's tenant holds %s", why)
 	}
 	return t, nil
 }
@@ -406,7 +425,7 @@ func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (
 		return nil, errorf(CodeResponseNotStored, r.key,
 			"the mutation ran once with this key, but its result (%d bytes) was too large to store, so it cannot be replayed; it will not run again", stored.TooLarge)
 	}
-	addErrors(ctx, stored.errorsAt(r.field))
+	addErrors(ctx, stored.errorsAt(r.executed))
 	return stored.marshaler(), nil
 }
 
@@ -433,8 +452,16 @@ func (e *Extension) inProgress(r *request, rec *store.Record, now time.Time) err
 }
 
 // unavailable logs a store failure in full and returns the error clients
-// see, which carries no database text.
+// see, which carries no database text. A statement that failed on text the
+// database cannot store (store.ErrUnstorable) failed on the request's
+// input, which the same request brings again: it is BAD_USER_INPUT, final,
+// and no outage (text.go refuses such input before any database work; this
+// is the backstop).
 func (e *Extension) unavailable(r *request, err error) error {
+	if store.Unstorable(err) {
+		e.log(context.Background(), slog.LevelInfo, "the database refused text it cannot store; the client got BAD_USER_INPUT", r, slog.Any("error", err))
+		return errorf(CodeBadInput, r.key, "the mutation's input holds %s", unstorableMessage)
+	}
 	level := slog.LevelError
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		level = slog.LevelInfo // the client went away: not the store's fault

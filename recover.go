@@ -46,8 +46,10 @@ type RecoverReport struct {
 	Recovered, Compensated int
 	// Abandoned claims were stored as failed with IDEMPOTENCY_ABANDONED.
 	Abandoned int
-	// Waiting claims are left for a later round: their run failed, or
-	// they cannot be run and are not past the horizon yet.
+	// Waiting claims are left for a later round, at the back of the
+	// list: their run failed or was refused, or their next try is not
+	// due yet. (A claim that cannot be run at all is not listed before
+	// the horizon.)
 	Waiting int
 }
 
@@ -159,13 +161,18 @@ func (e *Extension) Recover(ctx context.Context) (RecoverReport, error) {
 	return rep, errors.Join(errs...)
 }
 
+// recoverTable runs a round over one table: the claims of its turn
+// (store.AbandonedQuery), every tenant's oldest first, in that order. A
+// claim that cannot run now is moved to the back of the list (requeue),
+// so that no claim, however often it fails, keeps another from its turn.
 func (e *Extension) recoverTable(ctx context.Context, h http.Handler, t recoveryTable, rep *RecoverReport) error {
 	reading, err := e.store.Now(ctx)
 	if err != nil {
 		return err
 	}
 	now := reading.Now()
-	claims, err := e.store.Abandoned(ctx, store.StuckQuery{Table: t.table, LeaseEndedBefore: now.Add(-e.cfg.RecoverAfter), Limit: recoverBatch})
+	cutoff := now.Add(-e.cfg.RecoverAfter)
+	claims, err := e.store.Abandoned(ctx, store.AbandonedQuery{Table: t.table, LeaseEndedBefore: cutoff, ClaimedBefore: now.Add(-t.retention), Limit: recoverBatch})
 	if err != nil {
 		return err
 	}
@@ -173,25 +180,26 @@ func (e *Extension) recoverTable(ctx context.Context, h http.Handler, t recovery
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		e.recoverClaim(ctx, h, t, c, reading, rep)
+		e.recoverClaim(ctx, h, t, c, reading, cutoff, rep)
 	}
 	return nil
 }
 
 // recoverClaim runs c again, or abandons it past the horizon when it
-// cannot run.
-func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recoveryTable, c store.AbandonedClaim, reading store.Reading, rep *RecoverReport) {
+// cannot run; a claim not run now goes to the back of the list.
+func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recoveryTable, c store.AbandonedClaim, reading store.Reading, cutoff time.Time, rep *RecoverReport) {
 	id := store.Ref{Table: t.table, Tenant: c.Tenant, Key: c.Key}.ID()
 	now := reading.Now()
-	if !e.recovery.due(id, now) {
-		rep.Waiting++
-		return
-	}
 	field := fieldName(c.Fingerprint)
 	// The horizon counts from the claim, which the runs that fail and
 	// release it do not move: past it, the claim is not run again.
 	if c.ClaimedAt.Before(now.Add(-t.retention)) {
 		e.abandonClaim(ctx, t, c, field, reading, id, rep)
+		return
+	}
+	if !e.recovery.due(id, now) {
+		e.requeue(ctx, t, c, field, reading, cutoff)
+		rep.Waiting++
 		return
 	}
 	outcome := outcomeUnrunnable
@@ -215,8 +223,28 @@ func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recovery
 		// Another process runs it now.
 	default:
 		e.recovery.failed(id, now, e.cfg.RecoverAfter)
+		// A run that took the claim over and released it has moved it
+		// back already (its lease ended when it was released), and this
+		// move, fenced by the attempt listed, changes nothing; a run
+		// refused before any takeover (the caller's context could not
+		// be made, the operation no longer passes validation) is moved
+		// here.
+		e.requeue(ctx, t, c, field, reading, cutoff)
 		rep.Waiting++
 		e.logClaim(ctx, slog.LevelDebug, "idempotency claim not recovered yet", field, c, slog.String("outcome", outcome.outcome), slog.String("code", outcome.code))
+	}
+}
+
+// requeue moves c to the back of the recoverer's list (store.Requeue):
+// it leaves the list until RecoverAfter has passed again, behind every
+// claim abandoned meanwhile. It stays pending, its lease ended: its
+// client's retry still takes it over at once, and it is abandoned at the
+// horizon like any other.
+func (e *Extension) requeue(ctx context.Context, t recoveryTable, c store.AbandonedClaim, field string, reading store.Reading, cutoff time.Time) {
+	_, err := e.store.Requeue(ctx, store.Requeue{Ref: store.Ref{Table: t.table, Tenant: c.Tenant, Key: c.Key},
+		Attempt: c.Attempt, LeaseEndedBefore: cutoff, Now: reading.Now()})
+	if err != nil && ctx.Err() == nil {
+		e.logClaim(ctx, slog.LevelWarn, "could not move an idempotency claim back in the recoverer's list", field, c, slog.Any("error", err))
 	}
 }
 
@@ -242,13 +270,25 @@ type storedOutcome struct{ outcome, code string }
 var outcomeUnrunnable = storedOutcome{outcome: "unrunnable"}
 
 // runStored sends the claim's operation through the server's handler as
-// its tenant, and reads what the hook did with the field.
+// its caller (or its tenant alone), and reads what the hook did with the
+// field.
 func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.AbandonedClaim) storedOutcome {
 	var op storedOperation
 	if err := json.Unmarshal(c.Operation, &op); err != nil || op.Query == "" {
 		return outcomeUnrunnable
 	}
-	req, err := http.NewRequestWithContext(withRecovering(e.cfg.TenantContext(ctx, c.Tenant)), http.MethodPost, "/", bytes.NewReader(c.Operation))
+	// The caller stays here: the request carries the query and variables,
+	// as they were kept (numbers as they were written).
+	body, err := json.Marshal(storedOperation{Query: op.Query, Variables: op.Variables})
+	if err != nil {
+		return outcomeUnrunnable
+	}
+	runCtx, err := e.runAs(ctx, c.Tenant, op.Caller)
+	if err != nil {
+		e.logClaim(ctx, slog.LevelInfo, "idempotency claim's caller refused by Config.CallerContext", fieldName(c.Fingerprint), c, slog.Any("error", err))
+		return storedOutcome{outcome: "refused"}
+	}
+	req, err := http.NewRequestWithContext(withRecovering(runCtx), http.MethodPost, "/", bytes.NewReader(body))
 	if err != nil {
 		return outcomeUnrunnable
 	}
@@ -256,6 +296,12 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 	// The claim exists: the hook looks it up first (a claim would send an
 	// insert that writes nothing).
 	req.Header.Set(HeaderRetry, "1")
+	if e.cfg.KeyHeader {
+		// The key is in the operation; the header agrees with it, and
+		// lets a claim kept before the key was written into its operation
+		// (an argument left null beside the header) run too.
+		req.Header.Set(HeaderKey, FormatKeyHeader(c.Key))
+	}
 	w := &responseBuffer{header: http.Header{}}
 	h.ServeHTTP(w, req)
 	var resp struct {
@@ -280,6 +326,19 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 		}
 	}
 	return out
+}
+
+// runAs returns ctx acting as the claim's caller (Config.CallerContext)
+// or, without one, as its tenant (Config.TenantContext).
+func (e *Extension) runAs(ctx context.Context, tenant string, caller []byte) (context.Context, error) {
+	if e.cfg.CallerContext == nil {
+		return e.cfg.TenantContext(ctx, tenant), nil
+	}
+	runCtx, err := e.cfg.CallerContext(ctx, tenant, caller)
+	if err == nil && runCtx == nil {
+		err = errors.New("Config.CallerContext returned no context")
+	}
+	return runCtx, err
 }
 
 // abandon stores c as failed with IDEMPOTENCY_ABANDONED: a takeover, then

@@ -2,15 +2,20 @@ package graph_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -146,4 +151,210 @@ func TestSiblingEdgesShareTheTransaction(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Tenant B cannot tell another tenant's ids from ids that do not exist by
+// what a probe costs either. A reference to no row went on to the insert,
+// which the foreign key refused (an insert, its failure and a rollback:
+// 0.4 ms more than a reference to another tenant's row on PostgreSQL,
+// which a query refused before the insert), and it consumed an id of the
+// sequence, which the next row's id showed. Both are now refused by the
+// same query before the insert: neither consumes an id.
+func TestNoTimingOracleAcrossTenants(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b)
+		orderOfA := a.newOrder("tenant-a", 100)
+		paymentOfA := a.paidPayment("tenant-a", 100)
+		for i := range 3 {
+			for _, id := range []string{"987654", orderOfA} {
+				a.do("tenant-b", createPayment, map[string]any{"key": fmt.Sprint("probe-", i), "order": id, "amount": 100})
+			}
+			for _, id := range []string{"987654", paymentOfA} {
+				a.do("tenant-b", refundPayment, map[string]any{"key": fmt.Sprint("probe-", i), "payment": id, "amount": 1})
+			}
+		}
+		paymentOfB := a.paidPayment("tenant-b", 100)
+		if atoi(paymentOfB) != atoi(paymentOfA)+1 {
+			t.Errorf("tenant B's payment is %s after tenant A's %s: the probes reached the insert", paymentOfB, paymentOfA)
+		}
+		r := a.do("tenant-b", refundPayment, map[string]any{"key": "refund", "payment": paymentOfB, "amount": 1})
+		var d struct{ RefundPayment struct{ ID string } }
+		if err := json.Unmarshal(r.Data, &d); err != nil || d.RefundPayment.ID != "1" {
+			t.Errorf("the first refund is %q, want 1: the probes reached the insert (%s)", d.RefundPayment.ID, r.Body)
+		}
+	})
+}
+
+// Text the database cannot store, a NUL character (PostgreSQL refuses it)
+// or bytes that are not UTF-8 (which the JSON decoder would change into
+// U+FFFD), is BAD_USER_INPUT before anything runs: the same answer, byte
+// for byte, on every backend and every retry, nothing stored, the key not
+// spent, and no store outage in the log. PostgreSQL answered
+// IDEMPOTENCY_UNAVAILABLE (retryable, for ever) and logged an outage;
+// SQLite stored the NUL; both stored U+FFFD for a byte that is not UTF-8.
+func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		logs := &syncBuffer{}
+		a := newApp(t, b, func(o *graph.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+		const pageView = `mutation($k: String!, $p: String!) { recordPageView(idempotencyKey: $k, page: $p) }`
+		const pageViews = `query($p: String!) { pageViews(page: $p) }`
+		body := func(query string, vars map[string]any) []byte {
+			b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		cases := []struct {
+			name string
+			body []byte
+			// retry, when set, is the same intent with text that can be
+			// stored, sent with the same key afterwards: it runs.
+			retry func() *testkit.Response
+		}{{
+			name: "NUL in a variable of a generated create",
+			body: body(createOrder, map[string]any{"key": "nul-variable", "amount": 100, "currency": "EU\x00R"}),
+			retry: func() *testkit.Response {
+				return a.do("acme", createOrder, map[string]any{"key": "nul-variable", "amount": 100, "currency": "EUR"})
+			},
+		}, {
+			name: "NUL escaped in a literal of a hand-written mutation",
+			body: body(`mutation { recordPageView(idempotencyKey: "nul-literal", page: "/a\u0000b") }`, nil),
+			retry: func() *testkit.Response {
+				return a.do("acme", pageView, map[string]any{"k": "nul-literal", "p": "/ab"})
+			},
+		}, {
+			name: "NUL in a query's variable",
+			body: body(pageViews, map[string]any{"p": "/a\x00b"}),
+		}, {
+			name:  "not UTF-8 in a variable",
+			body:  []byte(`{"query":"mutation($k: String!, $p: String!) { recordPageView(idempotencyKey: $k, page: $p) }","variables":{"k":"latin-1","p":"/caf` + "\xe9" + `"}}`),
+			retry: func() *testkit.Response { return a.do("acme", pageView, map[string]any{"k": "latin-1", "p": "/café"}) },
+		}, {
+			name: "not UTF-8 in a literal of the document",
+			body: []byte(`{"query":"{ pageViews(page: \"/caf` + "\xe9" + `\") }"}`),
+		}}
+		for _, c := range cases {
+			first := a.postRaw("acme", c.body)
+			again := a.postRaw("acme", c.body)
+			if first.Code() != string(idem.CodeBadInput) || !bytes.Equal(first.Body, again.Body) {
+				t.Errorf("%s:\n%s\nretry:\n%s", c.name, first.Body, again.Body)
+			}
+		}
+		if n := a.allOrders(); n != 0 {
+			t.Errorf("%d orders stored", n)
+		}
+		if n, err := a.Client.PageView.Query().Count(idemschema.IncludeUnfinished(context.Background())); err != nil || n != 0 {
+			t.Errorf("%d page views stored (%v)", n, err)
+		}
+		for _, c := range cases {
+			if c.retry == nil {
+				continue
+			}
+			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idem.OutcomeExecuted {
+				t.Errorf("%s: the key was spent: %s", c.name, r.Body)
+			}
+		}
+		if strings.Contains(logs.String(), "level=ERROR") {
+			t.Errorf("logged as an error:\n%s", logs)
+		}
+	})
+}
+
+// firstField is the response name of the response's only idempotent field.
+func firstField(r *testkit.Response) string {
+	for name := range r.Idempotency {
+		return name
+	}
+	return ""
+}
+
+// postRaw posts body, as it is, as tenant: a test's way to send bytes a
+// JSON encoder would not write.
+func (a *app) postRaw(tenant string, body []byte) *testkit.Response {
+	a.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, a.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(graph.TenantHeader, tenant)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	r := &testkit.Response{Status: res.StatusCode, Header: res.Header}
+	if r.Body, err = io.ReadAll(res.Body); err != nil {
+		a.t.Fatal(err)
+	}
+	if err := json.Unmarshal(r.Body, r); err != nil {
+		a.t.Fatalf("decode %q: %v", r.Body, err)
+	}
+	return r
+}
+
+// The X-Tenant-ID header sent twice is refused, whichever the operation,
+// before anything runs (UNAUTHENTICATED, HTTP 401), as a doubled
+// Idempotency-Key is: the first tenant used to win silently.
+func TestDoubledTenantHeaderIsRefused(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	order := a.newOrder("acme", 100)
+	twice := http.Header{graph.TenantHeader: {"acme", "globex"}}
+	for _, op := range []struct {
+		query string
+		vars  map[string]any
+	}{
+		{createOrder, map[string]any{"key": "twice", "amount": 100, "currency": "EUR"}},
+		{`query($id: ID!) { order(id: $id) { id } }`, map[string]any{"id": order}},
+	} {
+		r, err := a.Send("", op.query, op.vars, twice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != http.StatusUnauthorized || r.Code() != string(idem.CodeUnauthenticated) ||
+			!strings.Contains(r.Errors[0].Message, graph.TenantHeader+" header was sent 2 times") || r.Data != nil && string(r.Data) != "null" {
+			t.Errorf("%s: HTTP %d %s", op.query, r.Status, r.Body)
+		}
+	}
+	if n := a.allOrders(); n != 1 {
+		t.Fatalf("%d orders, want the first only", n)
+	}
+}
+
+// An attempt that failed with a retryable error (the provider failed) is
+// released: its client is told, in the error, to retry with the same key
+// and never a new one, and, with the recoverer on, that the server
+// finishes the intent itself if the client does not come back (a client
+// that starts over with a new key would pay twice). The error carries the
+// key.
+func TestReleasedAttemptSaysRetryWithTheSameKey(t *testing.T) {
+	for _, recoverer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recoverer=%v", recoverer), func(t *testing.T) {
+			a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
+				if recoverer {
+					// On, but far from recovering this claim while the
+					// test runs.
+					o.RecoverAfter = time.Hour
+				}
+			})
+			order := a.newOrder("acme", 100)
+			a.Provider.FailureRate = 1
+			r := a.pay("acme", "released", order, 100)
+			if r.Code() != string(idem.CodeInternal) || r.Outcome("createPayment") != idem.OutcomeReleased {
+				t.Fatalf("provider failure: %s", r.Body)
+			}
+			msg := r.Errors[0].Message
+			if !strings.Contains(msg, "retry with the same idempotency key, never a new one") || r.Errors[0].Extensions["idempotencyKey"] != "released" {
+				t.Errorf("the error does not say to retry with the same key: %s", r.Body)
+			}
+			if says := strings.Contains(msg, "the server finishes this intent itself"); says != recoverer {
+				t.Errorf("says the server finishes the intent: %v, want %v: %s", says, recoverer, msg)
+			}
+			a.Provider.FailureRate = 0
+			if r := a.pay("acme", "released", order, 100); len(r.Errors) > 0 || len(a.charges("acme", order)) != 1 {
+				t.Fatalf("retry: %s", r.Body)
+			}
+		})
+	}
 }

@@ -71,6 +71,7 @@ type ComplexityRoot struct {
 		ID             func(childComplexity int) int
 		IdempotencyKey func(childComplexity int) int
 		OrderID        func(childComplexity int) int
+		RequestedBy    func(childComplexity int) int
 		Requests       func(childComplexity int) int
 		Voided         func(childComplexity int) int
 	}
@@ -272,6 +273,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ProviderCharge.OrderID(childComplexity), true
+	case "ProviderCharge.requestedBy":
+		if e.ComplexityRoot.ProviderCharge.RequestedBy == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ProviderCharge.RequestedBy(childComplexity), true
 	case "ProviderCharge.requests":
 		if e.ComplexityRoot.ProviderCharge.Requests == nil {
 			break
@@ -497,6 +504,8 @@ func (ec *executionContext) childFields_ProviderCharge(ctx context.Context, fiel
 		return ec.fieldContext_ProviderCharge_currency(ctx, field)
 	case "idempotencyKey":
 		return ec.fieldContext_ProviderCharge_idempotencyKey(ctx, field)
+	case "requestedBy":
+		return ec.fieldContext_ProviderCharge_requestedBy(ctx, field)
 	case "requests":
 		return ec.fieldContext_ProviderCharge_requests(ctx, field)
 	case "voided":
@@ -1431,6 +1440,29 @@ func (ec *executionContext) _ProviderCharge_idempotencyKey(ctx context.Context, 
 	)
 }
 func (ec *executionContext) fieldContext_ProviderCharge_idempotencyKey(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ProviderCharge", field, false, false, "String")
+}
+
+func (ec *executionContext) _ProviderCharge_requestedBy(ctx context.Context, field graphql.CollectedField, obj *provider.Charge) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ProviderCharge_requestedBy(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RequestedBy, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ProviderCharge_requestedBy(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ProviderCharge", field, false, false, "String")
 }
 
@@ -3202,6 +3234,11 @@ func (ec *executionContext) _ProviderCharge(ctx context.Context, sel ast.Selecti
 			}
 		case "idempotencyKey":
 			out.Values[i] = ec._ProviderCharge_idempotencyKey(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requestedBy":
+			out.Values[i] = ec._ProviderCharge_requestedBy(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

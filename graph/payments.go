@@ -78,7 +78,11 @@ func (r *Resolver) pay(ctx context.Context, p *ent.Payment) (*ent.Payment, error
 		return nil, finalError("ORDER_ALREADY_PAID", "order is already paid")
 	}
 	charge, err := r.provider.Charge(ctx, provider.ChargeRequest{
-		Tenant:   tenant,
+		Tenant: tenant,
+		// Who asked for the money: the request's user, or, when the
+		// recoverer finishes the payment, the user it was claimed by
+		// (idem.Config.CallerContext).
+		User:     UserFromContext(ctx),
 		Key:      key,
 		OrderID:  o.ID,
 		Amount:   p.Amount,

@@ -335,3 +335,130 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 		}
 	})
 }
+
+// A key sent in the Idempotency-Key header beside an idempotencyKey
+// argument left null (a literal null, or a variable sent as null) is
+// written into the claim's stored operation: the recoverer's run of it
+// has its key, and finishes the payment.
+func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
+		for i, query := range []string{
+			`mutation($order: ID!) { createPayment(idempotencyKey: null, input: {orderID: $order, amount: 700}) { id providerChargeID } }`,
+			`mutation($key: String, $order: ID!) { createPayment(idempotencyKey: $key, input: {orderID: $order, amount: 700}) { id providerChargeID } }`,
+		} {
+			key := fmt.Sprintf("header-null-%d", i)
+			vars := map[string]any{"order": a.newOrder("acme", 700), "key": nil}
+			if i == 0 {
+				delete(vars, "key")
+			}
+			header := http.Header{idem.HeaderKey: {idem.FormatKeyHeader(key)}}
+			a.Provider.FailureRate = 1 // the claim is released, pending
+			r, err := a.Send("acme", query, vars, header)
+			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+				t.Fatalf("%s: %v %s", key, err, r.Body)
+			}
+			stored, storedVars := a.storedOperation("acme", key)
+			if !strings.Contains(stored, `idempotencyKey: "`+key+`"`) || strings.Contains(stored, "$key") || storedVars["key"] != nil {
+				t.Fatalf("%s: stored operation %s %v, want the header's key as the argument", key, stored, storedVars)
+			}
+			a.Provider.FailureRate = 0
+			if state := a.awaitFinished(key); state != idemtest.Succeeded {
+				t.Fatalf("%s: %s, want succeeded", key, state)
+			}
+			if r, err = a.Send("acme", query, vars, header); err != nil || !strings.Contains(string(r.Data), `"providerChargeID":"ch_`) {
+				t.Fatalf("%s: late retry: %v %s", key, err, r.Body)
+			}
+			idemtest.RequireReplayed(t, r.Body, "createPayment")
+		}
+	})
+}
+
+// The recoverer acts as the payment's user, not only its tenant: a
+// payment whose client never came back is charged, by the recoverer, as
+// the user (X-User-ID) who made it, as a client's own payment is.
+func TestRecovererRunsAsTheCaller(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
+		send := func(user, key, order string) *testkit.Response {
+			t.Helper()
+			r, err := a.Send("acme", createPayment, map[string]any{"key": key, "order": order, "amount": 900},
+				http.Header{graph.UserHeader: {user}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		requestedBy := func(order string) string {
+			t.Helper()
+			cs := a.charges("acme", order)
+			if len(cs) != 1 {
+				t.Fatalf("order %s: %d charges, want 1", order, len(cs))
+			}
+			return cs[0].RequestedBy
+		}
+		byClient := a.newOrder("acme", 900)
+		if r := send("bob", "bob-pays", byClient); len(r.Errors) > 0 {
+			t.Fatalf("bob's payment: %s", r.Body)
+		}
+		if got := requestedBy(byClient); got != "bob" {
+			t.Fatalf("bob's charge requested by %q", got)
+		}
+
+		byRecoverer := a.newOrder("acme", 900)
+		a.Provider.FailureRate = 1 // the claim is released, pending
+		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+			t.Fatalf("alice's payment with a failing provider: %s", r.Body)
+		}
+		a.Provider.FailureRate = 0
+		if state := a.awaitFinished("alice-pays"); state != idemtest.Succeeded {
+			t.Fatalf("alice-pays: %s, want succeeded", state)
+		}
+		if got := requestedBy(byRecoverer); got != "alice" {
+			t.Fatalf("the recovered charge was requested by %q, want alice", got)
+		}
+		if got := a.recoveredKeys(); got["alice-pays"] != idemtest.Succeeded {
+			t.Fatalf("idemctl recovered: %v", got)
+		}
+	})
+}
+
+// One tenant's 100 abandoned payments that cannot be run (their operation
+// was too large to keep) do not hold up another tenant's abandoned
+// payment: the recoverer finishes it a round after RecoverAfter.
+func TestRecovererIsFairToOtherTenants(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		const after = 300 * time.Millisecond
+		a := newApp(t, b, recovering(after, &syncBuffer{}))
+		order := a.newOrder("mallory", 100)
+		// Ten aliases of 7,000 characters: an operation over the 64 KiB a
+		// claim keeps.
+		var big strings.Builder
+		big.WriteString(`mutation($key: String!, $order: ID!) { createPayment(idempotencyKey: $key, input: {orderID: $order, amount: 100}) {`)
+		for i := range 10 {
+			fmt.Fprintf(&big, " a%d%s: id", i, strings.Repeat("x", 7000))
+		}
+		big.WriteString(" } }")
+		a.Provider.FailureRate = 1 // each claim is released, pending
+		for i := range 100 {
+			key := fmt.Sprintf("unrunnable-%03d", i)
+			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+				t.Fatalf("%s: %.300s", key, r.Body)
+			}
+		}
+		p, err := a.Client.Payment.Query().Where(payment.TenantID("mallory"), payment.IdempotencyKey("unrunnable-000")).
+			Only(idemschema.IncludeUnfinished(context.Background()))
+		if err != nil || (p.IdempotencyOperation != nil && len(*p.IdempotencyOperation) > 0) {
+			t.Fatalf("unrunnable-000: %v, want a claim without an operation", err)
+		}
+		a.Provider.FailureRate = 0
+		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
+		abandoned := time.Now()
+		a.abandonPayment("acme-pays", a.newOrder("acme", 500), 500)
+		if state := a.awaitFinished("acme-pays"); state != idemtest.Succeeded {
+			t.Fatalf("acme-pays: %s, want succeeded", state)
+		}
+		t.Logf("acme's payment finished %v after it was abandoned (RecoverAfter %v)", time.Since(abandoned).Round(time.Millisecond), after)
+		idemtest.RequireState(t, a.Client.IdempotencyBackend(), "mallory", "unrunnable-099", idemtest.Pending)
+	})
+}

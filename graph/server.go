@@ -43,7 +43,9 @@ type Options struct {
 }
 
 // NewHandler returns the example's HTTP handler: GraphQL at /query, with the
-// idempotency hook and the X-Tenant-ID authentication, and a playground at /.
+// idempotency hook and the X-Tenant-ID and X-User-ID authentication, a
+// checkout page at /checkout/ (on the JavaScript client) and a playground
+// at /.
 func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.Handler, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -67,14 +69,17 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		KeyHeader:       true, // ent/entc.go generates optional key arguments
 		Limits:          opts.Limits,
 		RecoverAfter:    opts.RecoverAfter,
-		TenantContext:   WithTenant,
-		Done:            opts.Done,
+		// The recoverer runs a claim as its tenant and user (X-User-ID).
+		Caller:        Caller,
+		CallerContext: CallerContext,
+		Done:          opts.Done,
 	})
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/query", TenantMiddleware(gql))
+	mux.Handle("/query", TenantMiddleware(UserMiddleware(gql)))
+	mux.Handle("/checkout/", checkoutHandler())
 	mux.Handle("/", playground.Handler("idem example", "/query"))
 	return mux, nil
 }

@@ -94,8 +94,10 @@ var ErrNoKey = errors.New("idemclient: Request.Key is empty: make one key per in
 
 // ErrRetriesExhausted is wrapped by the error Do returns when the last of
 // Client.MaxAttempts attempts still asked for a retry. The intent may or
-// may not have been carried out: call Do again later with the same key to
-// learn its outcome.
+// may not have been carried out, and the server may still carry it out
+// (see "Never a new key for an undecided intent" in the package doc): call
+// Do again later with the same key to learn its outcome, never with a new
+// one.
 var ErrRetriesExhausted = errors.New("idemclient: retries exhausted")
 
 // Client sends idempotent GraphQL mutations and retries them, with the same

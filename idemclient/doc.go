@@ -67,4 +67,17 @@
 // (Client.BaseBackoff, Client.MaxBackoff), and gives up after
 // Client.MaxAttempts attempts or when ctx is done. Client.OnRetry observes
 // every retry, with its Reason.
+//
+// # Never a new key for an undecided intent
+//
+// When Do gives up (ErrRetriesExhausted, ctx's error) the intent is
+// undecided, and it may still be carried out without the caller: an
+// attempt that timed out may be running on the server, and a claim whose
+// attempt failed with a retryable error stays with its key, which the
+// server's recoverer (idem.Config.RecoverAfter) runs again if no client
+// comes back. The server says so in the error of such an attempt ("retry
+// with the same idempotency key, never a new one"). So call Do again later
+// with the same key, whenever the caller resumes the intent: it gets the
+// intent's outcome, whoever carried it out. Do with a new key would be a
+// second intent, and the payment could be made twice.
 package idemclient

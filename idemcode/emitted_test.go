@@ -1,10 +1,12 @@
 package idemcode_test
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemcode/internal/jscodes"
 )
 
 // Every code the server can answer with is classified: the test reads the
@@ -29,7 +32,13 @@ import (
 // An application's own codes (the example's ORDER_ALREADY_PAID) are not
 // idemcode's: they pass when the function that sets them marks its error
 // idem.Final, so that clients rightly treat them as final.
+//
+// The JavaScript client classifies as idemcode does: the test fails when
+// its generated list (clients/js/src/codes.ts), or the compiled copy the
+// package ships (dist/codes.js), is stale.
 func TestEveryEmittedCodeIsClassified(t *testing.T) {
+	checkJavaScriptCodes(t)
+
 	gqlgen, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/99designs/gqlgen").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -63,6 +72,49 @@ func TestEveryEmittedCodeIsClassified(t *testing.T) {
 	}
 }
 
+// checkJavaScriptCodes fails t when the JavaScript client's codes module
+// is not what go generate makes of idemcode.go, or when it or its compiled
+// copy lists other codes, or classifies them otherwise, than idemcode.
+func checkJavaScriptCodes(t *testing.T) {
+	t.Helper()
+	src, err := os.ReadFile("idemcode.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := jscodes.Render(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, err := os.ReadFile(filepath.Join("..", jscodes.Module))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(module, want) {
+		t.Errorf("%s is stale: run go generate ./idemcode, then npm run build in clients/js", jscodes.Module)
+	}
+	var retryable []idemcode.Code
+	for _, c := range idemcode.All() {
+		if c.Retryable() {
+			retryable = append(retryable, c)
+		}
+	}
+	for _, file := range []string{jscodes.Module, jscodes.Dist} {
+		b, err := os.ReadFile(filepath.Join("..", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, retry, err := jscodes.Lists(b)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", file, err)
+		case !slices.Equal(all, idemcode.All()):
+			t.Errorf("%s lists the codes %v; idemcode lists %v: run go generate ./idemcode, then npm run build in clients/js", file, all, idemcode.All())
+		case !slices.Equal(retry, retryable):
+			t.Errorf("%s retries %v; idemcode's retryable codes are %v: run go generate ./idemcode, then npm run build in clients/js", file, retry, retryable)
+		}
+	}
+}
+
 // scan parses the Go files under dir (tests and skipped paths aside) and
 // records the codes they set.
 func scan(t *testing.T, dir string, found map[string][]string, finalOnly map[string]bool, skip func(string) bool) {
@@ -72,6 +124,9 @@ func scan(t *testing.T, dir string, found map[string][]string, finalOnly map[str
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.IsDir() && d.Name() == "node_modules" {
+			return filepath.SkipDir // the JavaScript client's npm dependencies
 		}
 		abs, _ := filepath.Abs(path)
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || skip(filepath.ToSlash(abs)) {

@@ -12,6 +12,9 @@
 // extensions.idempotency says "released".
 package idemcode
 
+// The JavaScript client (clients/js) takes its codes from this file.
+//go:generate go run ./internal/jscodes/gen
+
 // Code is the value of extensions.code on a GraphQL error.
 type Code string
 
@@ -35,7 +38,9 @@ const (
 	// Unavailable: the record store could not be reached; the mutation was
 	// not applied. Retryable.
 	Unavailable Code = "IDEMPOTENCY_UNAVAILABLE"
-	// Unauthenticated: the request has no tenant. Final.
+	// Unauthenticated: the request has no tenant (or one the database
+	// cannot store; the example server: X-Tenant-ID missing, or sent
+	// twice). Final.
 	Unauthenticated Code = "UNAUTHENTICATED"
 	// RequestTooLarge: the mutation's arguments exceed the hook's limit;
 	// nothing was stored or run. Final.
@@ -45,8 +50,10 @@ const (
 	// Final.
 	ResponseNotStored Code = "IDEMPOTENCY_RESPONSE_NOT_STORED"
 	// BadUserInput: the input cannot be stored (it breaks a validator or a
-	// constraint of the record's entity), or an argument could not be read.
-	// Nothing was stored or run. Final.
+	// constraint of the record's entity, or holds text no database of the
+	// server's can store: a NUL character, bytes that are not UTF-8), or
+	// an argument could not be read. Nothing was stored or run; the key,
+	// if any, was not spent. Final.
 	BadUserInput Code = "BAD_USER_INPUT"
 	// Abandoned: the key's claim was left pending by a client that never
 	// came back, and the server could not finish it (the mutation opted

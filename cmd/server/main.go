@@ -9,7 +9,10 @@
 // see the README's operating section).
 //
 // GraphQL is served at /query and a playground at /. The caller's tenant is
-// the X-Tenant-ID header.
+// the X-Tenant-ID header, sent once (a request that sends it twice is
+// refused: UNAUTHENTICATED, HTTP 401), and its user, if any, the X-User-ID
+// header: the provider's charges record the user, and the recoverer
+// (-recover-after) finishes a payment as the user who made it.
 package main
 
 import (

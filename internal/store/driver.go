@@ -118,10 +118,19 @@ type Maintenance interface {
 	ArchiveStats(ctx context.Context, archive string) (rows, bytes int64, err error)
 	// Stuck lists pending records whose lease ended long ago, oldest first.
 	Stuck(ctx context.Context, q StuckQuery) ([]Row, error)
-	// Abandoned lists, like Stuck, pending claims whose lease ended before
-	// q.LeaseEndedBefore, oldest first, with what the recoverer needs to
-	// take each over and run it again.
-	Abandoned(ctx context.Context, q StuckQuery) ([]AbandonedClaim, error)
+	// Abandoned lists the recoverer's turn of pending claims whose lease
+	// ended before q.LeaseEndedBefore, with what it needs to take each
+	// over and run it again: fairly, every tenant's oldest claim before
+	// any tenant's second (see AbandonedQuery).
+	Abandoned(ctx context.Context, q AbandonedQuery) ([]AbandonedClaim, error)
+	// Requeue moves an abandoned claim the recoverer did not run to the
+	// back of its list: the claim's lease ends again at r.Now, so that it
+	// is listed after every claim abandoned before, once its new lease end
+	// is past the recoverer's cutoff. The lease stays ended, so its
+	// client's retry still takes it over at once. Fenced like a takeover:
+	// it reports false, and changes nothing, when another attempt holds
+	// the claim or its lease was renewed since it was listed.
+	Requeue(ctx context.Context, r Requeue) (bool, error)
 	// Failed lists failed records that still hold their response, newest
 	// first.
 	Failed(ctx context.Context, q FailedQuery) ([]Row, error)
@@ -332,6 +341,34 @@ type StuckQuery struct {
 	Table            Table
 	LeaseEndedBefore time.Time
 	Limit            int
+}
+
+// AbandonedQuery selects up to Limit pending claims of Table whose lease
+// ended before LeaseEndedBefore, in turns: each tenant's claims oldest
+// lease end first, and every tenant's n-th claim before any tenant's
+// n+1-th, so that no tenant's claims, however many, delay another
+// tenant's first one past a round. A claim that kept no operation cannot
+// be run: it is listed only once it was claimed before ClaimedBefore (the
+// horizon past which the recoverer abandons it), and until then never
+// takes a place another claim could have.
+type AbandonedQuery struct {
+	Table            Table
+	LeaseEndedBefore time.Time
+	ClaimedBefore    time.Time
+	Limit            int
+}
+
+// Requeue is the move of an abandoned claim to the back of the
+// recoverer's list.
+type Requeue struct {
+	Ref Ref
+	// Attempt is the attempt that held the claim when it was listed.
+	Attempt int
+	// LeaseEndedBefore is the cutoff it was listed with: a lease renewed
+	// since ends after it, and is not moved.
+	LeaseEndedBefore time.Time
+	// Now is the new end of its lease: the database time now.
+	Now time.Time
 }
 
 // AbandonedClaim is a pending claim whose lease has run out, as the

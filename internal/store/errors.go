@@ -24,7 +24,20 @@ var (
 	// ErrNoTable: a record table does not exist: the database is not the
 	// application's, or it was not migrated.
 	ErrNoTable = errors.New("table missing")
+	// ErrUnstorable: the database refused text it cannot store (on
+	// PostgreSQL a NUL character, or bytes that are not UTF-8). The input
+	// is at fault, not the database: the same statement fails the same
+	// way every time, so it is no outage.
+	ErrUnstorable = errors.New("text the database cannot store")
 )
+
+// Unstorable reports whether err is, or wraps, a database's refusal of text
+// it cannot store: an *Error of kind ErrUnstorable, or a driver's error
+// the store would classify so (a resolver's own write, say, which never
+// passed through the store).
+func Unstorable(err error) bool {
+	return errors.Is(err, ErrUnstorable) || postgresUnstorable(err)
+}
 
 // Error is a failure of the record store itself: the database could not be
 // reached, or a statement failed.

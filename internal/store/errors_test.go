@@ -22,6 +22,8 @@ func TestPostgresErrorKinds(t *testing.T) {
 		"08006": ErrUnreachable,
 		"53300": ErrUnreachable,
 		"57P01": ErrUnreachable,
+		"22021": ErrUnstorable,
+		"22P05": ErrUnstorable,
 		"23505": nil,
 	} {
 		pg := &pgconn.PgError{Code: code, Message: "the server's words"}

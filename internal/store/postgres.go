@@ -149,6 +149,8 @@ func classifyPostgres(err error) (kind error, detail, hint string) {
 			return ErrLockTimeout, pg.Message, ""
 		case pg.Code == "40001" || pg.Code == "40P01": // serialization_failure, deadlock_detected
 			return ErrConflict, pg.Message, ""
+		case unstorableCode(pg.Code):
+			return ErrUnstorable, pg.Message, ""
 		case strings.HasPrefix(pg.Code, "08") || pg.Code == "53300" || strings.HasPrefix(pg.Code, "57P"):
 			// connection exceptions, too_many_connections, the server
 			// shutting down or starting
@@ -161,4 +163,18 @@ func classifyPostgres(err error) (kind error, detail, hint string) {
 		return ErrUnreachable, "", ""
 	}
 	return nil, "", ""
+}
+
+// unstorableCode reports the SQLSTATE codes of text PostgreSQL cannot
+// store: character_not_in_repertoire (22021: a NUL character, or bytes
+// that are not valid in the database's encoding) and
+// untranslatable_character (22P05: \u0000 in json, or a character the
+// database's encoding lacks).
+func unstorableCode(code string) bool { return code == "22021" || code == "22P05" }
+
+// postgresUnstorable reports a PostgreSQL error in err's chain that
+// refuses text (unstorableCode).
+func postgresUnstorable(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && unstorableCode(pg.Code)
 }

@@ -36,6 +36,7 @@ const (
 	stmtArchiveStats
 	stmtStuck
 	stmtAbandoned
+	stmtRequeue
 	stmtFailed
 	stmtCompleted
 	stmtFind
@@ -94,10 +95,29 @@ var standardSQL = statements{
 	stmtStuck: `SELECT {scope}, ` + rowColumns + ` FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
 		ORDER BY idempotency_lease_expires_at LIMIT $2`,
-	stmtAbandoned: `SELECT {scope}, idempotency_key, idempotency_fingerprint, idempotency_attempt, idempotency_lease_expires_at, idempotency_claimed_at,
-		idempotency_operation FROM {table}
-		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
-		ORDER BY idempotency_lease_expires_at LIMIT $2`,
+	// The recoverer's turn (AbandonedQuery): each claim's place in its
+	// tenant's queue, then the first places of every tenant before the
+	// second ones. The window reads the keys of every claim past the
+	// cutoff, through the pending index; only the chosen rows are read
+	// whole, operation included, through the unique index.
+	stmtAbandoned: `WITH listed AS (
+			SELECT {scope} AS t, idempotency_key AS k, idempotency_lease_expires_at AS l,
+				row_number() OVER (PARTITION BY {scope} ORDER BY idempotency_lease_expires_at, idempotency_key) AS turn
+			FROM {table}
+			WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1
+				AND (idempotency_operation IS NOT NULL OR idempotency_claimed_at < $3)
+		), chosen AS (
+			SELECT t, k, l, turn FROM listed ORDER BY turn, l, t, k LIMIT $2
+		)
+		SELECT r.{scope}, r.idempotency_key, r.idempotency_fingerprint, r.idempotency_attempt, r.idempotency_lease_expires_at,
+			r.idempotency_claimed_at, r.idempotency_operation
+		FROM chosen JOIN {table} AS r ON r.{scope} = chosen.t AND r.idempotency_key = chosen.k
+		ORDER BY chosen.turn, chosen.l, chosen.t, chosen.k`,
+	// Fenced like a takeover: the attempt that was listed, its lease still
+	// ended before the cutoff it was listed with.
+	stmtRequeue: `UPDATE {table} SET idempotency_lease_expires_at = $3
+		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $4
+		AND idempotency_lease_expires_at < $5`,
 	stmtFailed: `SELECT {scope}, ` + rowColumns + ` FROM {table}
 		WHERE idempotency_status = 'failed' AND idempotency_archived_at IS NULL AND idempotency_completed_at IS NOT NULL
 		ORDER BY idempotency_completed_at DESC LIMIT $1`,

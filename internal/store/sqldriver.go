@@ -319,8 +319,13 @@ func (d *sqlDriver) Stuck(ctx context.Context, q StuckQuery) ([]Row, error) {
 	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtStuck], q.LeaseEndedBefore.UTC(), q.Limit)
 }
 
-func (d *sqlDriver) Abandoned(ctx context.Context, q StuckQuery) ([]AbandonedClaim, error) {
-	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(q.Table, "")[stmtAbandoned], q.LeaseEndedBefore.UTC(), q.Limit)
+func (d *sqlDriver) Requeue(ctx context.Context, r Requeue) (bool, error) {
+	return d.update(ctx, d.conn.DB(), "requeue", d.stmts(r.Ref.Table, "")[stmtRequeue],
+		r.Ref.Tenant, r.Ref.Key, r.Now.UTC(), r.Attempt, r.LeaseEndedBefore.UTC())
+}
+
+func (d *sqlDriver) Abandoned(ctx context.Context, q AbandonedQuery) ([]AbandonedClaim, error) {
+	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(q.Table, "")[stmtAbandoned], q.LeaseEndedBefore.UTC(), q.Limit, q.ClaimedBefore.UTC())
 	if err != nil {
 		return nil, d.err("list abandoned", err)
 	}

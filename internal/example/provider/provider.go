@@ -36,7 +36,10 @@ type Provider interface {
 
 // ChargeRequest asks for one charge.
 type ChargeRequest struct {
-	Tenant   string
+	Tenant string
+	// User is who asks for the money within the tenant ("" for nobody in
+	// particular): the provider records it with the charge.
+	User     string
 	Key      string
 	OrderID  int
 	Amount   int
@@ -50,6 +53,9 @@ type Charge struct {
 	Amount         int
 	Currency       string
 	IdempotencyKey string
+	// RequestedBy is the user of the request that made the charge ("" for
+	// none). A deduplicated request does not change it.
+	RequestedBy string
 	// Requests counts the requests with this charge's key that reached the
 	// provider: 1 unless a retry was deduplicated.
 	Requests int
@@ -99,9 +105,25 @@ func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, e
 		requests INTEGER NOT NULL DEFAULT 1,
 		voided BOOLEAN NOT NULL DEFAULT false,
 		created_at `+ts+` NOT NULL,
+		requested_by TEXT NOT NULL DEFAULT '',
 		UNIQUE (tenant, idempotency_key))`)
 	if err != nil {
 		return nil, fmt.Errorf("provider: create ledger: %w", err)
+	}
+	// A ledger made before charges recorded their user gets the column.
+	var has int
+	q := `SELECT count(*) FROM pragma_table_info('provider_charges') WHERE name = 'requested_by'`
+	if postgres {
+		q = `SELECT count(*) FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'provider_charges' AND column_name = 'requested_by'`
+	}
+	if err := db.QueryRowContext(ctx, q).Scan(&has); err != nil {
+		return nil, fmt.Errorf("provider: read ledger: %w", err)
+	}
+	if has == 0 {
+		if _, err := db.ExecContext(ctx, `ALTER TABLE provider_charges ADD COLUMN requested_by TEXT NOT NULL DEFAULT ''`); err != nil {
+			return nil, fmt.Errorf("provider: upgrade ledger: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -120,11 +142,11 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
 	row := s.db.QueryRowContext(ctx, s.rebind(`INSERT INTO provider_charges
-		(id, tenant, idempotency_key, order_id, amount, currency, requests, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, 1, $7)
+		(id, tenant, idempotency_key, order_id, amount, currency, requests, created_at, requested_by)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)
 		ON CONFLICT (tenant, idempotency_key) DO UPDATE SET requests = provider_charges.requests + 1
-		RETURNING id, order_id, amount, currency, idempotency_key, requests, voided, created_at`),
-		"ch_"+hex.EncodeToString(id), req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, s.now())
+		RETURNING `+chargeColumns),
+		"ch_"+hex.EncodeToString(id), req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, s.now(), req.User)
 	c, err := s.scan(row)
 	if err != nil {
 		return nil, fmt.Errorf("provider: charge: %w", err)
@@ -140,7 +162,7 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 
 // Charges implements Provider.
 func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]*Charge, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, order_id, amount, currency, idempotency_key, requests, voided, created_at
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+chargeColumns+`
 		FROM provider_charges WHERE tenant = $1 AND order_id = $2 ORDER BY created_at, id`), tenant, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("provider: list charges: %w", err)
@@ -169,12 +191,15 @@ func (s *Simulated) Void(ctx context.Context, tenant, key string) (bool, error) 
 
 type scanner interface{ Scan(...any) error }
 
+// chargeColumns are a Charge's columns, as scan reads them.
+const chargeColumns = `id, order_id, amount, currency, idempotency_key, requests, voided, created_at, requested_by`
+
 func (s *Simulated) scan(r scanner) (*Charge, error) {
 	var (
 		c       Charge
 		created any
 	)
-	if err := r.Scan(&c.ID, &c.OrderID, &c.Amount, &c.Currency, &c.IdempotencyKey, &c.Requests, &c.Voided, &created); err != nil {
+	if err := r.Scan(&c.ID, &c.OrderID, &c.Amount, &c.Currency, &c.IdempotencyKey, &c.Requests, &c.Voided, &created, &c.RequestedBy); err != nil {
 		return nil, err
 	}
 	switch v := created.(type) {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,6 +73,8 @@ func Run(t *testing.T, open func(t *testing.T) *Env) {
 		{"SweepersMoveEachRowOnce", testSweepersMoveEachRowOnce},
 		{"OperatorReads", testOperatorReads},
 		{"AbandonedClaimsKeepTheirOperation", testAbandoned},
+		{"AbandonedClaimsTakeTurnsByTenant", testAbandonedTurns},
+		{"RequeueMovesAClaimBackFenced", testRequeue},
 		{"MissingTableIsErrNoTable", testMissingTable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -115,7 +118,7 @@ func (s *suite) claimIn(tx store.Tx, t Table, tenant, key string, leaseUntil tim
 	now := s.now()
 	c := Claim{Tenant: tenant, Key: key, Fingerprint: "fp-" + key, ClaimedAt: now, LeaseUntil: leaseUntil,
 		Operation: []byte(`{"query":"mutation { ` + key + ` }"}`)}
-	if key == "no-operation" {
+	if strings.HasPrefix(key, "no-operation") {
 		c.Operation = nil
 	}
 	return s.Driver.Claim(s.ctx, store.Claim{Ref: ref(t, tenant, key), Tx: tx,
@@ -658,10 +661,32 @@ func testOperatorReads(t *testing.T, s *suite) {
 	}
 }
 
+// abandoned lists the recoverer's turn of tb: the claims whose lease ended
+// before cutoff, and those without an operation claimed before horizon.
+func (s *suite) abandoned(tb Table, cutoff, horizon time.Time, limit int) []store.AbandonedClaim {
+	s.t.Helper()
+	got, err := s.Driver.Abandoned(s.ctx, store.AbandonedQuery{Table: tb.Table, LeaseEndedBefore: cutoff, ClaimedBefore: horizon, Limit: limit})
+	if err != nil {
+		s.t.Fatalf("%s: abandoned: %v", tb.Name, err)
+	}
+	return got
+}
+
+// keys lists the tenant/key of each claim, in order.
+func keys(cs []store.AbandonedClaim) string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Tenant + "/" + c.Key
+	}
+	return strings.Join(out, " ")
+}
+
 // The recoverer's list: pending claims whose lease ended before the cutoff,
-// oldest lease first, each with the operation it kept (nil when it kept
-// none); live, recent and finished claims are not in it. Two recoverers
-// that both list a claim race for it with the ordinary takeover: one wins.
+// each with the operation it kept; live, recent and finished claims are not
+// in it, nor, until it was claimed before the horizon, a claim that kept no
+// operation (nothing can run it: it would only take the place of one that
+// can). Two recoverers that both list a claim race for it with the
+// ordinary takeover: one wins.
 func testAbandoned(t *testing.T, s *suite) {
 	now := s.now()
 	for _, tb := range []Table{s.Records, s.Business} {
@@ -672,20 +697,24 @@ func testAbandoned(t *testing.T, s *suite) {
 		s.claim(tb, "t1", "done", now.Add(-3*time.Hour))
 		s.complete(tb, "t1", "done", 1, record.StatusFailed, `"no"`)
 
-		got, err := s.Driver.Abandoned(s.ctx, store.StuckQuery{Table: tb.Table, LeaseEndedBefore: now.Add(-time.Hour), Limit: 10})
-		if err != nil || len(got) != 2 {
-			t.Fatalf("%s: abandoned %+v %v, want older and no-operation", tb.Name, got, err)
+		cutoff, horizon := now.Add(-time.Hour), now.Add(-time.Hour)
+		got := s.abandoned(tb, cutoff, horizon, 10)
+		if len(got) != 1 {
+			t.Fatalf("%s: abandoned %s, want older alone (no-operation was claimed after the horizon)", tb.Name, keys(got))
 		}
-		older, none := got[0], got[1]
+		older := got[0]
 		if older.Tenant != "t1" || older.Key != "older" || older.Fingerprint != "fp-older" || older.Attempt != 1 || string(older.Operation) != `{"query":"mutation { older }"}` ||
 			!near(older.LeaseExpiresAt, now.Add(-2*time.Hour)) || older.ClaimedAt.IsZero() {
 			t.Fatalf("%s: older %+v", tb.Name, older)
 		}
-		if none.Tenant != "t2" || none.Key != "no-operation" || none.Operation != nil {
-			t.Fatalf("%s: no-operation %+v", tb.Name, none)
+		// Past the horizon, it is listed: to be abandoned.
+		horizon = s.now().Add(time.Second)
+		got = s.abandoned(tb, cutoff, horizon, 10)
+		if keys(got) != "t1/older t2/no-operation" || got[1].Operation != nil {
+			t.Fatalf("%s: abandoned past the horizon: %+v, want older and no-operation", tb.Name, got)
 		}
-		if got, err := s.Driver.Abandoned(s.ctx, store.StuckQuery{Table: tb.Table, LeaseEndedBefore: now.Add(-time.Hour), Limit: 1}); err != nil || len(got) != 1 {
-			t.Fatalf("%s: limit 1: %+v %v", tb.Name, got, err)
+		if got := s.abandoned(tb, cutoff, horizon, 1); len(got) != 1 {
+			t.Fatalf("%s: limit 1: %s", tb.Name, keys(got))
 		}
 
 		var took atomic.Int32
@@ -701,9 +730,106 @@ func testAbandoned(t *testing.T, s *suite) {
 		if took.Load() != 1 {
 			t.Fatalf("%s: %d recoverers took the claim over, want 1", tb.Name, took.Load())
 		}
-		if got, err := s.Driver.Abandoned(s.ctx, store.StuckQuery{Table: tb.Table, LeaseEndedBefore: now.Add(-time.Hour), Limit: 10}); err != nil || len(got) != 1 || got[0].Key != "no-operation" {
-			t.Fatalf("%s: after the takeover: %+v %v", tb.Name, got, err)
+		if got := s.abandoned(tb, cutoff, horizon, 10); keys(got) != "t2/no-operation" {
+			t.Fatalf("%s: after the takeover: %s", tb.Name, keys(got))
 		}
+	}
+}
+
+// The recoverer's list takes turns by tenant: each tenant's claims in the
+// order their leases ended, and every tenant's first claim before any
+// tenant's second, so that one tenant's many claims, older than everyone
+// else's, do not keep another tenant's out of a batch. Claims without an
+// operation take no place before the horizon.
+func testAbandonedTurns(t *testing.T, s *suite) {
+	now := s.now()
+	tb := s.Records
+	for i := range 5 {
+		s.claim(tb, "busy", fmt.Sprintf("b%d", i+1), now.Add(time.Duration(i-10)*time.Hour))
+		s.claim(tb, "busy", fmt.Sprintf("no-operation-%d", i+1), now.Add(time.Duration(i-20)*time.Hour))
+	}
+	s.claim(tb, "quiet", "q1", now.Add(-2*time.Hour))
+	s.claim(tb, "quiet", "q2", now.Add(-90*time.Minute))
+	s.claim(tb, "third", "x1", now.Add(-3*time.Hour))
+	s.claim(tb, "third", "live", now.Add(time.Hour))
+
+	cutoff, horizon := now.Add(-time.Hour), now.Add(-time.Hour)
+	const all = "busy/b1 third/x1 quiet/q1 busy/b2 quiet/q2 busy/b3 busy/b4 busy/b5"
+	if got := keys(s.abandoned(tb, cutoff, horizon, 100)); got != all {
+		t.Fatalf("abandoned:\n got %s\nwant %s", got, all)
+	}
+	if got := keys(s.abandoned(tb, cutoff, horizon, 3)); got != "busy/b1 third/x1 quiet/q1" {
+		t.Fatalf("abandoned, 3: %s, want every tenant's first", got)
+	}
+	// Past the horizon, the claims without an operation are listed too,
+	// each in its tenant's turns.
+	got := keys(s.abandoned(tb, cutoff, s.now().Add(time.Second), 4))
+	if got != "busy/no-operation-1 third/x1 quiet/q1 busy/no-operation-2" {
+		t.Fatalf("abandoned past the horizon, 4: %s", got)
+	}
+}
+
+// A claim the recoverer did not run goes to the back of its list: its
+// lease ends again now, after every other claim's, so that it leaves the
+// list until the cutoff passes it again, and its client's retry still
+// takes it over at once. The move is fenced: not when another attempt
+// holds the claim or its lease was renewed since it was listed, and of
+// concurrent recoverers, one moves it.
+func testRequeue(t *testing.T, s *suite) {
+	now := s.now()
+	tb := s.Business
+	s.claim(tb, "t1", "a", now.Add(-3*time.Hour))
+	s.claim(tb, "t1", "b", now.Add(-2*time.Hour))
+	s.claim(tb, "t1", "renewed", now.Add(-4*time.Hour))
+	cutoff := now.Add(-time.Hour)
+	if got := keys(s.abandoned(tb, cutoff, cutoff, 10)); got != "t1/renewed t1/a t1/b" {
+		t.Fatalf("abandoned: %s", got)
+	}
+	requeue := func(key string, attempt int) bool {
+		ok, err := s.Driver.Requeue(s.ctx, store.Requeue{Ref: ref(tb, "t1", key), Attempt: attempt, LeaseEndedBefore: cutoff, Now: s.now()})
+		if err != nil {
+			t.Fatalf("requeue %s: %v", key, err)
+		}
+		return ok
+	}
+	var moved atomic.Int32
+	concurrently(4, func(int) {
+		if requeue("a", 1) {
+			moved.Add(1)
+		}
+	})
+	if moved.Load() != 1 {
+		t.Fatalf("%d recoverers moved a, want 1", moved.Load())
+	}
+	if got := keys(s.abandoned(tb, cutoff, cutoff, 10)); got != "t1/renewed t1/b" {
+		t.Fatalf("abandoned after a moved back: %s", got)
+	}
+	if got := keys(s.abandoned(tb, s.now(), cutoff, 10)); got != "t1/renewed t1/b t1/a" {
+		t.Fatalf("abandoned with a later cutoff: %s, want a last", got)
+	}
+	// Its lease has ended: a retry takes it over at once.
+	if rec := s.lookup(tb, "t1", "a"); rec.Attempt != 1 || rec.LeaseExpiresAt.After(s.now()) {
+		t.Fatalf("a after the move: %+v", rec)
+	}
+	if ok, err := s.Driver.TakeOver(s.ctx, store.TakeOver{Ref: ref(tb, "t1", "a"), Attempt: 1, Now: s.now(), LeaseUntil: s.now().Add(time.Minute)}); err != nil || !ok {
+		t.Fatalf("take over a after the move: %v %v", ok, err)
+	}
+	// Another attempt holds b: not moved.
+	if ok, err := s.Driver.TakeOver(s.ctx, store.TakeOver{Ref: ref(tb, "t1", "b"), Attempt: 1, Now: now, LeaseUntil: now.Add(-time.Hour - time.Minute)}); err != nil || !ok {
+		t.Fatalf("take over b: %v %v", ok, err)
+	}
+	if requeue("b", 1) {
+		t.Fatal("b moved back for an attempt that no longer holds it")
+	}
+	// A live attempt renewed its lease since it was listed: not moved.
+	if ok, err := s.Driver.Renew(s.ctx, store.Lease{Ref: ref(tb, "t1", "renewed"), Attempt: 1, Until: now.Add(time.Hour)}); err != nil || !ok {
+		t.Fatalf("renew: %v %v", ok, err)
+	}
+	if requeue("renewed", 1) {
+		t.Fatal("a renewed lease was cut short")
+	}
+	if rec := s.lookup(tb, "t1", "renewed"); !near(rec.LeaseExpiresAt, now.Add(time.Hour)) {
+		t.Fatalf("renewed: lease %v, want %v", rec.LeaseExpiresAt, now.Add(time.Hour))
 	}
 }
 

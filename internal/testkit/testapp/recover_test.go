@@ -4,16 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/graph"
 )
 
 // A mutation marked @idempotent(recover: false) is never run again by the
@@ -126,6 +134,149 @@ func TestAtomicClaimKeepsNoOperation(t *testing.T) {
 		}
 		if rec := be.Record("org-1", "createShipmentAtomic"); rec.IdempotencyOperation != nil && len(*rec.IdempotencyOperation) > 0 {
 			t.Errorf("atomic record keeps an operation: %s", *rec.IdempotencyOperation)
+		}
+	})
+}
+
+// manualRecoverer serves be's application with the recoverer on but not
+// running by itself: the test runs its rounds (Extension.Recover), so
+// that it can count them. cfg is completed as NewBench completes it.
+func manualRecoverer(t *testing.T, be *testapp.Bench, cfg idem.Config) *idem.Extension {
+	t.Helper()
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
+	srv.AddTransport(transport.POST{})
+	cfg.Backend = be.Client.IdempotencyBackend()
+	cfg.Tenant = graph.OrgFromContext
+	cfg.Clock = be.Clock
+	if cfg.CallerContext == nil {
+		cfg.TenantContext = graph.OrgContext
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ext, err := idem.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Use(ext)
+	be.Server.Config.Handler = graph.WithOrg(ext.Middleware(srv))
+	return ext
+}
+
+// The recoverer is fair. One tenant left 100 abandoned claims that can
+// never run (@idempotent(recover: false): no operation kept) and 100 whose
+// runs are refused every time (their user was deleted: CallerContext
+// refuses them), all older than another tenant's abandoned claim. That
+// claim is recovered in the first round; the first tenant's own runnable
+// claim, behind its 100 refused ones, in the second. The claims that were
+// not run are still pending, their leases ended: their clients' retries
+// run them at once; past the horizon the recoverer abandons them.
+func TestRecovererIsFair(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		be := testapp.NewBench(t, b, idem.Config{})
+		var failing, revoked atomic.Bool
+		be.Resolver.Hook = func(context.Context, *ent.Shipment) error {
+			if failing.Load() {
+				return errors.New("the downstream system is down") // retryable: released
+			}
+			return nil
+		}
+		const after = time.Minute
+		ext := manualRecoverer(t, be, idem.Config{
+			RecoverAfter: after, Retention: 24 * time.Hour,
+			Caller: func(context.Context) []byte {
+				if revoked.Load() {
+					return []byte("deleted-user")
+				}
+				return []byte("user")
+			},
+			CallerContext: func(ctx context.Context, org string, caller []byte) (context.Context, error) {
+				if string(caller) == "deleted-user" {
+					return nil, errors.New("no such user")
+				}
+				return graph.OrgContext(ctx, org), nil
+			},
+		})
+		shipment := func(org string) string {
+			var created struct{ CreateShipment struct{ ID string } }
+			if err := json.Unmarshal(be.Post(org, "ship-"+org, 1000).Data, &created); err != nil || created.CreateShipment.ID == "" {
+				t.Fatalf("create %s: %v", org, err)
+			}
+			return created.CreateShipment.ID
+		}
+		ids := map[string]string{"mallory": shipment("mallory"), "acme": shipment("acme")}
+		abandon := func(org, field, key string) {
+			r := be.GQL(org, `mutation($k: String!, $id: ID!) { `+field+`(idempotencyKey: $k, id: $id) { id } }`,
+				map[string]any{"k": key, "id": ids[org]})
+			if r.Outcome(field) != idem.OutcomeReleased {
+				t.Fatalf("%s %s: %s", org, key, r.Body)
+			}
+		}
+		failing.Store(true)
+		for i := range 100 {
+			abandon("mallory", "approveShipmentLive", fmt.Sprintf("unrunnable-%03d", i))
+		}
+		revoked.Store(true)
+		for i := range 100 {
+			abandon("mallory", "approveShipment", fmt.Sprintf("refused-%03d", i))
+		}
+		revoked.Store(false)
+		abandon("acme", "approveShipment", "acme-payment")
+		abandon("mallory", "approveShipment", "mallory-own")
+		failing.Store(false)
+		be.Clock.Advance(after + time.Second) // every lease ended more than RecoverAfter ago
+
+		admin, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		state := func(org, key string) string {
+			recs, err := admin.Inspect(context.Background(), org, key)
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("%s/%s: %+v %v", org, key, recs, err)
+			}
+			return recs[0].State
+		}
+		round := func() idem.RecoverReport {
+			rep, err := ext.Recover(context.Background())
+			if err != nil {
+				t.Fatalf("round: %v", err)
+			}
+			return rep
+		}
+		rep := round()
+		if s := state("acme", "acme-payment"); s != idemtest.Succeeded {
+			t.Fatalf("another tenant's claim after the first round: %s (%+v), want succeeded", s, rep)
+		}
+		if s := state("mallory", "mallory-own"); s != idemtest.Pending {
+			t.Fatalf("mallory's own claim after the first round: %s, want pending (behind its refused ones)", s)
+		}
+		rep = round()
+		if s := state("mallory", "mallory-own"); s != idemtest.Succeeded || rep.Recovered != 1 {
+			t.Fatalf("mallory's own claim after the second round: %s (%+v), want succeeded", s, rep)
+		}
+		// The claims not run wait for their clients, who take them over at once.
+		if rep := round(); rep.Recovered != 0 {
+			t.Fatalf("third round: %+v, want nothing to run", rep)
+		}
+		for _, key := range []string{"unrunnable-000", "refused-000"} {
+			if s := state("mallory", key); s != idemtest.Pending {
+				t.Fatalf("%s: %s, want pending", key, s)
+			}
+		}
+		r := be.GQL("mallory", `mutation($k: String!, $id: ID!) { approveShipment(idempotencyKey: $k, id: $id) { id } }`,
+			map[string]any{"k": "refused-001", "id": ids["mallory"]})
+		idemtest.RequireExecuted(t, r.Body, "approveShipment")
+
+		// Past the horizon, every claim left is abandoned, a batch a round.
+		be.Clock.Advance(25 * time.Hour)
+		abandoned := 0
+		for range 3 {
+			abandoned += round().Abandoned
+		}
+		if abandoned != 199 {
+			t.Fatalf("%d claims abandoned past the horizon, want 199", abandoned)
+		}
+		if s := state("mallory", "unrunnable-099"); s != idemtest.Failed {
+			t.Fatalf("unrunnable-099 past the horizon: %s, want failed", s)
 		}
 	})
 }

@@ -1,0 +1,180 @@
+// Intents: one business action the user wants done once, and its key.
+import { newKey } from "./key.js";
+import { memoryStorage } from "./storage.js";
+/**
+ * The intents of an app, kept in a storage: create one when the user starts
+ * an action (the form renders, the button is armed), hand it to every send
+ * of that action, and list the unfinished ones after a reload to resume
+ * them.
+ *
+ * A key per call is not enough: a double click is two calls, and a reload
+ * forgets a key held in memory, so either would send the action again under
+ * a new key, and the server would rightly run it twice. The intent holds
+ * the key from the moment the action starts until a final answer, across
+ * calls, retries and reloads.
+ */
+export class Intents {
+    /** Where the intents are kept. */
+    storage;
+    /** storage defaults to {@link memoryStorage}, which a reload empties. */
+    constructor(storage = memoryStorage()) {
+        this.storage = storage;
+    }
+    /**
+     * Creates an intent and stores it before returning: its key is made now,
+     * once, and every send of the intent uses it.
+     */
+    async create(init = {}) {
+        const record = { key: init.key ?? newKey(), createdAt: new Date().toISOString() };
+        if (init.name !== undefined)
+            record.name = init.name;
+        if (init.meta !== undefined)
+            record.meta = init.meta;
+        await this.storage.set(record);
+        return new Intent(this, record);
+    }
+    /**
+     * The unfinished intent that has this name and meta (equal as JSON), the
+     * oldest if there are several, or a new one: what a form calls when it
+     * renders, so that after a reload the same action gets the same key
+     * (whether or not it was sent before the reload).
+     */
+    async getOrCreate(init) {
+        const meta = canonical(init.meta ?? null);
+        const found = (await this.list()).find((i) => i.name === init.name && canonical(i.meta ?? null) === meta);
+        return found ?? this.create(init);
+    }
+    /** The intent with this key, if it is unfinished. */
+    async get(key) {
+        const r = await this.storage.get(key);
+        return r && new Intent(this, r);
+    }
+    /**
+     * The unfinished intents, oldest first, or those of one name: after a
+     * reload, the ones that were sent ({@link Intent.sent}) may have been
+     * carried out or not, and sending them again (resume) finds out without
+     * doing them twice.
+     */
+    async list(filter = {}) {
+        const records = await this.storage.list();
+        return records
+            .filter((r) => filter.name === undefined || r.name === filter.name)
+            .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0))
+            .map((r) => new Intent(this, r));
+    }
+}
+/**
+ * One action the user wants done once, and its idempotency key. Pass it to
+ * a send (the fetch function's `intent`, Apollo's `context: { intent }`,
+ * urql's context); the transport records the request in the intent's
+ * storage before the first attempt leaves, retries with the key, and
+ * forgets the intent when a final answer arrives.
+ */
+export class Intent {
+    /** The store the intent belongs to. */
+    intents;
+    /** The idempotency key. */
+    key;
+    name;
+    meta;
+    /** When the intent was created (RFC 3339). */
+    createdAt;
+    #request;
+    /** Intents are made by {@link Intents.create} and read by {@link Intents.list}. */
+    constructor(intents, record) {
+        this.intents = intents;
+        this.key = record.key;
+        this.name = record.name;
+        this.meta = record.meta;
+        this.createdAt = record.createdAt;
+        this.#request = record.request;
+    }
+    /**
+     * The request the intent sends, once one was sent: the first send
+     * records it, and resuming sends it again.
+     */
+    get request() {
+        return this.#request;
+    }
+    /**
+     * Whether a request of the intent may have reached the server: it was
+     * recorded before its first attempt. An intent that was not sent can be
+     * sent with any request; one that was must be resumed with the same.
+     */
+    get sent() {
+        return this.#request !== undefined;
+    }
+    /**
+     * Removes the intent from its storage: the transports call it when a
+     * final answer arrives; an app calls it when the user gives the action up.
+     */
+    async forget() {
+        await this.intents.storage.delete(this.key);
+    }
+    /**
+     * Records request as the intent's request, in its storage, unless the
+     * intent has one: the transports call it before the first attempt, so
+     * that a reload finds what to resume. It reports whether request is the
+     * intent's request (a different one sent with the same key gets
+     * IDEMPOTENCY_KEY_REUSED, an answer that does not settle the intent).
+     */
+    async record(request) {
+        if (this.#request)
+            return sameRequest(this.#request, request);
+        const stored = await this.intents.storage.get(this.key);
+        if (stored?.request) {
+            // Sent meanwhile by another Intent object (another tab) of the key.
+            this.#request = stored.request;
+            return sameRequest(stored.request, request);
+        }
+        const record = { ...this.toJSON(), request };
+        await this.intents.storage.set(record);
+        this.#request = request;
+        return true;
+    }
+    /** The intent as its storage keeps it. */
+    toJSON() {
+        const r = { key: this.key, createdAt: this.createdAt };
+        if (this.name !== undefined)
+            r.name = this.name;
+        if (this.meta !== undefined)
+            r.meta = this.meta;
+        if (this.#request)
+            r.request = this.#request;
+        return r;
+    }
+}
+function sameRequest(a, b) {
+    return canonical(a) === canonical(b);
+}
+/** JSON with object keys sorted, so that equal values print equal. */
+export function canonical(v) {
+    return JSON.stringify(v, (_k, x) => x && typeof x === "object" && !Array.isArray(x)
+        ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+        : x);
+}
+const inflight = new WeakMap();
+/**
+ * Runs send for intent, or, when a send of the same body for the same key
+ * is already in flight in this store, waits for that one's answer instead:
+ * a double click makes one request. (Two stores on one storage, such as
+ * two tabs, both send; the server answers the second with the first's
+ * result.)
+ */
+export function singleFlight(intent, body, send) {
+    let m = inflight.get(intent.intents);
+    if (!m)
+        inflight.set(intent.intents, (m = new Map()));
+    const cur = m.get(intent.key);
+    if (cur && cur.body === body)
+        return cur.done;
+    const done = send();
+    const entry = { body, done };
+    m.set(intent.key, entry);
+    const clear = () => {
+        if (m.get(intent.key) === entry)
+            m.delete(intent.key);
+    };
+    done.then(clear, clear);
+    return done;
+}

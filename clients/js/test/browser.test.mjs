@@ -1,0 +1,133 @@
+// The checkout page (graph/checkout, served by the example server) in a
+// real browser: Debian's Chromium, headless, driven over the DevTools
+// protocol by playwright-core (no browser download). On each backend, with
+// the provider slowed: Pay double-clicked makes one charge; a reload while
+// the payment is in flight, then Resume, makes one charge. Screenshots of
+// the page after each payment are kept in test-output/.
+
+import assert from "node:assert/strict";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { chromium } from "playwright-core";
+
+import { backends, outputDir, providerCharges, startServer, waitFor } from "./harness.mjs";
+
+const executablePath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+describe("the checkout page in Chromium", { concurrency: true }, () => {
+  let context;
+  let profile;
+  before(async () => {
+    assert.ok(existsSync(executablePath), `no browser at ${executablePath}: install Debian's chromium (./scripts/apt-install chromium) or set CHROMIUM`);
+    profile = mkdtempSync(join(tmpdir(), "idem-chromium-"));
+    context = await chromium.launchPersistentContext(profile, {
+      executablePath,
+      headless: true,
+      viewport: { width: 900, height: 1000 },
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+      ],
+    });
+  });
+  after(async () => {
+    await context?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  for (const backend of backends) {
+    test(`${backend}: Pay clicked twice is one charge; a reload during the payment, then Resume, is one charge`, async (t) => {
+      // 0.5 s before the charge executes, 3 s after: long enough to see the
+      // charge made and reload before its answer leaves the server.
+      const server = await startServer(t, backend, ["-provider-latency", "500ms", "-provider-response-latency", "3s"]);
+      const page = await context.newPage();
+      t.after(() => page.close());
+      const failures = [];
+      page.on("pageerror", (e) => failures.push(e.message));
+      const requests = [];
+      page.on("request", (r) => requests.push({ url: r.url(), body: r.postData() ?? "" }));
+      const payments = () => requests.filter((r) => r.body.includes("createPayment")).length;
+      const text = (sel) => page.locator(sel).textContent();
+      const visible = (id) => page.waitForFunction((id) => !document.getElementById(id).hidden, id, { timeout: 30_000 });
+
+      await page.goto(`${server.base}/checkout`);
+      await page.waitForSelector("body[data-ready=true]");
+
+      // An order, then Pay double-clicked.
+      await page.click("#create-order");
+      await visible("order");
+      const first = (await text("#order-id")).replace("#", "");
+      await page.dblclick("#pay");
+      await visible("payment");
+      await page.waitForFunction(() => document.getElementById("charges-count").textContent === "1");
+      let charges = await providerCharges(server, "demo", first);
+      assert.equal(charges.providerCharges.length, 1, "one charge for the double click");
+      assert.equal(charges.order.paid, true);
+      assert.equal(await text("#order-paid"), "yes");
+      const clicks = (await text("#log")).match(/click \d+: pay (order|again)/g)?.length;
+      assert.equal(clicks, 2, "the page saw two clicks");
+      t.diagnostic(
+        `${backend}: double click → ${clicks} clicks, ${payments()} createPayment request(s) from the browser, provider charges for order ${first}: ${charges.providerCharges.length}`,
+      );
+      mkdirSync(outputDir, { recursive: true });
+      const shot = join(outputDir, `checkout-${backend}.png`);
+      await page.screenshot({ path: shot, fullPage: true });
+      t.diagnostic(`screenshot after the payment: ${shot}`);
+
+      // A second order; Pay; reload once the provider charged, before its
+      // answer arrives; then Resume.
+      await page.click("#new-order");
+      await page.click("#create-order");
+      await page.waitForFunction((first) => document.getElementById("order-id").textContent !== `#${first}`, first);
+      const second = (await text("#order-id")).replace("#", "");
+      const before = payments();
+      await page.click("#pay");
+      await waitFor("the provider to charge the second order", async () => (await providerCharges(server, "demo", second)).providerCharges.length === 1);
+      assert.equal(await page.locator("#payment").isHidden(), true, "the answer has not arrived before the reload");
+      await page.reload();
+      await page.waitForSelector("body[data-ready=true]");
+      await visible("unfinished");
+      const resume = page.locator("#unfinished-list button.resume");
+      assert.equal(await resume.count(), 1, "one unfinished intent: the payment");
+      await resume.click();
+      await visible("payment");
+      await page.waitForFunction(() => document.getElementById("order-paid").textContent === "yes");
+      charges = await providerCharges(server, "demo", second);
+      assert.equal(charges.providerCharges.length, 1, "one charge after the reload and the resume");
+      assert.equal(charges.providerCharges[0].voided, false);
+      assert.equal(charges.order.paid, true);
+      await page.waitForFunction(() => document.getElementById("unfinished").hidden, null, { timeout: 10_000 });
+      const resumed = join(outputDir, `checkout-${backend}-resumed.png`);
+      await page.screenshot({ path: resumed, fullPage: true });
+      t.diagnostic(`screenshot after the resumed payment: ${resumed}`);
+      t.diagnostic(
+        `${backend}: reload → ${payments() - before} createPayment request(s) from the browser (before and after the reload), provider charges for order ${second}: ${charges.providerCharges.length} (the provider was asked ${charges.providerCharges[0].requests} time(s)); replayed: ${await text("#payment-replayed")}`,
+      );
+
+      // The other browser storage, IndexedDB, keeps intents across stores
+      // (a reload) too.
+      const idb = await page.evaluate(async () => {
+        const m = await import("/checkout/idem/index.js");
+        const a = new m.Intents(m.indexedDBStorage("idem-test"));
+        const intent = await a.create({ name: "x" });
+        await intent.record({ query: "mutation { a }" });
+        const listed = (await new m.Intents(m.indexedDBStorage("idem-test")).list()).map((i) => [i.key === intent.key, i.sent]);
+        await intent.forget();
+        return { listed, left: (await a.list()).length };
+      });
+      assert.deepEqual(idb, { listed: [[true, true]], left: 0 });
+
+      // No bundler, no CDN: everything came from the example server.
+      for (const r of requests) assert.ok(r.url.startsWith(server.base), `${r.url} is not the server's`);
+      assert.deepEqual(failures, []);
+    });
+  }
+});

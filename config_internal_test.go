@@ -1,0 +1,42 @@
+package idem
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The recoverer's identity settings are checked together, and each error
+// names the fields at fault: Caller needs CallerContext, CallerContext
+// replaces TenantContext, and RecoverAfter needs one of the two.
+func TestConfigOfTheRecoverersCaller(t *testing.T) {
+	tenant := func(context.Context) (string, error) { return "t", nil }
+	tenantContext := func(ctx context.Context, _ string) context.Context { return ctx }
+	caller := func(context.Context) []byte { return nil }
+	callerContext := func(ctx context.Context, _ string, _ []byte) (context.Context, error) { return ctx, nil }
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string // "" : accepted (the next check, the Backend, fails)
+	}{
+		{"tenant only", Config{RecoverAfter: time.Second, TenantContext: tenantContext}, ""},
+		{"caller", Config{RecoverAfter: time.Second, Caller: caller, CallerContext: callerContext}, ""},
+		{"caller without recovering here", Config{Caller: caller, CallerContext: callerContext}, ""},
+		{"neither", Config{RecoverAfter: time.Second}, "Config.TenantContext (or Config.CallerContext) is required with Config.RecoverAfter"},
+		{"caller alone", Config{Caller: caller, TenantContext: tenantContext}, "Config.Caller needs Config.CallerContext"},
+		{"both contexts", Config{TenantContext: tenantContext, CallerContext: callerContext}, "Config.CallerContext replaces Config.TenantContext"},
+	} {
+		tc.cfg.Tenant = tenant
+		_, err := tc.cfg.withDefaults()
+		if tc.want == "" {
+			if err == nil || !strings.Contains(err.Error(), "Config.Backend") {
+				t.Errorf("%s: %v, want it accepted (then the missing Backend refused)", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
