@@ -56,8 +56,8 @@ const (
 	// CodeBodyTooLarge: the request body exceeds Limits.MaxBodyBytes (HTTP
 	// 413).
 	CodeBodyTooLarge = idemcode.BodyTooLarge
-	// CodeOperationLimit: the operation exceeds Limits.MaxFields,
-	// MaxAliases or MaxDepth.
+	// CodeOperationLimit: the document exceeds Limits.MaxTokens,
+	// MaxFields, MaxAliases, MaxDepth, MaxNodes or MaxFieldPairs.
 	CodeOperationLimit = idemcode.OperationLimitExceeded
 )
 

@@ -245,9 +245,22 @@ func responseName(f *ast.Field) string {
 // InterceptResponse implements graphql.ResponseInterceptor: it collects what
 // happened to each idempotent field of the operation and reports it in the
 // response's extensions.idempotency (and, through Middleware, in headers).
+//
+// An answer without data and with more than maxRequestErrors errors (a
+// document that breaks a validation rule thousands of times: each repeated
+// directive, each unused variable is an error) keeps the first of them and
+// says how many more there were, as graphql-js stops at 100.
 func (e *Extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	op := &operation{http: httpStateFrom(ctx)}
 	resp := next(context.WithValue(ctx, operationKey{}, op))
+	if resp != nil && len(resp.Data) == 0 && len(resp.Errors) > maxRequestErrors {
+		more := len(resp.Errors) - maxRequestErrors
+		last := resp.Errors[maxRequestErrors-1]
+		resp.Errors = append(resp.Errors[:maxRequestErrors:maxRequestErrors], &gqlerror.Error{
+			Message:    fmt.Sprintf("%d more errors not shown", more),
+			Extensions: map[string]any{"code": last.Extensions["code"]},
+		})
+	}
 	if resp == nil || len(op.fields) == 0 {
 		return resp
 	}
@@ -258,6 +271,9 @@ func (e *Extension) InterceptResponse(ctx context.Context, next graphql.Response
 	op.report()
 	return resp
 }
+
+// maxRequestErrors is how many errors an answer without data shows.
+const maxRequestErrors = 100
 
 // InterceptRootField implements graphql.RootFieldInterceptor: it runs the
 // claim / replay protocol around each idempotent mutation field.

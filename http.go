@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,8 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/goovo/idem/idemcode"
 )
 
 // HTTP header names.
@@ -39,10 +44,12 @@ const (
 // Install makes srv's @idempotent mutations retry-safe and bounds what a
 // request may ask for. It sets the server's error presenter and recover
 // function (Extension.ErrorPresenter, Extension.RecoverFunc: put your own
-// presenter in Config.ErrorPresenter), adds the operation limits
-// (OperationLimits, then gqlgen's complexity limit) and the hook, and
-// returns the handler to serve, which bounds the request body and sets the
-// response headers (Extension.Middleware).
+// presenter in Config.ErrorPresenter), adds the document limits
+// (OperationLimits, which run before gqlgen parses and validates, and
+// gqlgen's parser token limit), gqlgen's complexity limit and the hook,
+// adds a last transport that answers a request no other transport serves
+// with BAD_REQUEST, and returns the handler to serve, which bounds the
+// request body and sets the response headers (Extension.Middleware).
 //
 //	srv := handler.New(graph.NewExecutableSchema(cfg))
 //	srv.AddTransport(transport.POST{})
@@ -52,8 +59,10 @@ const (
 //	})
 //	http.Handle("/query", h)
 //
-// Add extensions that work on the operation (a complexity limit of your
-// own, say) after Install, so that the limits see the operation first.
+// Add transports before Install, and extensions that work on the operation
+// (a complexity limit of your own, say) after it, so that the limits see the
+// operation first; an extension that rewrites the query
+// (extension.AutomaticPersistedQuery) goes before Install.
 func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 	ext, err := New(cfg)
 	if err != nil {
@@ -68,16 +77,42 @@ func Install(srv *handler.Server, cfg Config) (_ http.Handler, err error) {
 	srv.SetErrorPresenter(ext.ErrorPresenter())
 	srv.SetRecoverFunc(ext.RecoverFunc())
 	l := ext.cfg.Limits
-	srv.Use(OperationLimits{MaxFields: l.MaxFields, MaxAliases: l.MaxAliases, MaxDepth: l.MaxDepth})
+	srv.Use(NewOperationLimits(l))
+	if l.MaxTokens > 0 {
+		srv.SetParserTokenLimit(l.MaxTokens)
+	}
 	if l.MaxComplexity > 0 {
 		srv.Use(extension.FixedComplexityLimit(l.MaxComplexity))
 	}
 	srv.Use(ext)
+	srv.AddTransport(unsupportedTransport{})
 	h := ext.Middleware(srv)
 	if cfg.RecoverAfter > 0 {
 		go ext.RunRecoverer(doneContext(cfg.Done))
 	}
 	return h, nil
+}
+
+// unsupportedTransport is the transport Install adds last, so that gqlgen
+// gives it the requests no other transport takes (a GET where only POST
+// was added, another Content-Type): gqlgen itself answers them with an
+// error without a code.
+type unsupportedTransport struct{}
+
+var _ graphql.Transport = unsupportedTransport{}
+
+// Supports implements graphql.Transport.
+func (unsupportedTransport) Supports(*http.Request) bool { return true }
+
+// Do implements graphql.Transport: HTTP 400, BAD_REQUEST.
+func (unsupportedTransport) Do(w http.ResponseWriter, _ *http.Request, _ graphql.GraphExecutor) {
+	body, _ := json.Marshal(&graphql.Response{Errors: gqlerror.List{{
+		Message:    "no transport of this GraphQL endpoint takes the request (its method, Content-Type or Upgrade header); a GraphQL request is a POST with Content-Type: application/json",
+		Extensions: map[string]any{"code": string(idemcode.BadRequest)},
+	}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(body)
 }
 
 // doneContext is a context that ends when done is closed (never, when it

@@ -5,33 +5,46 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"net/http"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 )
 
 // Default values of Limits.
 const (
 	DefaultMaxBodyBytes  = 1 << 20
+	DefaultMaxTokens     = 15_000
 	DefaultMaxFields     = 1000
 	DefaultMaxAliases    = 100
 	DefaultMaxDepth      = 12
+	DefaultMaxFieldPairs = 10_000
+	DefaultMaxNodes      = 20_000
 	DefaultMaxComplexity = 1000
 )
 
 // Limits bound what one request may ask of the server, so that one tenant
 // cannot hold another up: a request over a limit is refused before any
-// resolver or database work. Install applies them all by default. A zero
-// field takes its default; a negative one turns that limit off.
+// resolver or database work, and a document over a limit before gqlgen
+// validates it. Install applies them all by default. A zero field takes its
+// default; a negative one turns that limit off.
 //
-// Without them a 100 MB body is read whole into memory, and an operation
-// that selects one field under 45,000 aliases takes seconds of CPU (gqlgen
+// Without them a 100 MB body is read whole into memory; an operation that
+// selects one field under 45,000 aliases takes seconds of CPU (gqlgen
 // collects fields in time quadratic in the aliases) while, on SQLite, its
-// mutation holds the database's write lock.
+// mutation holds the database's write lock; and gqlparser's validation,
+// which runs before any handler extension sees the operation, takes 11 s
+// and 580 MB for a chain of 4,000 fragments (158 KB), 35 s for the field id
+// selected 20,000 times (60 KB). docs/limits.md has what the worst request
+// under each default costs.
 type Limits struct {
 	// MaxBodyBytes bounds the request body. A body declared larger
 	// (Content-Length) is refused without being read, one that turns out
@@ -39,6 +52,11 @@ type Limits struct {
 	// 413 with a GraphQL error of code REQUEST_BODY_TOO_LARGE. It needs the
 	// handler Install returns (or Extension.Middleware). Default 1 MiB.
 	MaxBodyBytes int64
+
+	// MaxTokens bounds the lexical tokens of the document (names,
+	// punctuation, values, comments): the parser stops at the limit.
+	// Default 15,000.
+	MaxTokens int
 
 	// MaxFields bounds the fields an operation selects, counted with every
 	// fragment spread expanded where it is spread. Default 1000.
@@ -53,12 +71,31 @@ type Limits struct {
 	// gqlparser's own rule and not counted. Default 12.
 	MaxDepth int
 
+	// MaxFieldPairs bounds the pairs of fields that share a response name
+	// in one selection set, fragments expanded and the selections of
+	// fields that share a name merged (as GraphQL merges them into one
+	// answer), summed over the document: validation
+	// (OverlappingFieldsCanBeMerged) compares every such pair, so that n
+	// fields under one name cost n(n-1)/2. A pair of fields with arguments
+	// counts 1 plus the product of their argument nodes, since their
+	// arguments are compared pairwise too. Default 10,000 (the field id
+	// selected 141 times in one place).
+	MaxFieldPairs int
+
+	// MaxNodes bounds the nodes of the document (fields, fragment spreads,
+	// inline fragments, arguments, values, directives, variable
+	// definitions), each operation and each fragment definition counted
+	// with the fragments it spreads expanded where they are spread: what
+	// validation walks, since it walks a fragment again for every
+	// definition that reaches it. Default 20,000.
+	MaxNodes int
+
 	// MaxComplexity is gqlgen's complexity limit
 	// (extension.FixedComplexityLimit): by default each field costs 1 plus
 	// its children, and the schema's complexity functions count where they
-	// are set. It is checked after the limits above, which keep gqlgen's
-	// calculation (exponential in nested fragment spreads) cheap. Refused
-	// with COMPLEXITY_LIMIT_EXCEEDED. Default 1000.
+	// are set. It is checked after validation, by when the limits above
+	// keep gqlgen's calculation (exponential in nested fragment spreads)
+	// cheap. Refused with COMPLEXITY_LIMIT_EXCEEDED. Default 1000.
 	MaxComplexity int
 }
 
@@ -68,9 +105,12 @@ func (l Limits) withDefaults() Limits {
 			*v = d
 		}
 	}
+	def(&l.MaxTokens, DefaultMaxTokens)
 	def(&l.MaxFields, DefaultMaxFields)
 	def(&l.MaxAliases, DefaultMaxAliases)
 	def(&l.MaxDepth, DefaultMaxDepth)
+	def(&l.MaxFieldPairs, DefaultMaxFieldPairs)
+	def(&l.MaxNodes, DefaultMaxNodes)
 	def(&l.MaxComplexity, DefaultMaxComplexity)
 	if l.MaxBodyBytes == 0 {
 		l.MaxBodyBytes = DefaultMaxBodyBytes
@@ -114,98 +154,382 @@ func writeBodyTooLarge(w http.ResponseWriter, limit int64) {
 	_, _ = w.Write(body)
 }
 
-// OperationLimits is the handler extension that refuses an operation over
-// Limits.MaxFields, MaxAliases or MaxDepth before anything runs (code
-// OPERATION_LIMIT_EXCEEDED). It counts on the parsed document, in one pass
-// that visits each fragment once, before gqlgen collects fields (quadratic
-// in aliases) or computes complexity (exponential in nested fragment
-// spreads), so it must be added before them: Install adds it first among
-// its extensions. A limit of 0 or less is off.
+// OperationLimits is the handler extension that refuses a document over
+// Limits.MaxTokens, MaxFields, MaxAliases, MaxDepth, MaxNodes or
+// MaxFieldPairs (code OPERATION_LIMIT_EXCEEDED) before gqlgen parses and
+// validates it: gqlgen runs its graphql.OperationParameterMutator before
+// both, where gqlparser's validation walks every fragment again for each
+// definition that reaches it and compares every pair of fields that share
+// a response name. It parses the document itself, with the token limit, and
+// measures every operation and fragment definition of it in time linear in
+// the document (each fragment measured once), then the merged selection
+// sets in time bounded by MaxNodes. What it measures is what validation
+// will do, so a document within the limits is cheap to validate.
+//
+// A document it let through is remembered (a hash of its text, in a
+// bounded cache), so that the same text, sent again with other variables,
+// costs a hash and a lookup. The hash is maphash's, 64 bits with a seed
+// drawn for each process, which a client never sees: it cannot make a
+// document of its own collide with one that was let through. A document with a fragment cycle is refused
+// as validation would refuse it (GRAPHQL_VALIDATION_FAILED), since only an
+// acyclic one can be measured by expanding its fragments. One that does
+// not parse is left to gqlgen, whose parser stops at the same place.
+//
+// Install adds it first among its extensions and sets gqlgen's parser
+// token limit to MaxTokens. An extension that rewrites the query
+// (extension.AutomaticPersistedQuery) must be added before it.
 type OperationLimits struct {
-	MaxFields, MaxAliases, MaxDepth int
+	limits Limits
+	seed   maphash.Seed
+	seen   *lru.Cache[uint64, struct{}]
+}
+
+// operationLimitsCacheSize is how many distinct documents OperationLimits
+// remembers it let through: some 100 bytes each.
+const operationLimitsCacheSize = 4096
+
+// NewOperationLimits returns the extension for l (zero fields take their
+// defaults, negative ones are off; MaxBodyBytes and MaxComplexity are not
+// its).
+func NewOperationLimits(l Limits) *OperationLimits {
+	seen, err := lru.New[uint64, struct{}](operationLimitsCacheSize)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &OperationLimits{limits: l.withDefaults(), seed: maphash.MakeSeed(), seen: seen}
 }
 
 var (
-	_ graphql.HandlerExtension        = OperationLimits{}
-	_ graphql.OperationContextMutator = OperationLimits{}
+	_ graphql.HandlerExtension          = (*OperationLimits)(nil)
+	_ graphql.OperationParameterMutator = (*OperationLimits)(nil)
 )
 
 // ExtensionName implements graphql.HandlerExtension.
-func (OperationLimits) ExtensionName() string { return "OperationLimits" }
+func (*OperationLimits) ExtensionName() string { return "OperationLimits" }
 
 // Validate implements graphql.HandlerExtension.
-func (OperationLimits) Validate(graphql.ExecutableSchema) error { return nil }
+func (*OperationLimits) Validate(graphql.ExecutableSchema) error { return nil }
 
-// MutateOperationContext implements graphql.OperationContextMutator.
-func (l OperationLimits) MutateOperationContext(_ context.Context, oc *graphql.OperationContext) *gqlerror.Error {
-	if oc.Operation == nil {
+// MutateOperationParameters implements graphql.OperationParameterMutator.
+func (o *OperationLimits) MutateOperationParameters(_ context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if p.Query == "" {
+		return nil // gqlgen answers that there is no operation
+	}
+	h := maphash.String(o.seed, p.Query)
+	if _, ok := o.seen.Get(h); ok {
 		return nil
 	}
-	m := measure(oc.Operation.SelectionSet)
-	refuse := func(format string, args ...any) *gqlerror.Error {
-		return &gqlerror.Error{
-			Message:    fmt.Sprintf(format, args...),
-			Extensions: map[string]any{"code": string(CodeOperationLimit)},
-		}
+	if err := o.check(p.Query); err != nil {
+		return err
 	}
-	switch {
-	case l.MaxFields > 0 && m.fields > l.MaxFields:
-		return refuse("the operation selects %s fields (fragments expanded); the limit is %d", count(m.fields), l.MaxFields)
-	case l.MaxAliases > 0 && m.aliases > l.MaxAliases:
-		return refuse("the operation has %s aliased fields (fragments expanded); the limit is %d", count(m.aliases), l.MaxAliases)
-	case l.MaxDepth > 0 && m.depth > l.MaxDepth:
-		return refuse("the operation's selections nest %d deep; the limit is %d", m.depth, l.MaxDepth)
+	o.seen.Add(h, struct{}{})
+	return nil
+}
+
+// check parses query with the token limit and measures it.
+func (o *OperationLimits) check(query string) *gqlerror.Error {
+	l := o.limits
+	doc, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: query}, max(l.MaxTokens, 0))
+	if err != nil {
+		var g *gqlerror.Error
+		if errors.As(err, &g) && strings.HasPrefix(g.Message, "exceeded token limit") {
+			return limitError("the document has more than %d tokens, the limit", l.MaxTokens)
+		}
+		return nil // gqlgen reports the syntax error
+	}
+	m := newSizer(doc)
+	sets := make([]ast.SelectionSet, 0, len(doc.Operations)+len(doc.Fragments))
+	nodes := 0
+	for _, op := range doc.Operations {
+		s, err := m.operation(op)
+		if err != nil {
+			return err
+		}
+		if err := l.operationError(op, s); err != nil {
+			return err
+		}
+		sets = append(sets, op.SelectionSet)
+		nodes = saturatingAdd(nodes, s.nodes)
+	}
+	// Validation walks each fragment definition on its own too.
+	for _, f := range doc.Fragments {
+		s, err := m.fragment(f)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, f.SelectionSet)
+		nodes = saturatingAdd(nodes, s.nodes)
+	}
+	if l.MaxNodes > 0 && nodes > l.MaxNodes {
+		return limitError("the document has %s nodes, each fragment counted where it is spread; the limit is %d", count(nodes), l.MaxNodes)
+	}
+	// Merging visits every node of every definition once: what MaxNodes
+	// bounds. With MaxNodes off it is only done where that stays cheap.
+	if l.MaxFieldPairs > 0 && nodes <= max(l.MaxNodes, maxMergeNodes) {
+		var c pairCount
+		for _, set := range sets {
+			m.fieldPairs([]ast.SelectionSet{set}, &c)
+		}
+		if c.pairs > int64(l.MaxFieldPairs) {
+			return limitError("the document has %s pairs of fields that share a response name in one selection set (fragments expanded), which validation compares one by one; the limit is %d (the most: %q, %d times)",
+				count(int(c.pairs)), l.MaxFieldPairs, c.name, c.most)
+		}
 	}
 	return nil
 }
 
-// size is what an operation (or a part of it) selects.
-type size struct{ fields, aliases, depth int }
+// operationError refuses an operation over MaxFields, MaxAliases or
+// MaxDepth: what it would execute. (A fragment's size counts where it is
+// spread; one spread nowhere is a validation error.)
+func (l Limits) operationError(op *ast.OperationDefinition, s size) *gqlerror.Error {
+	name := "the operation"
+	if op.Name != "" {
+		name = "operation " + op.Name
+	}
+	switch {
+	case l.MaxFields > 0 && s.fields > l.MaxFields:
+		return limitError("%s selects %s fields (fragments expanded); the limit is %d", name, count(s.fields), l.MaxFields)
+	case l.MaxAliases > 0 && s.aliases > l.MaxAliases:
+		return limitError("%s has %s aliased fields (fragments expanded); the limit is %d", name, count(s.aliases), l.MaxAliases)
+	case l.MaxDepth > 0 && s.depth > l.MaxDepth:
+		return limitError("%s nests %d deep; the limit is %d", name, s.depth, l.MaxDepth)
+	}
+	return nil
+}
 
-// measure sizes a selection set, expanding each fragment where it is
-// spread, by reusing the size of each fragment definition: linear in the
-// document, where walking every spread would be exponential. Validation
-// has rejected fragment cycles and set each spread's Definition.
-func measure(set ast.SelectionSet) size {
-	memo := map[*ast.FragmentDefinition]size{}
-	var walk func(ast.SelectionSet) size
-	walk = func(set ast.SelectionSet) size {
-		var s size
-		add := func(c size) {
-			s.fields = saturatingAdd(s.fields, c.fields)
-			s.aliases = saturatingAdd(s.aliases, c.aliases)
-			s.depth = max(s.depth, c.depth)
+// maxMergeNodes bounds the merging of selection sets (for
+// Limits.MaxFieldPairs) when Limits.MaxNodes is off.
+const maxMergeNodes = 1 << 20
+
+func limitError(format string, args ...any) *gqlerror.Error {
+	return &gqlerror.Error{
+		Message:    fmt.Sprintf(format, args...),
+		Extensions: map[string]any{"code": string(CodeOperationLimit)},
+	}
+}
+
+// size is what a definition (or a part of it) selects, fragments expanded.
+type size struct{ nodes, fields, aliases, depth int }
+
+func (s *size) add(c size) {
+	s.nodes = saturatingAdd(s.nodes, c.nodes)
+	s.fields = saturatingAdd(s.fields, c.fields)
+	s.aliases = saturatingAdd(s.aliases, c.aliases)
+	s.depth = max(s.depth, c.depth)
+}
+
+// sizer measures the definitions of one document, expanding each fragment
+// spread by reusing the size of the fragment's definition: linear in the
+// document, where walking every spread would be exponential. It resolves a
+// spread by name, as the validator does (the first definition of a name),
+// or, when byName is nil (a validated document), by its Definition.
+type sizer struct {
+	byName map[string]*ast.FragmentDefinition
+	memo   map[*ast.FragmentDefinition]size
+	// open holds the fragments being measured: a spread of one of them is
+	// a cycle.
+	open map[*ast.FragmentDefinition]bool
+}
+
+func newSizer(doc *ast.QueryDocument) *sizer {
+	m := &sizer{byName: make(map[string]*ast.FragmentDefinition, len(doc.Fragments))}
+	for _, f := range doc.Fragments {
+		if _, ok := m.byName[f.Name]; !ok {
+			m.byName[f.Name] = f
 		}
+	}
+	return m
+}
+
+// cycleError is gqlparser's NoFragmentCycles error.
+func cycleError(f *ast.FragmentDefinition) *gqlerror.Error {
+	err := gqlerror.ErrorPosf(f.Position, "Cannot spread fragment %q within itself.", f.Name)
+	errcode.Set(err, errcode.ValidationFailed)
+	return err
+}
+
+func (m *sizer) resolve(s *ast.FragmentSpread) *ast.FragmentDefinition {
+	if m.byName == nil {
+		return s.Definition
+	}
+	return m.byName[s.Name]
+}
+
+// operation sizes an operation: its variables and directives, and its
+// selections, fragments expanded.
+func (m *sizer) operation(op *ast.OperationDefinition) (size, *gqlerror.Error) {
+	var s size
+	for _, v := range op.VariableDefinitions {
+		s.nodes = saturatingAdd(s.nodes, 1+valueNodes(v.DefaultValue)+directiveNodes(v.Directives))
+	}
+	s.nodes = saturatingAdd(s.nodes, directiveNodes(op.Directives))
+	c, err := m.set(op.SelectionSet)
+	s.add(c)
+	return s, err
+}
+
+// fragment sizes a fragment definition, its spreads expanded.
+func (m *sizer) fragment(f *ast.FragmentDefinition) (size, *gqlerror.Error) {
+	if s, ok := m.memo[f]; ok {
+		return s, nil
+	}
+	if m.open[f] {
+		return size{}, cycleError(f)
+	}
+	if m.open == nil {
+		m.open, m.memo = map[*ast.FragmentDefinition]bool{}, map[*ast.FragmentDefinition]size{}
+	}
+	m.open[f] = true
+	s, err := m.set(f.SelectionSet)
+	// Validation walks a fragment's directives wherever it is spread.
+	s.nodes = saturatingAdd(s.nodes, directiveNodes(f.Directives))
+	delete(m.open, f)
+	if err != nil {
+		return size{}, err
+	}
+	m.memo[f] = s
+	return s, nil
+}
+
+func (m *sizer) set(set ast.SelectionSet) (size, *gqlerror.Error) {
+	var s size
+	for _, sel := range set {
+		switch sel := sel.(type) {
+		case *ast.Field:
+			c, err := m.set(sel.SelectionSet)
+			if err != nil {
+				return s, err
+			}
+			c.nodes = saturatingAdd(c.nodes, 1+directiveNodes(sel.Directives)+argumentNodes(sel.Arguments))
+			c.fields = saturatingAdd(c.fields, 1)
+			if sel.Alias != "" && sel.Alias != sel.Name {
+				c.aliases = saturatingAdd(c.aliases, 1)
+			}
+			if sel.Name == "__schema" || sel.Name == "__type" {
+				c.depth = 0 // bounded by gqlparser's MaxIntrospectionDepth
+			}
+			c.depth++
+			s.add(c)
+		case *ast.InlineFragment:
+			c, err := m.set(sel.SelectionSet)
+			if err != nil {
+				return s, err
+			}
+			c.nodes = saturatingAdd(c.nodes, 1+directiveNodes(sel.Directives))
+			s.add(c)
+		case *ast.FragmentSpread:
+			s.add(size{nodes: 1 + directiveNodes(sel.Directives)})
+			if f := m.resolve(sel); f != nil {
+				c, err := m.fragment(f)
+				if err != nil {
+					return s, err
+				}
+				s.add(c)
+			}
+		}
+	}
+	return s, nil
+}
+
+func directiveNodes(ds ast.DirectiveList) int {
+	n := 0
+	for _, d := range ds {
+		n = saturatingAdd(n, 1+argumentNodes(d.Arguments))
+	}
+	return n
+}
+
+func argumentNodes(args ast.ArgumentList) int {
+	n := 0
+	for _, a := range args {
+		n = saturatingAdd(n, 1+valueNodes(a.Value))
+	}
+	return n
+}
+
+func valueNodes(v *ast.Value) int {
+	if v == nil {
+		return 0
+	}
+	n := 1
+	for _, c := range v.Children {
+		n = saturatingAdd(n, valueNodes(c.Value))
+	}
+	return n
+}
+
+// fieldPairs counts what gqlparser's OverlappingFieldsCanBeMerged
+// compares in the selection sets sets: it merges them as GraphQL does
+// (fragments expanded, the selections of fields that share a response name
+// merged) and, in each merged selection set, counts the pairs of fields
+// that share a response name, a pair of fields with arguments weighing 1
+// plus the product of their argument nodes (their arguments are compared
+// pairwise too). It visits each node of the expanded sets once; the
+// document has no fragment cycle.
+func (m *sizer) fieldPairs(sets []ast.SelectionSet, c *pairCount) {
+	var names []string
+	byName := map[string][]*ast.Field{}
+	var collect func(ast.SelectionSet)
+	collect = func(set ast.SelectionSet) {
 		for _, sel := range set {
 			switch sel := sel.(type) {
 			case *ast.Field:
-				c := walk(sel.SelectionSet)
-				c.fields = saturatingAdd(c.fields, 1)
-				if sel.Alias != "" && sel.Alias != sel.Name {
-					c.aliases = saturatingAdd(c.aliases, 1)
+				name := sel.Alias
+				if name == "" {
+					name = sel.Name
 				}
-				if sel.Name == "__schema" || sel.Name == "__type" {
-					c.depth = 0 // bounded by gqlparser's MaxIntrospectionDepth
+				if _, ok := byName[name]; !ok {
+					names = append(names, name)
 				}
-				c.depth++
-				add(c)
+				byName[name] = append(byName[name], sel)
 			case *ast.InlineFragment:
-				add(walk(sel.SelectionSet))
+				collect(sel.SelectionSet)
 			case *ast.FragmentSpread:
-				if sel.Definition == nil {
-					continue
+				if f := m.resolve(sel); f != nil {
+					collect(f.SelectionSet)
 				}
-				c, ok := memo[sel.Definition]
-				if !ok {
-					c = walk(sel.Definition.SelectionSet)
-					memo[sel.Definition] = c
-				}
-				add(c)
 			}
 		}
-		return s
 	}
-	return walk(set)
+	for _, set := range sets {
+		collect(set)
+	}
+	for _, name := range names {
+		fields := byName[name]
+		if len(fields) > c.most {
+			c.most, c.name = len(fields), name
+		}
+		// The pairs, and the sum over pairs of the products of their
+		// argument nodes: ((sum n)^2 - sum n^2) / 2.
+		k := int64(len(fields))
+		var sum, squares int64
+		var children []ast.SelectionSet
+		for _, f := range fields {
+			n := int64(argumentNodes(f.Arguments))
+			sum, squares = sum+n, squares+n*n
+			if len(f.SelectionSet) > 0 {
+				children = append(children, f.SelectionSet)
+			}
+		}
+		c.pairs = min(c.pairs+k*(k-1)/2+(sum*sum-squares)/2, math.MaxInt32)
+		if len(children) > 0 {
+			m.fieldPairs(children, c)
+		}
+	}
+}
+
+// pairCount is what fieldPairs counts.
+type pairCount struct {
+	pairs int64 // at most math.MaxInt32
+	most  int   // the most fields under one response name in one set
+	name  string
+}
+
+// expandedFields counts the fields of a validated selection set, each
+// fragment spread expanded where it is spread.
+func expandedFields(set ast.SelectionSet) int {
+	s, _ := (&sizer{}).set(set)
+	return s.fields
 }
 
 func saturatingAdd(a, b int) int {

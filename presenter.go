@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime/debug"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -34,10 +35,14 @@ import (
 //
 // An error without a code gets one: MUTATION_FAILED when it is marked
 // Final, INTERNAL_SERVER_ERROR (retryable: unmarked errors are) inside a
-// field, BAD_REQUEST for the request as a whole; BAD_USER_INPUT for an
-// argument, and, with a message of its own, for the database's refusal of
-// text it cannot store (a NUL character on PostgreSQL), which is final
-// unless marked Retryable. What remains goes through Config.ErrorPresenter. The presenter
+// field, BAD_REQUEST for the request as a whole (a body gqlgen could not
+// decode: its message, which quotes the whole body, is cut to the decoder's
+// complaint; a batch, a JSON array, is said to be one); BAD_USER_INPUT for
+// an argument (its message cut to 200 bytes: an argument's parser quotes
+// the value, which may be a megabyte), and, with a message of its own, for
+// the database's refusal of text it cannot store (a NUL character on
+// PostgreSQL), which is final unless marked Retryable. What remains goes
+// through Config.ErrorPresenter. The presenter
 // is idempotent: a replayed error, presented when it was stored, is
 // presented again unchanged.
 func (e *Extension) ErrorPresenter() graphql.ErrorPresenterFunc {
@@ -112,6 +117,14 @@ func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error
 		cp.Extensions = map[string]any{}
 	}
 	cp.Extensions["code"] = string(code)
+	switch code {
+	case idemcode.BadRequest:
+		cp.Message = requestErrorMessage(cp.Message)
+	case idemcode.BadUserInput:
+		// An argument's parser quotes the value (strconv's, a megabyte
+		// string for an ID).
+		cp.Message = clip(cp.Message)
+	}
 	return &cp
 }
 
@@ -190,4 +203,33 @@ func correlationID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// requestErrorMessage is what a client reads of an error about its request
+// as a whole. gqlgen's POST transport quotes the whole body after the
+// decoder's complaint: a client that sent a megabyte would get it back.
+// gqlgen does not take batches (a JSON array of operations), and says so
+// only as a decoding error.
+func requestErrorMessage(msg string) string {
+	const undecodable = "json request body could not be decoded: "
+	rest, ok := strings.CutPrefix(msg, undecodable)
+	if !ok {
+		return msg
+	}
+	if strings.Contains(rest, "cannot unmarshal array into Go value of type") {
+		return "the request body is a JSON array, a batch of operations, which this endpoint does not take: send each operation in a request of its own"
+	}
+	if i := strings.Index(rest, " body:"); i >= 0 {
+		rest = rest[:i]
+	}
+	return "the request body is not a GraphQL request in JSON: " + clip(rest)
+}
+
+// clip cuts a message that quotes what the client sent to 200 bytes.
+func clip(msg string) string {
+	const most = 200
+	if len(msg) <= most {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:most], "") + "…"
 }

@@ -114,7 +114,7 @@ func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.Operat
 	if r.tenant, err = e.tenant(ctx, key); err != nil {
 		return err
 	}
-	if n := measure(r.executed.SelectionSet).fields; n > maxSelectionFields {
+	if n := expandedFields(r.executed.SelectionSet); n > maxSelectionFields {
 		return errorf(CodeRequestTooLarge, key, "the mutation's selection has %s fields, fragments expanded; the limit is %d", count(n), maxSelectionFields)
 	}
 	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.executed, oc.Variables, KeyArgument)

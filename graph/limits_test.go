@@ -9,15 +9,19 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
+	"github.com/goovo/idem/internal/testkit/hostile"
 )
 
 // aliasBomb is the attack of issue 12: one field of createOrder's result
@@ -205,12 +209,167 @@ func (a *app) allOrders() int {
 // IDEMPOTENCY_REQUEST_TOO_LARGE, not 2^40 fields of work.
 func TestFingerprintIsBoundedWithTheLimitsOff(t *testing.T) {
 	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
-		o.Limits = idem.Limits{MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxComplexity: -1}
+		o.Limits = idem.Limits{MaxTokens: -1, MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxFieldPairs: -1, MaxNodes: -1, MaxComplexity: -1}
 	})
 	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.Code() != string(idem.CodeRequestTooLarge) {
 		t.Fatalf("fragment bomb: %.300s", r.Body)
 	}
 	if n := a.allOrders(); n != 0 {
 		t.Fatalf("%d orders", n)
+	}
+}
+
+// The limits are measured on the document before gqlgen validates it:
+// a document that is both invalid (an unknown field) and over a limit is
+// refused as over the limit, not as invalid. Validation, which walks every
+// fragment again for each definition that reaches it and compares every
+// pair of fields sharing a response name, never sees it.
+func TestDocumentsAreMeasuredBeforeValidation(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	order := a.newOrder("acme", 100)
+	invalid := " nope"
+	cases := []struct {
+		name, query, limit string
+	}{
+		{"tokens", "{ order(id: 1) {" + invalid + strings.Repeat(" id", idem.DefaultMaxTokens) + " } }", "tokens"},
+		{"fields", "{ order(id: 1) {" + invalid + strings.Repeat(" id amount currency paid", 300) + " } }", "fields"},
+		{"aliases", "{" + invalid + rootAliases(idem.DefaultMaxAliases+1) + " }", "aliased fields"},
+		{"depth", strings.Replace(deepPayment("deep", order, idem.DefaultMaxDepth+1), "{ id", "{"+invalid+" id", 1), "deep"},
+		{"nodes", chainOfSpreads(300, invalid), "nodes"},
+		{"pairs", "{ order(id: 1) {" + invalid + strings.Repeat(" id", 200) + " } }", "pairs of fields"},
+	}
+	for _, c := range cases {
+		r := a.do("mallory", c.query, nil)
+		if r.Code() != string(idem.CodeOperationLimit) || !strings.Contains(r.Errors[0].Message, c.limit) {
+			t.Errorf("%s: %.300s", c.name, r.Body)
+		}
+	}
+	// Under the limits, the same document is validated.
+	if r := a.do("mallory", chainOfSpreads(20, invalid), nil); r.Code() != "GRAPHQL_VALIDATION_FAILED" {
+		t.Errorf("under the limits: %.300s", r.Body)
+	}
+}
+
+// chainOfSpreads is a query whose selection is a chain of n fragments,
+// each spreading the next; the last selects id and extra.
+func chainOfSpreads(n int, extra string) string {
+	var b strings.Builder
+	b.WriteString("query { order(id: 1) { ...F0 } }")
+	for i := range n - 1 {
+		fmt.Fprintf(&b, "\nfragment F%d on Order { ...F%d }", i, i+1)
+	}
+	fmt.Fprintf(&b, "\nfragment F%d on Order { id%s }", n-1, extra)
+	return b.String()
+}
+
+// A fragment cycle cannot be measured by expanding the fragments: it is
+// refused as validation refuses it, whether the cycle gains depth or not,
+// and a spread of an unknown fragment is left to validation.
+func TestFragmentCyclesAndUnknownFragmentsAreValidationErrors(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	for _, q := range []string{
+		"query { order(id: 1) { ...A } } fragment A on Order { ...B } fragment B on Order { id ...A }",
+		"query { order(id: 1) { ...A } } fragment A on Order { payments { order { ...A } } }",
+		"query { order(id: 1) { id } } fragment A on Order { ...A }",
+		"query { order(id: 1) { ...Nowhere } }",
+	} {
+		if r := a.do("mallory", q, nil); r.Code() != "GRAPHQL_VALIDATION_FAILED" {
+			t.Errorf("%s: %.300s", q, r.Body)
+		}
+	}
+}
+
+// The worst request under and over each default limit (package hostile,
+// the table of docs/limits.md) gets its answer, having cost the server
+// little memory, and a refusal is small. Memory, not time, is asserted:
+// bytes allocated until the answer do not depend on how busy the machine
+// is. Before the limits ran ahead of validation, the first of these (a
+// chain of 4,000 fragments) allocated 580 MB.
+func TestWorstRequestsCostLittle(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	order := a.newOrder("mallory", 100)
+	h := a.Server.Config.Handler
+	const budget, smallAnswer = 32 << 20, 32 << 10
+	for _, req := range hostile.Catalogue(order) {
+		allocated, status, body := allocatedBy(h, req.NewHTTPRequest("/query", "mallory"))
+		if got := hostile.Outcome(status, body); got != req.Want {
+			t.Errorf("%s: %s, want %s: %.300s", req.Name, got, req.Want, body)
+		}
+		if allocated > budget {
+			t.Errorf("%s: %d MB allocated until the answer, more than %d", req.Name, allocated>>20, budget>>20)
+		}
+		if req.Want != "ok" && len(body) > smallAnswer {
+			t.Errorf("%s: a refusal of %d bytes: %.300s", req.Name, len(body), body)
+		}
+	}
+}
+
+// allocatedBy serves req in process and returns the bytes the process
+// allocated meanwhile, and the answer.
+func allocatedBy(h http.Handler, req *http.Request) (uint64, int, []byte) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc, rec.Code, rec.Body.Bytes()
+}
+
+// Requests that are not GraphQL requests the server takes (another
+// method, another Content-Type, a batch: a JSON array of operations, a
+// body that is not JSON) are refused with BAD_REQUEST and a short
+// message that quotes none of the body; gqlgen answered them without a
+// code, and with the whole body in the message.
+func TestTransportAndBatchRefusalsAreCodedAndSmall(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	marker := strings.Repeat("echo-me-", 1<<14) // 128 KiB
+	one := `{"query":"{ __typename }","extensions":{"x":"` + marker + `"}}`
+	cases := []struct {
+		name, method, contentType, body string
+	}{
+		{"GET", http.MethodGet, "", ""},
+		{"text/plain", http.MethodPost, "text/plain", `{"query":"{ __typename }"}`},
+		{"batch", http.MethodPost, "application/json", "[" + one + "," + one + "]"},
+		{"not JSON", http.MethodPost, "application/json", `{"query": "` + marker},
+		{"not an object", http.MethodPost, "application/json", `"` + marker + `"`},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(c.method, a.Endpoint, strings.NewReader(c.body))
+		if c.contentType != "" {
+			req.Header.Set("Content-Type", c.contentType)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || hostile.Outcome(res.StatusCode, body) != string(idemcode.BadRequest) ||
+			len(body) > 512 || bytes.Contains(body, []byte("echo-me")) {
+			t.Errorf("%s: %d %.600s", c.name, res.StatusCode, body)
+		}
+	}
+	// An argument's value is not quoted back whole either.
+	r := a.do("mallory", `{ order(id: "`+strings.Repeat("9", 100_000)+`") { id } }`, nil)
+	if r.Code() != string(idem.CodeBadInput) || len(r.Body) > 512 {
+		t.Errorf("a long argument: %.600s", r.Body)
+	}
+}
+
+// An answer without data shows at most 100 errors, and says how many more
+// there were: a document within the limits can break a rule thousands of
+// times (here, 3,000 unused variables).
+func TestRequestErrorsAreCapped(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	var b strings.Builder
+	b.WriteString("query(")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "$v%d: ID ", i)
+	}
+	b.WriteString(") { __typename }")
+	r := a.do("mallory", b.String(), nil)
+	if len(r.Errors) != 101 || r.Code() != "GRAPHQL_VALIDATION_FAILED" ||
+		r.Errors[100].Message != "2900 more errors not shown" || r.Errors[100].Code() != "GRAPHQL_VALIDATION_FAILED" {
+		t.Fatalf("%d errors: %.300s", len(r.Errors), r.Body)
 	}
 }

@@ -75,8 +75,10 @@ const (
 	// without a code of its own: stored, and replayed to every retry.
 	// Final.
 	MutationFailed Code = "MUTATION_FAILED"
-	// BadRequest: the request could not be read as a GraphQL request (a
-	// body that is not JSON, say). Final.
+	// BadRequest: the request could not be read as a GraphQL request: a
+	// body that is not JSON, a batch (a JSON array of operations, which the
+	// server does not take), a method or Content-Type no transport of the
+	// server takes. The message never quotes the body. Final.
 	BadRequest Code = "BAD_REQUEST"
 )
 
@@ -85,8 +87,10 @@ const (
 	// BodyTooLarge: the request body is over the limit; refused with HTTP
 	// 413 before it was read. Final.
 	BodyTooLarge Code = "REQUEST_BODY_TOO_LARGE"
-	// OperationLimitExceeded: the operation selects too many fields or
-	// aliases, or nests too deep; refused before anything ran. Final.
+	// OperationLimitExceeded: the document is over one of the server's
+	// limits (tokens, fields, aliases, depth, fields that share a response name,
+	// nodes with fragments expanded); refused before it was validated, and
+	// before anything ran. Final.
 	OperationLimitExceeded Code = "OPERATION_LIMIT_EXCEEDED"
 )
 

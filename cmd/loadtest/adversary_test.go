@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goovo/idem/internal/testkit/hostile"
 )
 
 // With the limits on, the adversary fails the run on an answer the limits
@@ -37,7 +39,7 @@ func TestAdversaryVerdict(t *testing.T) {
 // the server checks (the run fails otherwise); here, that it is a tree of
 // aliases below the alias limit.
 func TestExpensivePaymentShape(t *testing.T) {
-	q := expensivePayment("k", "1")
+	q := hostile.ExpensivePayment("k", "1")
 	if n := strings.Count(q, "x: "); n != 63 {
 		t.Fatalf("%d aliases, want 63 (a binary tree of 7 levels)", n)
 	}

@@ -79,9 +79,12 @@ func run() error {
 	// turns the limit off.
 	var limits idem.Limits
 	flag.Int64Var(&limits.MaxBodyBytes, "max-body-bytes", 0, "largest request body, refused with HTTP 413 before it is read (default 1 MiB)")
+	flag.IntVar(&limits.MaxTokens, "max-tokens", 0, "most tokens in a GraphQL document (default 15000)")
 	flag.IntVar(&limits.MaxFields, "max-fields", 0, "most fields an operation selects, fragments expanded (default 1000)")
 	flag.IntVar(&limits.MaxAliases, "max-aliases", 0, "most aliased fields in an operation (default 100)")
 	flag.IntVar(&limits.MaxDepth, "max-depth", 0, "deepest nesting of an operation's selections (default 12)")
+	flag.IntVar(&limits.MaxNodes, "max-nodes", 0, "most nodes of a document, each fragment counted where it is spread (default 20000)")
+	flag.IntVar(&limits.MaxFieldPairs, "max-field-pairs", 0, "most pairs of fields sharing a response name in one selection set, which validation compares (default 10000)")
 	flag.IntVar(&limits.MaxComplexity, "max-complexity", 0, "gqlgen complexity limit of an operation (default 1000)")
 	flag.Parse()
 	if *failureRate < 0 || *failureRate > 1 {

@@ -85,8 +85,10 @@ export const Code = {
      */
     MutationFailed: "MUTATION_FAILED",
     /**
-     * BadRequest: the request could not be read as a GraphQL request (a
-     * body that is not JSON, say). Final.
+     * BadRequest: the request could not be read as a GraphQL request: a
+     * body that is not JSON, a batch (a JSON array of operations, which the
+     * server does not take), a method or Content-Type no transport of the
+     * server takes. The message never quotes the body. Final.
      */
     BadRequest: "BAD_REQUEST",
     /**
@@ -95,8 +97,10 @@ export const Code = {
      */
     BodyTooLarge: "REQUEST_BODY_TOO_LARGE",
     /**
-     * OperationLimitExceeded: the operation selects too many fields or
-     * aliases, or nests too deep; refused before anything ran. Final.
+     * OperationLimitExceeded: the document is over one of the server's
+     * limits (tokens, fields, aliases, depth, fields that share a response name,
+     * nodes with fragments expanded); refused before it was validated, and
+     * before anything ran. Final.
      */
     OperationLimitExceeded: "OPERATION_LIMIT_EXCEEDED",
     /**
