@@ -10,6 +10,7 @@ import (
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/timer"
@@ -141,7 +142,7 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 
 // sweepTable archives, purges and forgets what is due in one record table,
 // batch after batch.
-func (a *Admin) sweepTable(ctx context.Context, recs *RecordTable, archive string, opts SweepOptions, start time.Time) (TableSweep, error) {
+func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, archive string, opts SweepOptions, start time.Time) (TableSweep, error) {
 	ts := TableSweep{Entity: recs.Entity, Table: recs.Table}
 	reading, err := a.store.Now(ctx)
 	if err != nil {
@@ -149,7 +150,7 @@ func (a *Admin) sweepTable(ctx context.Context, recs *RecordTable, archive strin
 	}
 	now := reading.Now()
 	retention := a.cfg.retention(recs)
-	table := recs.storeTable()
+	table := storeTable(recs)
 	expireBefore := now.Add(-retention)
 	// archived_at is at least completion + retention, so a tombstone
 	// archived before this completed before now - horizon.
@@ -296,8 +297,8 @@ func (a *Admin) Inspect(ctx context.Context, tenant, key string) ([]RecordInfo, 
 	if tenant == "" {
 		return nil, errors.New("idem: a tenant is required")
 	}
-	return a.list(func(recs *RecordTable) ([]store.Row, error) {
-		return a.store.Find(ctx, store.FindQuery{Table: recs.storeTable(), Archive: a.cfg.Backend.ArchiveTable(), Tenant: tenant, Key: key})
+	return a.list(func(recs *idembackend.RecordTable) ([]store.Row, error) {
+		return a.store.Find(ctx, store.FindQuery{Table: storeTable(recs), Archive: a.cfg.Backend.ArchiveTable(), Tenant: tenant, Key: key})
 	})
 }
 
@@ -308,16 +309,16 @@ func (a *Admin) Stuck(ctx context.Context, olderThan time.Duration, limit int) (
 	if err != nil {
 		return nil, err
 	}
-	return a.list(func(recs *RecordTable) ([]store.Row, error) {
-		return a.store.Stuck(ctx, store.StuckQuery{Table: recs.storeTable(), LeaseEndedBefore: reading.Now().Add(-olderThan), Limit: limit})
+	return a.list(func(recs *idembackend.RecordTable) ([]store.Row, error) {
+		return a.store.Stuck(ctx, store.StuckQuery{Table: storeTable(recs), LeaseEndedBefore: reading.Now().Add(-olderThan), Limit: limit})
 	})
 }
 
 // Failed lists the newest failed records (up to limit per table) that
 // still hold their response (the sweeper has not archived them).
 func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
-	return a.list(func(recs *RecordTable) ([]store.Row, error) {
-		return a.store.Failed(ctx, store.FailedQuery{Table: recs.storeTable(), Limit: limit})
+	return a.list(func(recs *idembackend.RecordTable) ([]store.Row, error) {
+		return a.store.Failed(ctx, store.FailedQuery{Table: storeTable(recs), Limit: limit})
 	})
 }
 
@@ -346,7 +347,7 @@ func (a *Admin) Recovered(ctx context.Context, table string, within time.Duratio
 			continue
 		}
 		found = true
-		rows, err := a.store.Completed(ctx, store.CompletedQuery{Table: recs.storeTable(), Since: since, Limit: RecoveredScan})
+		rows, err := a.store.Completed(ctx, store.CompletedQuery{Table: storeTable(recs), Since: since, Limit: RecoveredScan})
 		if err != nil {
 			return nil, false, err
 		}
@@ -368,7 +369,7 @@ func (a *Admin) Recovered(ctx context.Context, table string, within time.Duratio
 }
 
 // list collects the rows of every record table.
-func (a *Admin) list(rows func(*RecordTable) ([]store.Row, error)) ([]RecordInfo, error) {
+func (a *Admin) list(rows func(*idembackend.RecordTable) ([]store.Row, error)) ([]RecordInfo, error) {
 	var out []RecordInfo
 	for _, recs := range a.cfg.Backend.RecordTables() {
 		rs, err := rows(recs)
@@ -407,7 +408,7 @@ type TableStats struct {
 func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	for _, recs := range a.cfg.Backend.RecordTables() {
-		ts, err := a.store.Stats(ctx, recs.storeTable())
+		ts, err := a.store.Stats(ctx, storeTable(recs))
 		if err != nil {
 			return st, err
 		}
@@ -426,7 +427,7 @@ func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
-func info(recs *RecordTable, r store.Row) RecordInfo {
+func info(recs *idembackend.RecordTable, r store.Row) RecordInfo {
 	ri := RecordInfo{
 		Entity: recs.Entity, Table: recs.Table, Tenant: r.Tenant, Key: r.Key, State: r.Status, Status: r.Status, Attempt: r.Attempt,
 		LeaseExpiresAt: timePtr(r.LeaseExpiresAt), ClaimedAt: timePtr(r.ClaimedAt),

@@ -19,6 +19,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/timer"
@@ -34,7 +35,7 @@ const completionTimeout = 5 * time.Second
 type attempt struct {
 	ext     *Extension
 	req     *request
-	claim   *Claim
+	claim   *idembackend.Claim
 	fresh   bool // a new claim, to insert; else one taken over, already held
 	reading store.Reading
 	mode    mode
@@ -62,7 +63,7 @@ type attempt struct {
 // the resolver writes in, or why there is none.
 type begun struct {
 	// tx is the attempt's transaction; nil when the resolver did not run.
-	tx store.Tx
+	tx idembackend.Tx
 	// claimed: this attempt committed its claim (lease mode), which it must
 	// release if it goes no further.
 	claimed bool
@@ -80,13 +81,12 @@ func (e *Extension) newAttempt(r *request, reading store.Reading, now time.Time)
 	return &attempt{
 		ext: e, req: r, fresh: true, reading: reading, mode: modes[r.spec.mode],
 		stopRenewal: func() {},
-		claim: &Claim{
+		claim: &idembackend.Claim{
 			Tenant:         r.tenant,
 			Key:            r.key,
-			Table:          r.spec.table.Name,
 			Fingerprint:    r.fingerprint,
 			Attempt:        1,
-			Mode:           r.spec.mode,
+			Mode:           string(r.spec.mode),
 			ClaimedAt:      now,
 			LeaseExpiresAt: now.Add(r.spec.lease),
 			Operation:      r.operation,
@@ -121,7 +121,7 @@ type ended struct {
 // run runs the resolver once under a's claim and stores its result.
 func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolver) ended {
 	r := a.req
-	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(ctx, a.claim), a))
+	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(ctx, a.claim, r.spec.table.Name), a))
 	res := next(fieldCtx)
 	a.stopRenewal()
 	errs := graphql.GetErrors(fieldCtx)
@@ -338,18 +338,18 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 
 // claimKey inserts the claim row. lost is the holder's record when the key
 // was taken; err is a refusal of the input (*Error) or a store failure.
-func (a *attempt) claimKey(ctx context.Context, tx store.Tx, args map[string]any) (lost *store.Claimed, err error) {
+func (a *attempt) claimKey(ctx context.Context, tx idembackend.Tx, args map[string]any) (lost *store.Claimed, err error) {
 	tel, r := a.ext.tel, a.req
 	claimed, err := a.ext.store.Claim(ctx, store.Claim{Ref: r.ref(), Tx: tx,
-		Insert: func(ctx context.Context, tx store.Tx) (bool, error) {
+		Insert: func(ctx context.Context, tx idembackend.Tx) (bool, error) {
 			start := time.Now()
 			defer func() { tel.claimed(ctx, r, time.Since(start)) }()
 			return r.spec.records.Insert(ctx, tx, a.claim, args)
 		}})
-	var in *inputError
+	var in *idembackend.InputError
 	switch {
 	case errors.As(err, &in):
-		return nil, errorf(CodeBadInput, a.claim.Key, "%s", in.message)
+		return nil, errorf(CodeBadInput, a.claim.Key, "%s", in.Message)
 	case err != nil:
 		return nil, err
 	case !claimed.Won:

@@ -12,6 +12,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/goovo/idem/idembackend"
 )
 
 // Default values of Config.
@@ -28,7 +30,7 @@ const (
 type Config struct {
 	// Backend connects the hook to the ent client that holds the records:
 	// client.IdempotencyBackend(). Required.
-	Backend Backend
+	Backend idembackend.Backend
 
 	// Tenant returns the tenant of the request from its context, as the
 	// application's authentication put it there. Keys are unique per tenant.
@@ -263,7 +265,7 @@ func (c Config) storeDefaults() (Config, error) {
 }
 
 // retention is the retention window of a record table.
-func (c Config) retention(r *RecordTable) time.Duration {
+func (c Config) retention(r *idembackend.RecordTable) time.Duration {
 	if r.Retention > 0 {
 		return r.Retention
 	}

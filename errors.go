@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/store"
 )
 
@@ -123,68 +123,31 @@ func errorf(code Code, key, format string, args ...any) *Error {
 // rule error): the hook stores it as a failed record and replays it to every
 // retry with the same key, and the mutation's database writes are rolled
 // back. Errors that are not marked are retryable.
-func Final(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &outcomeError{err: err, final: true}
-}
+func Final(err error) error { return outcome.Final(err) }
 
 // Retryable marks err as a transient failure: the hook rolls the mutation's
 // writes back and releases the claim, so a retry with the same key runs the
 // mutation again at once. Unmarked errors are treated the same way; the
 // marker exists to override a Final further down the chain.
-func Retryable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &outcomeError{err: err, final: false}
-}
+func Retryable(err error) error { return outcome.Retryable(err) }
 
 // IsFinal reports whether the outermost Final or Retryable marker in err's
 // chain is Final.
-func IsFinal(err error) bool {
-	var o *outcomeError
-	return errors.As(err, &o) && o.final
-}
+func IsFinal(err error) bool { return outcome.IsFinal(err) }
 
 // finalError reports whether a resolver's error ends the attempt for good:
 // marked Final; or, unless marked Retryable, the database's refusal of text
 // it cannot store (a NUL character on PostgreSQL), which the same attempt
 // meets on every run. The presenter answers the latter BAD_USER_INPUT.
 func finalError(err error) bool {
-	var o *outcomeError
-	if errors.As(err, &o) {
-		return o.final
+	if marked, final := outcome.Marked(err); marked {
+		return final
 	}
 	return store.Unstorable(err)
 }
-
-type outcomeError struct {
-	err   error
-	final bool
-}
-
-func (e *outcomeError) Error() string { return e.err.Error() }
-func (e *outcomeError) Unwrap() error { return e.err }
 
 // CodeBadInput: the mutation's input cannot be stored (it breaks a
 // validator or a constraint of the record's entity, or holds text the
 // database cannot store: a NUL character, bytes that are not UTF-8).
 // Nothing was stored or run; the same input fails the same way.
 const CodeBadInput = idemcode.BadUserInput
-
-// InvalidInput wraps an error the record insert returned because of the
-// mutation's input (an ent validator or constraint). message is what the
-// client sees: it must not contain database text. Generated code uses it.
-func InvalidInput(message string, err error) error {
-	return &inputError{message: message, err: err}
-}
-
-type inputError struct {
-	message string
-	err     error
-}
-
-func (e *inputError) Error() string { return e.message + ": " + e.err.Error() }
-func (e *inputError) Unwrap() error { return e.err }

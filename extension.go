@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/store"
 )
@@ -53,7 +54,7 @@ type Extension struct {
 // fieldSpec is what the hook knows of one idempotent mutation field.
 type fieldSpec struct {
 	name      string
-	records   *RecordTable
+	records   *idembackend.RecordTable
 	table     store.Table
 	mode      Mode
 	lease     time.Duration
@@ -157,7 +158,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)
 	}
 	spec.records = recs
-	spec.table = recs.storeTable()
+	spec.table = storeTable(recs)
 	spec.retention = e.cfg.retention(recs)
 	return spec, nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/idembackend"
 )
 
 // OutcomeKeyless: the mutation's key is optional during a rollout
@@ -73,7 +73,7 @@ type keylessCall struct {
 
 	// Set by begin, on the resolver's goroutine, before the resolver runs.
 	started bool
-	tx      store.Tx
+	tx      idembackend.Tx
 	refusal error
 
 	// oneAtATime serialises the field tree's resolvers, which share the
@@ -135,17 +135,17 @@ func (k *keylessCall) begin(ctx context.Context, args map[string]any) (context.C
 		return ctx, errNotRun()
 	}
 	k.tx = tx
-	c := &Claim{Tenant: r.tenant, Table: r.spec.table.Name, Mode: r.spec.mode}
+	c := &idembackend.Claim{Tenant: r.tenant, Mode: string(r.spec.mode)}
 	if !r.spec.records.RecordOnly {
 		if _, err := r.spec.records.Insert(txCtx, tx, c, args); err != nil {
-			var in *inputError
+			var in *idembackend.InputError
 			if errors.As(err, &in) {
-				k.refusal = errorf(CodeBadInput, "", "%s", in.message)
+				k.refusal = errorf(CodeBadInput, "", "%s", in.Message)
 			} else {
 				k.refusal = e.unavailable(r, err)
 			}
 			return ctx, errNotRun()
 		}
 	}
-	return withClaim(txCtx, c), nil
+	return withClaim(txCtx, c, r.spec.table.Name), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/store"
 )
 
@@ -81,7 +82,7 @@ func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error
 	case g.Err == nil:
 		// Written as a GraphQL error: by the application, by gqlgen (a
 		// parse or validation error), or replayed from a record.
-	case store.Unstorable(g.Err) && !isMarkedRetryable(err):
+	case store.Unstorable(g.Err) && !outcome.IsRetryable(err):
 		// Text the database cannot store, which a resolver wrote: the
 		// input's fault, final (finalError), not an outage.
 		return e.cfg.ErrorPresenter(ctx, e.unstorable(ctx, g))
@@ -177,12 +178,6 @@ func (e *Extension) unexpected(ctx context.Context, g *gqlerror.Error) *gqlerror
 func hasCode(g *gqlerror.Error) bool {
 	c, ok := g.Extensions["code"].(string)
 	return ok && c != ""
-}
-
-// isMarkedRetryable reports an error whose outermost marker is Retryable.
-func isMarkedRetryable(err error) bool {
-	var o *outcomeError
-	return errors.As(err, &o) && !o.final
 }
 
 func isHookError(err error) bool {

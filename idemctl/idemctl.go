@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/store"
 )
 
@@ -35,7 +36,7 @@ const PingTimeout = 15 * time.Second
 // Main runs the command line args (without the program name) against
 // backend, writes results to stdout and messages to stderr, and returns the
 // exit code (ExitOK, ExitFailure or ExitUsage).
-func Main(ctx context.Context, backend idem.Backend, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, backend idembackend.Backend, args []string, stdout, stderr io.Writer) int {
 	return Command{Config: idem.Config{Backend: backend}}.Run(ctx, args, stdout, stderr)
 }
 
@@ -57,7 +58,7 @@ type Command struct {
 	// Open, when set, returns the backend after the flags were parsed,
 	// when a command needs the database. Its error is reported as a runtime
 	// failure. The caller closes what it opened after Run returns.
-	Open func(ctx context.Context) (idem.Backend, error)
+	Open func(ctx context.Context) (idembackend.Backend, error)
 }
 
 // usageError is a mistake on the command line.
@@ -77,7 +78,7 @@ type env struct {
 	name           string
 	admin          *idem.Admin
 	cfg            idem.Config
-	backend        idem.Backend
+	backend        idembackend.Backend
 	json           bool
 	stdout, stderr io.Writer
 }

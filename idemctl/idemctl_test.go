@@ -17,6 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
@@ -620,7 +621,7 @@ func TestBadInput(t *testing.T) {
 // A database that cannot be reached, or is not the application's: one
 // line that names the problem, exit 1, for every command.
 func TestUnreachableDatabase(t *testing.T) {
-	open := func(t *testing.T, dsn string) idem.Backend {
+	open := func(t *testing.T, dsn string) idembackend.Backend {
 		drv, err := idemdb.Open(dsn)
 		if err != nil {
 			t.Fatal(err)

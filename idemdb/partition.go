@@ -12,7 +12,7 @@ import (
 
 	"entgo.io/ent/dialect"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/store"
 )
 
@@ -122,7 +122,7 @@ type PartitionedTable struct {
 // compares the tables with the ent schema, which knows nothing of the
 // layout, and would try to undo it. Production uses versioned migrations;
 // opts.DryRun returns the DDL to put in one.
-func PartitionByTenant(ctx context.Context, backend idem.Backend, opts PartitionOptions) (*Partitioning, error) {
+func PartitionByTenant(ctx context.Context, backend idembackend.Backend, opts PartitionOptions) (*Partitioning, error) {
 	if backend == nil {
 		return nil, errors.New("idemdb: PartitionByTenant: no backend")
 	}
@@ -160,7 +160,7 @@ func PartitionByTenant(ctx context.Context, backend idem.Backend, opts Partition
 }
 
 type partitioner struct {
-	ex      idem.Executor
+	ex      idembackend.Executor
 	opts    PartitionOptions
 	report  *Partitioning
 	version int
@@ -232,7 +232,7 @@ type foreignKey struct {
 	def                  string
 }
 
-func (p *partitioner) run(ctx context.Context, records []*idem.RecordTable) error {
+func (p *partitioner) run(ctx context.Context, records []*idembackend.RecordTable) error {
 	var version string
 	if err := p.queryRow(ctx, "SELECT version(), current_setting('server_version_num'), COALESCE(current_schema(), '')", nil, &version, &p.version, &p.current); err != nil {
 		return err

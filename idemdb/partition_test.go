@@ -13,9 +13,9 @@ import (
 	"entgo.io/ent/dialect"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
 )
@@ -234,7 +234,7 @@ func TestPartitionByTenantAnySchema(t *testing.T) {
 			body text
 		);
 		INSERT INTO currencies VALUES ('EUR');`)
-	backend := sqlBackend{db: sqlDB, records: []*idem.RecordTable{{Entity: "Account", Table: "accounts", ScopeColumn: "org", IDColumn: "id"}}}
+	backend := sqlBackend{db: sqlDB, records: []*idembackend.RecordTable{{Entity: "Account", Table: "accounts", ScopeColumn: "org", IDColumn: "id"}}}
 
 	p, err := idemdb.PartitionByTenant(ctx, backend, idemdb.PartitionOptions{Partitions: 3})
 	if err != nil {
@@ -397,18 +397,18 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 	})
 }
 
-// sqlBackend is an idem.Backend on a plain *sql.DB with hand-made record
+// sqlBackend is an idembackend.Backend on a plain *sql.DB with hand-made record
 // tables: PartitionByTenant only needs the dialect, transactions and the
 // record tables' scope columns.
 type sqlBackend struct {
-	idem.Backend
+	idembackend.Backend
 	db      *sql.DB
-	records []*idem.RecordTable
+	records []*idembackend.RecordTable
 }
 
-func (b sqlBackend) Dialect() string                   { return dialect.Postgres }
-func (b sqlBackend) RecordTables() []*idem.RecordTable { return b.records }
-func (b sqlBackend) BeginTx(ctx context.Context) (context.Context, idem.Tx, error) {
+func (b sqlBackend) Dialect() string                          { return dialect.Postgres }
+func (b sqlBackend) RecordTables() []*idembackend.RecordTable { return b.records }
+func (b sqlBackend) BeginTx(ctx context.Context) (context.Context, idembackend.Tx, error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	return ctx, tx, err
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 )
 
 // Record states RequireState checks, as idem.RecordInfo.State spells them.
@@ -22,7 +23,7 @@ const (
 // record tables is in state. Use it to assert what a mutation left behind:
 // that a key was claimed and is still pending, that its result was stored,
 // or that a failure was.
-func RequireState(t testing.TB, backend idem.Backend, tenant, key, state string) {
+func RequireState(t testing.TB, backend idembackend.Backend, tenant, key, state string) {
 	t.Helper()
 	admin, err := idem.NewAdmin(idem.Config{Backend: backend})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"entgo.io/ent/dialect/sql/schema"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb"
 )
 
@@ -95,7 +95,7 @@ type DB struct {
 // automatic migration must not run on that database again.
 //
 //	err := db.Setup(ctx, client.IdempotencyBackend(), client.Schema.Create)
-func (db *DB) Setup(ctx context.Context, backend idem.Backend, create func(context.Context, ...schema.MigrateOption) error) error {
+func (db *DB) Setup(ctx context.Context, backend idembackend.Backend, create func(context.Context, ...schema.MigrateOption) error) error {
 	db.setUp = true
 	if err := create(ctx); err != nil {
 		return fmt.Errorf("idemtest: create the schema: %w", err)

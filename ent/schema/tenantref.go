@@ -6,11 +6,11 @@ import (
 
 	"entgo.io/ent"
 
-	"github.com/goovo/idem"
 	gen "github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/hook"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemschema"
 )
 
@@ -30,7 +30,7 @@ import (
 var errNotTheTenants = errors.New("the referred row does not exist or belongs to another tenant")
 
 func refersToNothing(entity string) error {
-	return idem.InvalidInput("the input breaks a constraint of "+entity+" (does every record it refers to exist?)", errNotTheTenants)
+	return &idembackend.InputError{Message: "the input breaks a constraint of " + entity + " (does every record it refers to exist?)", Err: errNotTheTenants}
 }
 
 // Hooks of the Payment: its order must be the tenant's.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemschema"
@@ -51,7 +52,7 @@ func TestTestAppThroughTheDriver(t *testing.T) {
 		t.Fatal("no Shipment records")
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	claim := &idem.Claim{Tenant: "org-1", Key: "k1", Fingerprint: "fp", Attempt: 1, Mode: idem.ModeAtomic,
+	claim := &idembackend.Claim{Tenant: "org-1", Key: "k1", Fingerprint: "fp", Attempt: 1, Mode: "ATOMIC",
 		ClaimedAt: now, LeaseExpiresAt: now.Add(time.Minute)}
 	args := map[string]any{"input": tent.CreateShipmentInput{Destination: "Lyon", WeightGrams: 900}}
 	txCtx, tx, err := backend.BeginTx(ctx)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb/pgxdriver"
 )
 
@@ -36,7 +37,7 @@ type pipelined struct {
 	*sqlDriver
 
 	mu  sync.Mutex
-	txs map[Tx]*pipeTx // the transactions begun on pgx, until completed
+	txs map[idembackend.Tx]*pipeTx // the transactions begun on pgx, until completed
 }
 
 // pipeTx is a transaction of the protocol on pgx.
@@ -50,12 +51,12 @@ type pipeTx struct {
 const divisionByZero = "22012"
 
 func newPipelined(d *sqlDriver) *pipelined {
-	return &pipelined{sqlDriver: d, txs: map[Tx]*pipeTx{}}
+	return &pipelined{sqlDriver: d, txs: map[idembackend.Tx]*pipeTx{}}
 }
 
 // Begin begins a transaction; on pgx nothing is sent until its first
 // statement, which carries BEGIN.
-func (d *pipelined) Begin(ctx context.Context) (context.Context, Tx, error) {
+func (d *pipelined) Begin(ctx context.Context) (context.Context, idembackend.Tx, error) {
 	var ptx *pgxdriver.Tx
 	txCtx, tx, err := d.conn.BeginTx(pgxdriver.CaptureTx(ctx, &ptx))
 	if err != nil {
@@ -76,7 +77,7 @@ func (d *pipelined) Begin(ctx context.Context) (context.Context, Tx, error) {
 
 // pipe returns the pgx transaction of tx, nil for one of database/sql;
 // with forget, it stops tracking it.
-func (d *pipelined) pipe(tx Tx, forget bool) *pipeTx {
+func (d *pipelined) pipe(tx idembackend.Tx, forget bool) *pipeTx {
 	if tx == nil {
 		return nil
 	}
@@ -132,7 +133,7 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 
 // Savepoint queues SAVEPOINT on pgx: it travels with the resolver's first
 // statement, or is dropped if nothing follows it.
-func (d *pipelined) Savepoint(ctx context.Context, tx Tx) error {
+func (d *pipelined) Savepoint(ctx context.Context, tx idembackend.Tx) error {
 	p := d.pipe(tx, false)
 	if p == nil {
 		return d.sqlDriver.Savepoint(ctx, tx)
@@ -144,7 +145,7 @@ func (d *pipelined) Savepoint(ctx context.Context, tx Tx) error {
 // Complete sends the fenced UPDATE with COMMIT on pgx, in one round trip
 // (with DiscardWrites, ROLLBACK TO SAVEPOINT ahead of them, unless the
 // SAVEPOINT was never sent; without, a SAVEPOINT still queued is dropped).
-func (d *pipelined) Complete(ctx context.Context, tx Tx, c Completion) (bool, error) {
+func (d *pipelined) Complete(ctx context.Context, tx idembackend.Tx, c Completion) (bool, error) {
 	p := d.pipe(tx, true)
 	if p == nil {
 		return d.sqlDriver.Complete(ctx, tx, c)

@@ -23,6 +23,7 @@ import (
 	"entgo.io/ent/dialect/sql/schema"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemtest"
 )
 
@@ -46,7 +47,7 @@ var setupMu sync.Mutex
 // then, on PostgresPartitioned, the partitioning), or fails the test.
 //
 //	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
-func Setup(t testing.TB, db *idemtest.DB, backend idem.Backend, create func(context.Context, ...schema.MigrateOption) error) {
+func Setup(t testing.TB, db *idemtest.DB, backend idembackend.Backend, create func(context.Context, ...schema.MigrateOption) error) {
 	t.Helper()
 	setupMu.Lock()
 	err := db.Setup(context.Background(), backend, create)

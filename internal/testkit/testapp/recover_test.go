@@ -17,6 +17,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -116,7 +117,7 @@ func TestAtomicClaimKeepsNoOperation(t *testing.T) {
 			key, _ := idem.KeyFromContext(ctx)
 			mu.Lock()
 			defer mu.Unlock()
-			kept[key] = idem.ClaimFromContext(ctx).Operation
+			kept[key] = idembackend.ClaimFromContext(ctx).Operation
 			return nil
 		}
 		for _, field := range []string{"createShipmentLease", "createShipmentAtomic"} {
