@@ -20,7 +20,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/record"
+	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/timer"
 )
@@ -109,7 +112,7 @@ func (a *attempt) holdsClaim() bool { return !a.fresh || (a.begun != nil && a.be
 // ended is how an attempt ended.
 type ended struct {
 	res    graphql.Marshaler
-	report string // OutcomeExecuted, OutcomeReleased or OutcomeRefused
+	report string // idemhttp.OutcomeExecuted, idemhttp.OutcomeReleased or idemhttp.OutcomeRefused
 	err    error
 	// again: look at the key again; lost, when set, is what the lost claim
 	// read, to decide on in place of a lookup.
@@ -136,7 +139,7 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
 		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", a.claim.Attempt))
 		addErrors(ctx, e.releasedErrors(r, errs))
-		return ended{res: graphql.Null, report: OutcomeReleased}
+		return ended{res: graphql.Null, report: idemhttp.OutcomeReleased}
 	}
 
 	status := record.StatusSucceeded
@@ -171,7 +174,7 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 			r, slog.Int("bytes", tooLarge))
 	}
 	addErrors(ctx, errs)
-	return ended{res: answer.marshaler(), report: OutcomeExecuted}
+	return ended{res: answer.marshaler(), report: idemhttp.OutcomeExecuted}
 }
 
 // releasedErrors are the errors of a released attempt as its client gets
@@ -211,12 +214,12 @@ func (e *Extension) notRun(ctx context.Context, a *attempt, res graphql.Marshale
 		e.release(ctx, a.req, a.claim.Attempt)
 	}
 	if b := a.begun; b != nil {
-		var refusal *Error
+		var refused *idemcode.Error
 		switch {
 		case b.lost != nil:
 			return ended{again: true, lost: b.lost}
-		case errors.As(b.err, &refusal):
-			return ended{err: refusal}
+		case errors.As(b.err, &refused):
+			return ended{err: refused}
 		case b.err != nil:
 			return ended{err: e.unavailable(a.req, b.err)}
 		}
@@ -224,7 +227,7 @@ func (e *Extension) notRun(ctx context.Context, a *attempt, res graphql.Marshale
 	// gqlgen refused the field before its resolver (argument coercion):
 	// the same request would be refused again.
 	addErrors(ctx, errs)
-	return ended{res: res, report: OutcomeRefused}
+	return ended{res: res, report: idemhttp.OutcomeRefused}
 }
 
 // mode is how an attempt commits its claim and its writes: lease or atomic.
@@ -337,7 +340,7 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 }
 
 // claimKey inserts the claim row. lost is the holder's record when the key
-// was taken; err is a refusal of the input (*Error) or a store failure.
+// was taken; err is a refusal of the input (*idemcode.Error) or a store failure.
 func (a *attempt) claimKey(ctx context.Context, tx idembackend.Tx, args map[string]any) (lost *store.Claimed, err error) {
 	tel, r := a.ext.tel, a.req
 	claimed, err := a.ext.store.Claim(ctx, store.Claim{Ref: r.ref(), Tx: tx,
@@ -349,7 +352,7 @@ func (a *attempt) claimKey(ctx context.Context, tx idembackend.Tx, args map[stri
 	var in *idembackend.InputError
 	switch {
 	case errors.As(err, &in):
-		return nil, errorf(CodeBadInput, a.claim.Key, "%s", in.Message)
+		return nil, refusal.Errorf(CodeBadInput, a.claim.Key, "%s", in.Message)
 	case err != nil:
 		return nil, err
 	case !claimed.Won:

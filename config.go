@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemhttp"
 )
 
 // Default values of Config.
@@ -104,7 +105,7 @@ type Config struct {
 
 	// Limits bound the size and shape of a request (body, fields, aliases,
 	// depth, complexity); see Limits for each default. Install applies them.
-	Limits Limits
+	Limits idemhttp.Limits
 
 	// RecoverAfter turns the recoverer on: every server process looks, every
 	// quarter of RecoverAfter (at most every 10 s), for claims still
@@ -213,7 +214,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RecoverAfter > 0 && c.TenantContext == nil && c.CallerContext == nil {
 		return c, errors.New("idem: Config.TenantContext (or Config.CallerContext) is required with Config.RecoverAfter (the recoverer runs a claim as its tenant)")
 	}
-	c.Limits = c.Limits.withDefaults()
 	if c.ErrorPresenter == nil {
 		c.ErrorPresenter = graphql.DefaultErrorPresenter
 	}

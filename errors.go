@@ -1,12 +1,6 @@
 package idem
 
 import (
-	"fmt"
-	"math"
-	"time"
-
-	"github.com/vektah/gqlparser/v2/gqlerror"
-
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/store"
@@ -61,63 +55,20 @@ const (
 	CodeOperationLimit = idemcode.OperationLimitExceeded
 )
 
-// Error is a refusal by the idempotency hook. It reaches clients as a GraphQL
-// error with extensions.code, extensions.idempotencyKey and, for
-// CodeInProgress, extensions.retryAfterSeconds.
-type Error struct {
-	Code    Code
-	Message string
-	// Key is the idempotency key the error is about ("" when none was sent).
-	Key string
-	// RetryAfter is set for CodeInProgress.
-	RetryAfter time.Duration
-}
-
-// Error implements error.
-func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
-
-// Is reports whether target is an *Error with the same code, so that
-// errors.Is(err, idem.ErrInProgress) works on any in-progress error.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Sentinel values to compare with errors.Is.
+// Sentinel values to compare with errors.Is: a refusal of the hook (an
+// *idemcode.Error) is the sentinel of its code.
 var (
-	ErrKeyMissing        = &Error{Code: CodeKeyMissing}
-	ErrKeyInvalid        = &Error{Code: CodeKeyInvalid}
-	ErrKeyReused         = &Error{Code: CodeKeyReused}
-	ErrInProgress        = &Error{Code: CodeInProgress}
-	ErrKeyExpired        = &Error{Code: CodeKeyExpired}
-	ErrUnavailable       = &Error{Code: CodeUnavailable}
-	ErrUnauthenticated   = &Error{Code: CodeUnauthenticated}
-	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge}
-	ErrResponseNotStored = &Error{Code: CodeResponseNotStored}
-	ErrAbandoned         = &Error{Code: CodeAbandoned}
+	ErrKeyMissing        = &idemcode.Error{Code: idemcode.KeyMissing}
+	ErrKeyInvalid        = &idemcode.Error{Code: idemcode.KeyInvalid}
+	ErrKeyReused         = &idemcode.Error{Code: idemcode.KeyReused}
+	ErrInProgress        = &idemcode.Error{Code: idemcode.InProgress}
+	ErrKeyExpired        = &idemcode.Error{Code: idemcode.KeyExpired}
+	ErrUnavailable       = &idemcode.Error{Code: idemcode.Unavailable}
+	ErrUnauthenticated   = &idemcode.Error{Code: idemcode.Unauthenticated}
+	ErrRequestTooLarge   = &idemcode.Error{Code: idemcode.RequestTooLarge}
+	ErrResponseNotStored = &idemcode.Error{Code: idemcode.ResponseNotStored}
+	ErrAbandoned         = &idemcode.Error{Code: idemcode.Abandoned}
 )
-
-// gqlError renders e for a GraphQL response at the current field's path.
-func (e *Error) gqlError() *gqlerror.Error {
-	ext := map[string]any{
-		"code":           string(e.Code),
-		"idempotencyKey": e.Key,
-	}
-	if e.Code == CodeInProgress {
-		ext["retryAfterSeconds"] = retryAfterSeconds(e.RetryAfter)
-	}
-	return &gqlerror.Error{Err: e, Message: e.Message, Extensions: ext}
-}
-
-// retryAfterSeconds rounds up, and never tells a client to retry at once
-// while a lease is live.
-func retryAfterSeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
-}
-
-func errorf(code Code, key, format string, args ...any) *Error {
-	return &Error{Code: code, Key: key, Message: fmt.Sprintf(format, args...)}
-}
 
 // Final marks err as a final result of the mutation (a validation or business
 // rule error): the hook stores it as a failed record and replays it to every

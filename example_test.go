@@ -17,6 +17,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
 	"github.com/goovo/idem/internal/testkit/testapp/graph"
@@ -58,11 +59,11 @@ func ExampleInstall() {
 		var res struct {
 			Data       json.RawMessage
 			Extensions struct {
-				Idempotency map[string]idem.FieldReport
+				Idempotency map[string]idemhttp.FieldReport
 			}
 		}
 		_ = json.Unmarshal(rec.Body.Bytes(), &res)
-		fmt.Printf("%s %s Idempotent-Replayed=%q\n", res.Data, res.Extensions.Idempotency["createShipment"].Outcome, rec.Header().Get(idem.HeaderReplayed))
+		fmt.Printf("%s %s Idempotent-Replayed=%q\n", res.Data, res.Extensions.Idempotency["createShipment"].Outcome, rec.Header().Get(idemhttp.HeaderReplayed))
 	}
 	// Output:
 	// {"createShipment":{"destination":"Lyon","label":"attempt-1"}} executed Idempotent-Replayed=""

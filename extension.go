@@ -12,7 +12,13 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/directive"
+	"github.com/goovo/idem/internal/document"
+	"github.com/goovo/idem/internal/idemkey"
+	"github.com/goovo/idem/internal/refusal"
+	"github.com/goovo/idem/internal/reqstate"
 	"github.com/goovo/idem/internal/store"
 )
 
@@ -174,17 +180,17 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 // fields of one operation may name the same key, whatever their record
 // entities: one key is one intent (all IDEMPOTENCY_KEY_INVALID).
 func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
-	st := httpStateFrom(ctx)
-	header := e.cfg.KeyHeader && st != nil && st.hasRequestKey
-	if header && st.headerErr != nil {
-		var ie *Error
-		errors.As(st.headerErr, &ie)
-		return ie.gqlError()
+	st := reqstate.From(ctx)
+	header := e.cfg.KeyHeader && st != nil && st.HasKey
+	if header && st.KeyErr != nil {
+		var ie *idemcode.Error
+		errors.As(st.KeyErr, &ie)
+		return refusal.GQL(ie)
 	}
-	if err := refuseInvalidBody(st); err != nil {
-		return err
+	if st != nil && st.Body != nil && st.Body.Invalid() {
+		return document.BodyNotUTF8()
 	}
-	if err := unstorableArguments(oc); err != nil {
+	if err := document.Arguments(oc); err != nil {
 		return err
 	}
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
@@ -201,14 +207,14 @@ func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 	}
 	if header {
 		refuse := func(format string, args ...any) *gqlerror.Error {
-			return errorf(CodeKeyInvalid, st.requestKey, format, args...).gqlError()
+			return refusal.GQL(refusal.Errorf(CodeKeyInvalid, st.Key, format, args...))
 		}
 		if len(fields) > 1 {
 			return refuse("the %s header can name the key of one idempotent field; this operation has %d: send an %s argument to each",
-				HeaderKey, len(fields), KeyArgument)
+				idemhttp.HeaderKey, len(fields), KeyArgument)
 		}
-		if arg, present, err := keyArgument(oc, fields[0]); err == nil && present && arg != st.requestKey {
-			return refuse("the %s header and the %s argument differ; send one key", HeaderKey, KeyArgument)
+		if arg, present, err := keyArgument(oc, fields[0]); err == nil && present && arg != st.Key {
+			return refuse("the %s header and the %s argument differ; send one key", idemhttp.HeaderKey, KeyArgument)
 		}
 		return nil
 	}
@@ -223,13 +229,13 @@ func sharedKey(oc *graphql.OperationContext, fields []*ast.Field) *gqlerror.Erro
 	seen := make(map[string]*ast.Field, len(fields))
 	for _, f := range fields {
 		key, present, err := keyArgument(oc, f)
-		if err != nil || !present || ValidateKey(key) != nil {
+		if err != nil || !present || idemkey.Validate(key) != nil {
 			continue // refused on its own, with its own error
 		}
 		if first, ok := seen[key]; ok {
-			return errorf(CodeKeyInvalid, key,
+			return refusal.GQL(refusal.Errorf(CodeKeyInvalid, key,
 				"the idempotency key of %s is also the key of %s: one key names one intent; send a new key to each field",
-				responseName(f), responseName(first)).gqlError()
+				responseName(f), responseName(first)))
 		}
 		seen[key] = f
 	}
@@ -252,7 +258,7 @@ func responseName(f *ast.Field) string {
 // directive, each unused variable is an error) keeps the first of them and
 // says how many more there were, as graphql-js stops at 100.
 func (e *Extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	op := &operation{http: httpStateFrom(ctx)}
+	op := &operation{http: reqstate.From(ctx)}
 	resp := next(context.WithValue(ctx, operationKey{}, op))
 	if resp != nil && len(resp.Data) == 0 && len(resp.Errors) > maxRequestErrors {
 		more := len(resp.Errors) - maxRequestErrors

@@ -9,13 +9,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/refusal"
 )
-
-// OutcomeKeyless: the mutation's key is optional during a rollout
-// (@idempotent(keyRequired: false)) and the call sent none, so it ran as it
-// did before it was idempotent: nothing was claimed or stored, and a retry
-// runs it again.
-const OutcomeKeyless = "keyless"
 
 // runKeyless runs an idempotent mutation called without a key while its key
 // is optional, as the mutation ran before it was idempotent: no claim, no
@@ -29,7 +25,7 @@ const OutcomeKeyless = "keyless"
 func (e *Extension) runKeyless(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	tenant, err := e.tenant(ctx, "")
 	if err != nil {
-		return nil, OutcomeRefused, err
+		return nil, idemhttp.OutcomeRefused, err
 	}
 	r.tenant = tenant
 	e.tel.add(ctx, e.tel.keyless, r)
@@ -43,26 +39,26 @@ func (e *Extension) runKeyless(ctx context.Context, r *request, next graphql.Roo
 		if k.tx != nil {
 			_ = k.tx.Rollback()
 		}
-		return nil, OutcomeRefused, k.refusal
+		return nil, idemhttp.OutcomeRefused, k.refusal
 	}
 	if k.tx == nil {
 		// gqlgen refused the field before its resolver (argument coercion).
 		addErrors(ctx, errs)
-		return res, OutcomeRefused, nil
+		return res, idemhttp.OutcomeRefused, nil
 	}
 	if len(errs) > 0 || k.panicked() || ctx.Err() != nil {
 		if err := k.tx.Rollback(); err != nil {
 			e.log(ctx, slog.LevelDebug, "rollback failed", r, slog.Any("error", err))
 		}
 		addErrors(ctx, errs)
-		return graphql.Null, OutcomeKeyless, nil
+		return graphql.Null, idemhttp.OutcomeKeyless, nil
 	}
 	if err := k.tx.Commit(); err != nil {
 		e.log(ctx, slog.LevelError, "commit of a keyless call failed", r, slog.Any("error", err))
-		return nil, OutcomeKeyless, errorf(CodeUnavailable, "",
+		return nil, idemhttp.OutcomeKeyless, refusal.Errorf(CodeUnavailable, "",
 			"the database failed while committing the mutation, which may or may not have been applied; send an %s to make retries safe", KeyArgument)
 	}
-	return res, OutcomeKeyless, nil
+	return res, idemhttp.OutcomeKeyless, nil
 }
 
 // keylessCall is the state a keyless call shares between the root
@@ -140,7 +136,7 @@ func (k *keylessCall) begin(ctx context.Context, args map[string]any) (context.C
 		if _, err := r.spec.records.Insert(txCtx, tx, c, args); err != nil {
 			var in *idembackend.InputError
 			if errors.As(err, &in) {
-				k.refusal = errorf(CodeBadInput, "", "%s", in.Message)
+				k.refusal = refusal.Errorf(CodeBadInput, "", "%s", in.Message)
 			} else {
 				k.refusal = e.unavailable(r, err)
 			}

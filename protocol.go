@@ -11,8 +11,6 @@ package idem
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,11 +21,24 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/fingerprint"
+	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/record"
+	"github.com/goovo/idem/internal/refusal"
+	"github.com/goovo/idem/internal/reqstate"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/timer"
 )
+
+// maxSelectionFields bounds an idempotent mutation's selection, fragments
+// expanded, whatever Limits say: the fingerprint prints it expanded, so that
+// a fragment spread twice in each of 40 nested fragments, a short document
+// that Limits.MaxFields refuses, would otherwise be printed 2^40 times
+// (IDEMPOTENCY_REQUEST_TOO_LARGE).
+const maxSelectionFields = 10_000
 
 // maxRounds bounds how often one request looks the key up again after losing
 // a race (a conflicting claim, a takeover by someone else, a lost lease).
@@ -85,14 +96,14 @@ func (e *Extension) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Oper
 			defer leave()
 		}
 		res, outcome, err = e.settle(ctx, r, queued || e.finished.has(r.id) || retried(ctx), next)
-		if err == nil && (outcome == OutcomeExecuted || outcome == OutcomeReplayed) {
+		if err == nil && (outcome == idemhttp.OutcomeExecuted || outcome == idemhttp.OutcomeReplayed) {
 			e.finished.add(r.id)
 		}
 	}
 	if err != nil {
-		outcome = OutcomeRefused
+		outcome = idemhttp.OutcomeRefused
 	}
-	if outcome == OutcomeExecuted {
+	if outcome == idemhttp.OutcomeExecuted {
 		spec.pace.observe(time.Since(start))
 	}
 	finishSpan(span, r, outcome, err)
@@ -114,12 +125,12 @@ func (e *Extension) validate(ctx context.Context, r *request, oc *graphql.Operat
 	if r.tenant, err = e.tenant(ctx, key); err != nil {
 		return err
 	}
-	if n := expandedFields(r.executed.SelectionSet); n > maxSelectionFields {
-		return errorf(CodeRequestTooLarge, key, "the mutation's selection has %s fields, fragments expanded; the limit is %d", count(n), maxSelectionFields)
+	if n := document.ExpandedFields(r.executed.SelectionSet); n > maxSelectionFields {
+		return refusal.Errorf(CodeRequestTooLarge, key, "the mutation's selection has %s fields, fragments expanded; the limit is %d", document.Count(n), maxSelectionFields)
 	}
 	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.executed, oc.Variables, KeyArgument)
 	if fp.ArgumentsSize > e.cfg.MaxArgumentBytes {
-		return errorf(CodeRequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
+		return refusal.Errorf(CodeRequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
 	}
 	r.fingerprint = fp.String()
 	// An atomic claim commits with its result or not at all, and the
@@ -145,18 +156,18 @@ func (e *Extension) keyOf(ctx context.Context, oc *graphql.OperationContext, fie
 		return "", false, err
 	}
 	if !present && e.cfg.KeyHeader {
-		if st := httpStateFrom(ctx); st != nil && st.hasRequestKey {
-			key, present, inHeader = st.requestKey, true, true
+		if st := reqstate.From(ctx); st != nil && st.HasKey {
+			key, present, inHeader = st.Key, true, true
 		}
 	}
 	if !present {
 		where := KeyArgument
 		if e.cfg.KeyHeader {
-			where += " (or the " + HeaderKey + " header)"
+			where += " (or the " + idemhttp.HeaderKey + " header)"
 		}
-		return "", false, errorf(CodeKeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", where)
+		return "", false, refusal.Errorf(CodeKeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", where)
 	}
-	if err := ValidateKey(key); err != nil {
+	if err := idemkey.Validate(key); err != nil {
 		return "", false, err
 	}
 	return key, inHeader, nil
@@ -171,44 +182,32 @@ func keyArgument(oc *graphql.OperationContext, field *ast.Field) (key string, pr
 	}
 	v, verr := a.Value.Value(oc.Variables)
 	if verr != nil {
-		return "", false, errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
+		return "", false, refusal.Errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
 	}
 	if v == nil {
 		return "", false, nil
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", false, errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
+		return "", false, refusal.Errorf(CodeKeyInvalid, "", "%s must be a string", KeyArgument)
 	}
 	return s, true, nil
 }
 
 // ValidateKey checks a key the way the hook does before any database work:
-// 1 to MaxKeyLength characters of printable ASCII.
-func ValidateKey(key string) error {
-	if key == "" {
-		return errorf(CodeKeyInvalid, key, "idempotency key is empty")
-	}
-	if len(key) > MaxKeyLength {
-		return errorf(CodeKeyInvalid, "", "idempotency key is %d bytes long; the limit is %d", len(key), MaxKeyLength)
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c > 0x7e {
-			return errorf(CodeKeyInvalid, "", "idempotency key has a character that is not printable ASCII at byte %d", i)
-		}
-	}
-	return nil
-}
+// 1 to MaxKeyLength characters of printable ASCII. Its error is an
+// *idemcode.Error of code IDEMPOTENCY_KEY_INVALID (ErrKeyInvalid).
+func ValidateKey(key string) error { return idemkey.Validate(key) }
 
 func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 	t, err := e.cfg.Tenant(ctx)
 	if err != nil || t == "" {
-		return "", errorf(CodeUnauthenticated, key, "the request has no authenticated tenant")
+		return "", refusal.Errorf(CodeUnauthenticated, key, "the request has no authenticated tenant")
 	}
 	// A tenant is stored with every record: one the database cannot store
 	// would fail every lookup (a store outage on PostgreSQL).
-	if why := whyUnstorable(t); why != "" {
-		return "", errorf(CodeUnauthenticated, key, "the request's tenant holds %s", why)
+	if why := document.Why(t); why != "" {
+		return "", refusal.Errorf(CodeUnauthenticated, key, "the request's tenant holds %s", why)
 	}
 	return t, nil
 }
@@ -232,7 +231,7 @@ func (e *Extension) tenant(ctx context.Context, key string) (string, error) {
 // key (the duplicates of a burst, let go together, then share one lookup
 // instead of each sending a claim that writes nothing); one whose record
 // this process has seen finished (finishedRecords); and one whose client
-// says it is a retry (HeaderRetry), which most often reaches a process
+// says it is a retry (idemhttp.HeaderRetry), which most often reaches a process
 // that has not seen the key. The lookup decides nothing by itself: what
 // it reads is what a claim that lost would have read, and a key it finds
 // unknown is claimed as usual.
@@ -273,7 +272,7 @@ func (e *Extension) settle(ctx context.Context, r *request, lookFirst bool, next
 				if err == nil {
 					e.tel.add(ctx, e.tel.replays, r)
 				}
-				return res, OutcomeReplayed, err
+				return res, idemhttp.OutcomeReplayed, err
 			case record.StatusPending:
 				if ran || rec.LeaseExpiresAt.After(now) {
 					// Waiting for the owner is not a lost race: no round.
@@ -291,7 +290,7 @@ func (e *Extension) settle(ctx context.Context, r *request, lookFirst bool, next
 					continue
 				}
 			default:
-				return nil, "", errorf(CodeKeyReused, r.key,
+				return nil, "", refusal.Errorf(CodeKeyReused, r.key,
 					"idempotency key belongs to a row written outside the idempotency hook")
 			}
 		} else if ran {
@@ -312,12 +311,12 @@ func (e *Extension) settle(ctx context.Context, r *request, lookFirst bool, next
 // retention, or made by a different request.
 func (e *Extension) refuseRecord(r *request, rec *store.Record, now time.Time) error {
 	if expired(rec, r.spec.retention, now) {
-		return errorf(CodeKeyExpired, r.key,
+		return refusal.Errorf(CodeKeyExpired, r.key,
 			"idempotency key expired: its result was kept for %v and is archived; the key will not run again, use a new key for a new intent",
 			r.spec.retention)
 	}
 	if diffs := fingerprint.Differences(rec.Fingerprint, r.fingerprint); diffs != nil {
-		return errorf(CodeKeyReused, r.key,
+		return refusal.Errorf(CodeKeyReused, r.key,
 			"idempotency key was first used for a different request: its %s; use a new key for a new intent",
 			fingerprint.Describe(diffs))
 	}
@@ -422,7 +421,7 @@ func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (
 		return nil, e.unavailable(r, fmt.Errorf("stored response is unreadable: %w", err))
 	}
 	if stored.TooLarge > 0 {
-		return nil, errorf(CodeResponseNotStored, r.key,
+		return nil, refusal.Errorf(CodeResponseNotStored, r.key,
 			"the mutation ran once with this key, but its result (%d bytes) was too large to store, so it cannot be replayed; it will not run again", stored.TooLarge)
 	}
 	addErrors(ctx, stored.errorsAt(r.executed))
@@ -433,7 +432,7 @@ func (e *Extension) replay(ctx context.Context, r *request, rec *store.Record) (
 // may not have happened, which only a retry with the key can tell.
 func (e *Extension) unconfirmed(r *request, err error) error {
 	e.log(context.Background(), slog.LevelError, "idempotency store failed while storing a result", r, slog.Any("error", err))
-	return errorf(CodeUnavailable, r.key, "the idempotency store failed while storing the result; retry with the same key to get it, or to run the mutation again if it was not stored")
+	return refusal.Errorf(CodeUnavailable, r.key, "the idempotency store failed while storing the result; retry with the same key to get it, or to run the mutation again if it was not stored")
 }
 
 // inProgress answers a request whose key another attempt holds: rec, as
@@ -443,7 +442,7 @@ func (e *Extension) inProgress(r *request, rec *store.Record, now time.Time) err
 	if rec != nil {
 		elapsed, leaseLeft = now.Sub(rec.ClaimedAt), rec.LeaseExpiresAt.Sub(now)
 	}
-	return &Error{
+	return &idemcode.Error{
 		Code:       CodeInProgress,
 		Key:        r.key,
 		Message:    "a request with this idempotency key is still being processed; retry later with the same key",
@@ -460,23 +459,23 @@ func (e *Extension) inProgress(r *request, rec *store.Record, now time.Time) err
 func (e *Extension) unavailable(r *request, err error) error {
 	if store.Unstorable(err) {
 		e.log(context.Background(), slog.LevelInfo, "the database refused text it cannot store; the client got BAD_USER_INPUT", r, slog.Any("error", err))
-		return errorf(CodeBadInput, r.key, "the mutation's input holds %s", unstorableMessage)
+		return refusal.Errorf(CodeBadInput, r.key, "the mutation's input holds %s", document.UnstorableMessage)
 	}
 	level := slog.LevelError
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		level = slog.LevelInfo // the client went away: not the store's fault
 	}
 	e.log(context.Background(), level, "idempotency store unavailable", r, slog.Any("error", err))
-	return errorf(CodeUnavailable, r.key, "the idempotency store is unavailable; the mutation was not applied, retry with the same key")
+	return refusal.Errorf(CodeUnavailable, r.key, "the idempotency store is unavailable; the mutation was not applied, retry with the same key")
 }
 
 // refuse answers the field with err and null.
 func (e *Extension) refuse(ctx context.Context, r *request, err error) graphql.Marshaler {
-	var ie *Error
+	var ie *idemcode.Error
 	if !errors.As(err, &ie) {
-		ie = errorf(CodeUnavailable, r.key, "the idempotency store is unavailable")
+		ie = refusal.Errorf(CodeUnavailable, r.key, "the idempotency store is unavailable")
 	}
-	ge := ie.gqlError()
+	ge := refusal.GQL(ie)
 	ge.Path = ast.Path{ast.PathName(r.alias)}
 	if r.field.Position != nil {
 		ge.Locations = []gqlerror.Location{{Line: r.field.Position.Line, Column: r.field.Position.Column}}
@@ -498,18 +497,8 @@ func (e *Extension) log(ctx context.Context, level slog.Level, msg string, r *re
 	attrs = append(attrs,
 		slog.String("field", r.spec.name),
 		slog.String("tenant", r.tenant),
-		slog.String("key_hash", KeyHash(r.key)))
+		slog.String("key_hash", idemkey.Hash(r.key)))
 	e.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
-}
-
-// KeyHash is how keys appear in logs: the first 12 hex digits of their
-// SHA-256, enough to correlate log lines without revealing the key.
-func KeyHash(key string) string {
-	if key == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:6])
 }
 
 func addErrors(ctx context.Context, errs gqlerror.List) {

@@ -25,8 +25,11 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/fingerprint"
+	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/record"
+	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/timer"
 )
@@ -208,7 +211,7 @@ func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recovery
 		outcome = e.runStored(ctx, h, c)
 	}
 	switch {
-	case outcome.outcome == OutcomeExecuted:
+	case outcome.outcome == idemhttp.OutcomeExecuted:
 		e.recovery.forget(id)
 		rep.Recovered++
 		e.tel.recovered.Add(ctx, 1, metric.WithAttributes(attrField.String(field)))
@@ -217,7 +220,7 @@ func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recovery
 			e.tel.compensated.Add(ctx, 1, metric.WithAttributes(attrField.String(field)))
 		}
 		e.logClaim(ctx, slog.LevelInfo, "idempotency claim recovered", field, c, slog.String("code", outcome.code))
-	case outcome.outcome == OutcomeReplayed:
+	case outcome.outcome == idemhttp.OutcomeReplayed:
 		e.recovery.forget(id) // finished meanwhile
 	case outcome.code == string(CodeInProgress):
 		// Another process runs it now.
@@ -295,12 +298,12 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 	req.Header.Set("Content-Type", "application/json")
 	// The claim exists: the hook looks it up first (a claim would send an
 	// insert that writes nothing).
-	req.Header.Set(HeaderRetry, "1")
+	req.Header.Set(idemhttp.HeaderRetry, "1")
 	if e.cfg.KeyHeader {
 		// The key is in the operation; the header agrees with it, and
 		// lets a claim kept before the key was written into its operation
 		// (an argument left null beside the header) run too.
-		req.Header.Set(HeaderKey, FormatKeyHeader(c.Key))
+		req.Header.Set(idemhttp.HeaderKey, idemhttp.FormatKeyHeader(c.Key))
 	}
 	w := &responseBuffer{header: http.Header{}}
 	h.ServeHTTP(w, req)
@@ -309,7 +312,7 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 			Extensions map[string]any `json:"extensions"`
 		} `json:"errors"`
 		Extensions struct {
-			Idempotency map[string]FieldReport `json:"idempotency"`
+			Idempotency map[string]idemhttp.FieldReport `json:"idempotency"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(w.body.Bytes(), &resp); err != nil {
@@ -351,8 +354,8 @@ func (e *Extension) abandon(ctx context.Context, t recoveryTable, c store.Abando
 	if err != nil || !ok {
 		return false, err
 	}
-	ge := errorf(CodeAbandoned, c.Key,
-		"the request with this idempotency key was abandoned by its client and could not be finished by the server; it will not run again, use a new key for a new intent").gqlError()
+	ge := refusal.GQL(refusal.Errorf(CodeAbandoned, c.Key,
+		"the request with this idempotency key was abandoned by its client and could not be finished by the server; it will not run again, use a new key for a new intent"))
 	ge.Path = ast.Path{ast.PathName(field)}
 	// Not marked recovered: IDEMPOTENCY_ABANDONED says who stored it.
 	_, response, _, err := encodeResponse(graphql.Null, gqlerror.List{ge}, e.cfg.MaxResponseBytes, false)
@@ -366,7 +369,7 @@ func (e *Extension) logClaim(ctx context.Context, level slog.Level, msg, field s
 	attrs = append(attrs,
 		slog.String("field", field),
 		slog.String("tenant", c.Tenant),
-		slog.String("key_hash", KeyHash(c.Key)))
+		slog.String("key_hash", idemkey.Hash(c.Key)))
 	e.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -88,7 +89,7 @@ func TestRetryAfterFollowsRecentDurations(t *testing.T) {
 			a: createShipment(idempotencyKey: "slow", input: {destination: "Lyon", weightGrams: 100}) { id destination weightGrams label }
 			b: createShipment(idempotencyKey: "train", input: {destination: "Lyon", weightGrams: 100}) { id destination weightGrams label } }`
 		mixed := send(t, be, "org-1", both, nil, nil)
-		if mixed.Idempotency["a"].Outcome != idem.OutcomeRefused || mixed.Idempotency["b"].Outcome != idem.OutcomeReplayed {
+		if mixed.Idempotency["a"].Outcome != idemhttp.OutcomeRefused || mixed.Idempotency["b"].Outcome != idemhttp.OutcomeReplayed {
 			t.Fatalf("mixed: %s", mixed.Body)
 		}
 		if h := mixed.Header.Get("Retry-After"); h != "" {

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/goovo/idem/internal/idemkey"
 )
 
 // instrumentationName names the hook's meter and tracer.
@@ -165,7 +167,7 @@ func (t *telemetry) claimed(ctx context.Context, r *request, took time.Duration)
 // would be computed for nothing.
 func finishSpan(span trace.Span, r *request, outcome string, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(KeyHash(r.key)), attrTenant.String(r.tenant))
+		span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(idemkey.Hash(r.key)), attrTenant.String(r.tenant))
 	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())

@@ -15,6 +15,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -114,7 +115,7 @@ func TestUnstorableTextWrittenByTheResolverIsFinal(t *testing.T) {
 			}
 			first := be.Post("org-1", "nul", 100)
 			again := be.Post("org-1", "nul", 100)
-			if first.Code() != string(idem.CodeBadInput) || first.Outcome("createShipment") != idem.OutcomeExecuted ||
+			if first.Code() != string(idem.CodeBadInput) || first.Outcome("createShipment") != idemhttp.OutcomeExecuted ||
 				!again.Replayed || !sameErrors(string(first.Body), string(again.Body)) || runs != 1 {
 				t.Fatalf("%d runs:\n%s\n%s", runs, first.Body, again.Body)
 			}

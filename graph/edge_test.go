@@ -15,6 +15,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -29,31 +30,31 @@ func TestIdempotencyKeyHeaderForms(t *testing.T) {
 	const noKey = `mutation { createOrder(input: {amount: 300, currency: "EUR"}) { id amount } }`
 	send := func(values ...string) *testkit.Response {
 		t.Helper()
-		r, err := a.Send("acme", noKey, nil, http.Header{idem.HeaderKey: values})
+		r, err := a.Send("acme", noKey, nil, http.Header{idemhttp.HeaderKey: values})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
 	quoted := send(`"8e03978e-40d5"`)
-	if len(quoted.Errors) > 0 || quoted.Header.Get(idem.HeaderKey) != `"8e03978e-40d5"` {
-		t.Fatalf("quoted: %s (echo %q)", quoted.Body, quoted.Header.Get(idem.HeaderKey))
+	if len(quoted.Errors) > 0 || quoted.Header.Get(idemhttp.HeaderKey) != `"8e03978e-40d5"` {
+		t.Fatalf("quoted: %s (echo %q)", quoted.Body, quoted.Header.Get(idemhttp.HeaderKey))
 	}
 	bare := send(`8e03978e-40d5`)
-	if !bare.Replayed || !bytes.Equal(bare.Data, quoted.Data) || bare.Header.Get(idem.HeaderKey) != "8e03978e-40d5" {
-		t.Fatalf("the bare form is another key: %s (echo %q)", bare.Body, bare.Header.Get(idem.HeaderKey))
+	if !bare.Replayed || !bytes.Equal(bare.Data, quoted.Data) || bare.Header.Get(idemhttp.HeaderKey) != "8e03978e-40d5" {
+		t.Fatalf("the bare form is another key: %s (echo %q)", bare.Body, bare.Header.Get(idemhttp.HeaderKey))
 	}
 	byArgument := a.do("acme", `mutation { createOrder(idempotencyKey: "8e03978e-40d5", input: {amount: 300, currency: "EUR"}) { id amount } }`, nil)
-	if !byArgument.Replayed || byArgument.Header.Get(idem.HeaderKey) != `"8e03978e-40d5"` {
-		t.Fatalf("argument: %s (echo %q)", byArgument.Body, byArgument.Header.Get(idem.HeaderKey))
+	if !byArgument.Replayed || byArgument.Header.Get(idemhttp.HeaderKey) != `"8e03978e-40d5"` {
+		t.Fatalf("argument: %s (echo %q)", byArgument.Body, byArgument.Header.Get(idemhttp.HeaderKey))
 	}
 	escaped := send(`"say \"hi\""`)
-	if len(escaped.Errors) > 0 || escaped.Header.Get(idem.HeaderKey) != `"say \"hi\""` {
-		t.Fatalf("escapes: %s (echo %q)", escaped.Body, escaped.Header.Get(idem.HeaderKey))
+	if len(escaped.Errors) > 0 || escaped.Header.Get(idemhttp.HeaderKey) != `"say \"hi\""` {
+		t.Fatalf("escapes: %s (echo %q)", escaped.Body, escaped.Header.Get(idemhttp.HeaderKey))
 	}
 	before := a.allOrders()
 	for _, values := range [][]string{{`"a", "b"`}, {"a, b"}, {`"a";x=1`}, {`"a"`, `"a"`}, {`"unterminated`}} {
-		if r := send(values...); r.Code() != string(idem.CodeKeyInvalid) || r.Header.Get(idem.HeaderKey) != "" {
+		if r := send(values...); r.Code() != string(idem.CodeKeyInvalid) || r.Header.Get(idemhttp.HeaderKey) != "" {
 			t.Errorf("%q: %s", values, r.Body)
 		}
 	}
@@ -251,7 +252,7 @@ func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
 			if c.retry == nil {
 				continue
 			}
-			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idem.OutcomeExecuted {
+			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idemhttp.OutcomeExecuted {
 				t.Errorf("%s: the key was spent: %s", c.name, r.Body)
 			}
 		}
@@ -341,7 +342,7 @@ func TestReleasedAttemptSaysRetryWithTheSameKey(t *testing.T) {
 			order := a.newOrder("acme", 100)
 			a.Provider.FailureRate = 1
 			r := a.pay("acme", "released", order, 100)
-			if r.Code() != string(idem.CodeInternal) || r.Outcome("createPayment") != idem.OutcomeReleased {
+			if r.Code() != string(idem.CodeInternal) || r.Outcome("createPayment") != idemhttp.OutcomeReleased {
 				t.Fatalf("provider failure: %s", r.Body)
 			}
 			msg := r.Errors[0].Message

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -34,7 +35,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 			t.Fatalf("replay differs:\nfirst:  %s\nsecond: %s", first.Data, second.Data)
 		}
 		if !second.Replayed {
-			t.Fatalf("replay not marked with %s: %v", idem.HeaderReplayed, second.Header)
+			t.Fatalf("replay not marked with %s: %v", idemhttp.HeaderReplayed, second.Header)
 		}
 		if got := second.Extensions["idempotency"].(map[string]any)["createPayment"].(map[string]any)["replayed"]; got != true {
 			t.Fatalf("replay not marked in extensions: %s", second.Body)

@@ -18,6 +18,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -98,11 +99,11 @@ func TestHostileOperationsAreRefusedBeforeAnythingRuns(t *testing.T) {
 		}
 
 		// At the limits, the same shapes run.
-		if r := a.do("acme", aliasBomb("ok-aliases", idem.DefaultMaxAliases), nil); len(r.Errors) > 0 {
-			t.Fatalf("%d aliases, the limit: %.300s", idem.DefaultMaxAliases, r.Body)
+		if r := a.do("acme", aliasBomb("ok-aliases", idemhttp.DefaultMaxAliases), nil); len(r.Errors) > 0 {
+			t.Fatalf("%d aliases, the limit: %.300s", idemhttp.DefaultMaxAliases, r.Body)
 		}
-		if r := a.do("acme", deepPayment("ok-depth", order, idem.DefaultMaxDepth), nil); len(r.Errors) > 0 {
-			t.Fatalf("depth %d, the limit: %.300s", idem.DefaultMaxDepth, r.Body)
+		if r := a.do("acme", deepPayment("ok-depth", order, idemhttp.DefaultMaxDepth), nil); len(r.Errors) > 0 {
+			t.Fatalf("depth %d, the limit: %.300s", idemhttp.DefaultMaxDepth, r.Body)
 		}
 	})
 }
@@ -119,7 +120,7 @@ func rootAliases(n int) string {
 // negative value turns it off.
 func TestLimitsAreConfigurable(t *testing.T) {
 	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
-		o.Limits = idem.Limits{MaxAliases: -1, MaxFields: -1, MaxComplexity: 5, MaxDepth: 2}
+		o.Limits = idemhttp.Limits{MaxAliases: -1, MaxFields: -1, MaxComplexity: 5, MaxDepth: 2}
 	})
 	// 200 aliases: over the default, allowed with the limit off, but over
 	// the complexity of 5.
@@ -209,7 +210,7 @@ func (a *app) allOrders() int {
 // IDEMPOTENCY_REQUEST_TOO_LARGE, not 2^40 fields of work.
 func TestFingerprintIsBoundedWithTheLimitsOff(t *testing.T) {
 	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
-		o.Limits = idem.Limits{MaxTokens: -1, MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxFieldPairs: -1, MaxNodes: -1, MaxComplexity: -1}
+		o.Limits = idemhttp.Limits{MaxTokens: -1, MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxFieldPairs: -1, MaxNodes: -1, MaxComplexity: -1}
 	})
 	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.Code() != string(idem.CodeRequestTooLarge) {
 		t.Fatalf("fragment bomb: %.300s", r.Body)
@@ -231,10 +232,10 @@ func TestDocumentsAreMeasuredBeforeValidation(t *testing.T) {
 	cases := []struct {
 		name, query, limit string
 	}{
-		{"tokens", "{ order(id: 1) {" + invalid + strings.Repeat(" id", idem.DefaultMaxTokens) + " } }", "tokens"},
+		{"tokens", "{ order(id: 1) {" + invalid + strings.Repeat(" id", idemhttp.DefaultMaxTokens) + " } }", "tokens"},
 		{"fields", "{ order(id: 1) {" + invalid + strings.Repeat(" id amount currency paid", 300) + " } }", "fields"},
-		{"aliases", "{" + invalid + rootAliases(idem.DefaultMaxAliases+1) + " }", "aliased fields"},
-		{"depth", strings.Replace(deepPayment("deep", order, idem.DefaultMaxDepth+1), "{ id", "{"+invalid+" id", 1), "deep"},
+		{"aliases", "{" + invalid + rootAliases(idemhttp.DefaultMaxAliases+1) + " }", "aliased fields"},
+		{"depth", strings.Replace(deepPayment("deep", order, idemhttp.DefaultMaxDepth+1), "{ id", "{"+invalid+" id", 1), "deep"},
 		{"nodes", chainOfSpreads(300, invalid), "nodes"},
 		{"pairs", "{ order(id: 1) {" + invalid + strings.Repeat(" id", 200) + " } }", "pairs of fields"},
 	}

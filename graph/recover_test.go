@@ -16,6 +16,7 @@ import (
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemctl"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -59,7 +60,7 @@ func TestClaimKeepsItsOperation(t *testing.T) {
 			}`
 		vars := map[string]any{"key": "kept-1", "order": order, "amount": 700, "unused": 3}
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idem.OutcomeReleased {
+		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idemhttp.OutcomeReleased {
 			t.Fatalf("payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -352,10 +353,10 @@ func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
 			if i == 0 {
 				delete(vars, "key")
 			}
-			header := http.Header{idem.HeaderKey: {idem.FormatKeyHeader(key)}}
+			header := http.Header{idemhttp.HeaderKey: {idemhttp.FormatKeyHeader(key)}}
 			a.Provider.FailureRate = 1 // the claim is released, pending
 			r, err := a.Send("acme", query, vars, header)
-			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 				t.Fatalf("%s: %v %s", key, err, r.Body)
 			}
 			stored, storedVars := a.storedOperation("acme", key)
@@ -407,7 +408,7 @@ func TestRecovererRunsAsTheCaller(t *testing.T) {
 
 		byRecoverer := a.newOrder("acme", 900)
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 			t.Fatalf("alice's payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -442,7 +443,7 @@ func TestRecovererIsFairToOtherTenants(t *testing.T) {
 		a.Provider.FailureRate = 1 // each claim is released, pending
 		for i := range 100 {
 			key := fmt.Sprintf("unrunnable-%03d", i)
-			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 				t.Fatalf("%s: %.300s", key, r.Body)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -103,7 +104,7 @@ func TestRecoveredRepeatedFieldKeepsEveryCopy(t *testing.T) {
 		}`
 		vars := map[string]any{"key": "recovered-twice", "order": order}
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := a.do("acme", twice, vars); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+		if r := a.do("acme", twice, vars); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 			t.Fatalf("payment with a failing provider: %s", r.Body)
 		}
 		if query, _ := a.storedOperation("acme", "recovered-twice"); !strings.Contains(query, "providerChargeID") {

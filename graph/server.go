@@ -16,6 +16,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
@@ -37,9 +38,9 @@ type Options struct {
 	// never came back. Done stops it.
 	RecoverAfter time.Duration
 	Done         <-chan struct{}
-	// Limits bound each request (idem.Limits: zero fields take their
+	// Limits bound each request (idemhttp.Limits: zero fields take their
 	// defaults, negative ones turn a limit off).
-	Limits idem.Limits
+	Limits idemhttp.Limits
 }
 
 // NewHandler returns the example's HTTP handler: GraphQL at /query, with the

@@ -82,7 +82,7 @@ const (
 	BadRequest Code = "BAD_REQUEST"
 )
 
-// The codes of the hook's request limits (idem.Limits).
+// The codes of the hook's request limits (idemhttp.Limits).
 const (
 	// BodyTooLarge: the request body is over the limit; refused with HTTP
 	// 413 before it was read. Final.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 )
 
 // DefaultLimit is how many records stuck and failed list per table.
@@ -46,7 +47,7 @@ var inspectCmd = &subcommand{
 				return usagef("-key is required (see %s inspect -h)", e.name)
 			}
 			if err := idem.ValidateKey(*key); err != nil {
-				var ie *idem.Error
+				var ie *idemcode.Error
 				if errors.As(err, &ie) {
 					return usagef("malformed -key: %s", ie.Message)
 				}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemhttp"
 )
 
 // Record states RequireState checks, as idem.RecordInfo.State spells them.
@@ -50,14 +51,14 @@ func RequireState(t testing.TB, backend idembackend.Backend, tenant, key, state 
 }
 
 // Outcome returns what a GraphQL response body says happened to the
-// idempotent field of response name field (idem.OutcomeExecuted,
+// idempotent field of response name field (idemhttp.OutcomeExecuted,
 // OutcomeReplayed, OutcomeReleased, OutcomeRefused), or "" if it says
 // nothing of it.
 func Outcome(t testing.TB, body []byte, field string) string {
 	t.Helper()
 	var resp struct {
 		Extensions struct {
-			Idempotency map[string]idem.FieldReport `json:"idempotency"`
+			Idempotency map[string]idemhttp.FieldReport `json:"idempotency"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
@@ -70,7 +71,7 @@ func Outcome(t testing.TB, body []byte, field string) string {
 // replayed from its record.
 func RequireReplayed(t testing.TB, body []byte, field string) {
 	t.Helper()
-	if got := Outcome(t, body, field); got != idem.OutcomeReplayed {
+	if got := Outcome(t, body, field); got != idemhttp.OutcomeReplayed {
 		t.Fatalf("idemtest: %s was %q, want replayed; response: %s", field, got, body)
 	}
 }
@@ -79,7 +80,7 @@ func RequireReplayed(t testing.TB, body []byte, field string) {
 // result was stored.
 func RequireExecuted(t testing.TB, body []byte, field string) {
 	t.Helper()
-	if got := Outcome(t, body, field); got != idem.OutcomeExecuted {
+	if got := Outcome(t, body, field); got != idemhttp.OutcomeExecuted {
 		t.Fatalf("idemtest: %s was %q, want executed; response: %s", field, got, body)
 	}
 }

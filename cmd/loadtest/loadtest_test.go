@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 )
 
 // The load tool speaks the protocol without importing it (it is a client):
@@ -16,8 +17,8 @@ func TestNamesMatchTheServer(t *testing.T) {
 	for _, p := range [][2]string{
 		{codeInProgress, string(idem.CodeInProgress)},
 		{codeUnavailable, string(idem.CodeUnavailable)},
-		{outcomeReleased, idem.OutcomeReleased},
-		{headerRetry, idem.HeaderRetry},
+		{outcomeReleased, idemhttp.OutcomeReleased},
+		{headerRetry, idemhttp.HeaderRetry},
 	} {
 		if p[0] != p[1] {
 			t.Errorf("load tool %q, server %q", p[0], p[1])

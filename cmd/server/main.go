@@ -41,6 +41,7 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/example/counter"
 	"github.com/goovo/idem/internal/example/provider"
 )
@@ -75,9 +76,9 @@ func run() error {
 		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
 		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 	)
-	// Request limits (idem.Limits): 0 keeps the default, a negative value
+	// Request limits (idemhttp.Limits): 0 keeps the default, a negative value
 	// turns the limit off.
-	var limits idem.Limits
+	var limits idemhttp.Limits
 	flag.Int64Var(&limits.MaxBodyBytes, "max-body-bytes", 0, "largest request body, refused with HTTP 413 before it is read (default 1 MiB)")
 	flag.IntVar(&limits.MaxTokens, "max-tokens", 0, "most tokens in a GraphQL document (default 15000)")
 	flag.IntVar(&limits.MaxFields, "max-fields", 0, "most fields an operation selects, fragments expanded (default 1000)")

@@ -17,7 +17,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -77,7 +79,7 @@ func TestTelemetry(t *testing.T) {
 		}
 		unblock()
 		<-first
-		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idem.OutcomeExecuted { // claim, final failure
+		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idemhttp.OutcomeExecuted { // claim, final failure
 			t.Fatalf("%s", r.Body)
 		}
 
@@ -139,7 +141,7 @@ func TestTelemetry(t *testing.T) {
 		if strings.Contains(out, secretKey) || strings.Contains(out, "weightGrams") || strings.Contains(out, "Lyon") || strings.Contains(out, "no such route") {
 			t.Fatalf("logs carry a key or a stored response:\n%s", out)
 		}
-		if !strings.Contains(out, idem.KeyHash("blocked")) {
+		if !strings.Contains(out, idemkey.Hash("blocked")) {
 			t.Fatalf("logs do not identify keys by hash:\n%s", out)
 		}
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -207,7 +208,7 @@ func TestRecovererIsFair(t *testing.T) {
 		abandon := func(org, field, key string) {
 			r := be.GQL(org, `mutation($k: String!, $id: ID!) { `+field+`(idempotencyKey: $k, id: $id) { id } }`,
 				map[string]any{"k": key, "id": ids[org]})
-			if r.Outcome(field) != idem.OutcomeReleased {
+			if r.Outcome(field) != idemhttp.OutcomeReleased {
 				t.Fatalf("%s %s: %s", org, key, r.Body)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -157,7 +158,7 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 			return nil
 		}
 		first := be.Post("org-1", "k", 100)
-		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idem.OutcomeReleased {
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idemhttp.OutcomeReleased {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if rec := be.Record("org-1", "k"); rec.Label != "" {
@@ -205,7 +206,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		}
 		return nil
 	}
-	if first := be.Post("org-1", "k", 100); first.Outcome("createShipment") != idem.OutcomeReleased {
+	if first := be.Post("org-1", "k", 100); first.Outcome("createShipment") != idemhttp.OutcomeReleased {
 		t.Fatalf("first: %s", first.Body)
 	}
 	blocked := be.Post("org-1", "k", 100)
@@ -276,7 +277,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 		}
 		first := be.Post("org-1", "k", 100)
 		second := be.Post("org-1", "k", 100)
-		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idem.OutcomeExecuted {
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idemhttp.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {

@@ -1,4 +1,4 @@
-package idem
+package document
 
 // Text the database cannot store. PostgreSQL refuses a NUL character in
 // text and, in a UTF-8 database, bytes that are not UTF-8 (SQLSTATE 22021);
@@ -8,12 +8,12 @@ package idem
 // work, the same way on every backend and every retry: BAD_USER_INPUT,
 // final, with nothing stored. What reaches the database anyway (text a
 // resolver made itself) is classified where it comes back: the store's
-// statements (Extension.unavailable), the resolver's writes (finalError)
-// and the presenter (Extension.unstorable).
+// statements (the engine's unavailable), the resolver's writes (the
+// engine's finalError) and the presenter (idemhttp.Presenter).
 //
 // How such text arrives: a JSON body is decoded by encoding/json, which
 // replaces each byte that is not UTF-8 with U+FFFD, so the hook checks the
-// body's bytes as they are read (utf8Check); a \u0000 escape, in JSON or
+// body's bytes as they are read (reqstate.UTF8Check); a \u0000 escape, in JSON or
 // in a GraphQL string literal, is a NUL; a GraphQL document read from
 // anything but JSON (a GET query, an application/graphql body) keeps raw
 // bytes in the string literals that have no escapes (gqlparser writes
@@ -21,12 +21,7 @@ package idem
 // variables and the literals of the operation are checked.
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"mime"
-	"net/http"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -38,13 +33,13 @@ import (
 	"github.com/goovo/idem/idemcode"
 )
 
-// unstorableMessage is what a client is told of text the database cannot
+// UnstorableMessage is what a client is told of text the database cannot
 // store, wherever it was found; it never quotes the text.
-const unstorableMessage = "text the database cannot store: a NUL character (U+0000) or bytes that are not UTF-8"
+const UnstorableMessage = "text the database cannot store: a NUL character (U+0000) or bytes that are not UTF-8"
 
-// whyUnstorable says what is wrong with s for a client, or "" when every
+// Why says what is wrong with s for a client, or "" when every
 // backend can store it.
-func whyUnstorable(s string) string { return textFlaws(0).of(s).why() }
+func Why(s string) string { return textFlaws(0).of(s).why() }
 
 // textFlaws are what makes text unstorable, as bits: the message names the
 // worst, whatever order a map's keys come in, so that a retry is answered
@@ -76,10 +71,10 @@ func (f textFlaws) why() string {
 	return ""
 }
 
-// unstorableArguments refuses an operation whose variables or literal
+// Arguments refuses an operation whose variables or literal
 // arguments hold text the database cannot store (BAD_USER_INPUT), or
 // returns nil. It is linear in the operation's document and variables.
-func unstorableArguments(oc *graphql.OperationContext) *gqlerror.Error {
+func Arguments(oc *graphql.OperationContext) *gqlerror.Error {
 	var flawed []string
 	for name, v := range oc.Variables {
 		if valueFlaws(v) != 0 {
@@ -165,7 +160,7 @@ func (w *literalWalker) directives(ds ast.DirectiveList) {
 func (w *literalWalker) argument(a *ast.Argument, of string) {
 	if w.found == nil {
 		if v := flawedLiteral(a.Value); v != nil {
-			w.found = refuseText("the argument "+a.Name+" of "+of+" holds "+whyUnstorable(v.Raw), v.Position)
+			w.found = refuseText("the argument "+a.Name+" of "+of+" holds "+Why(v.Raw), v.Position)
 		}
 	}
 }
@@ -173,7 +168,7 @@ func (w *literalWalker) argument(a *ast.Argument, of string) {
 func (w *literalWalker) defaultValue(d *ast.VariableDefinition) {
 	if w.found == nil {
 		if v := flawedLiteral(d.DefaultValue); v != nil {
-			w.found = refuseText("the default value of $"+d.Variable+" holds "+whyUnstorable(v.Raw), v.Position)
+			w.found = refuseText("the default value of $"+d.Variable+" holds "+Why(v.Raw), v.Position)
 		}
 	}
 }
@@ -186,7 +181,7 @@ func flawedLiteral(v *ast.Value) *ast.Value {
 	}
 	switch v.Kind {
 	case ast.StringValue, ast.BlockValue:
-		if whyUnstorable(v.Raw) != "" {
+		if Why(v.Raw) != "" {
 			return v
 		}
 	case ast.ListValue, ast.ObjectValue:
@@ -207,87 +202,8 @@ func refuseText(message string, pos *ast.Position) *gqlerror.Error {
 	return e
 }
 
-// isJSON reports a request body of JSON, the one whose decoding hides bytes
-// that are not UTF-8 (utf8Check).
-func isJSON(r *http.Request) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
-}
-
-// utf8Check reads a request body and notes whether its bytes are UTF-8,
-// as they stream past, keeping only the bytes of a character split between
-// two reads. encoding/json replaces each byte that is not UTF-8 with
-// U+FFFD: the client's text would be changed, not refused.
-type utf8Check struct {
-	io.ReadCloser
-	partial []byte // the start of a character the last read split
-	invalid bool
-}
-
-func (c *utf8Check) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	if !c.invalid {
-		c.scan(p[:n], err != nil)
-	}
-	return n, err
-}
-
-// scan checks b, which follows what was scanned before; end says no bytes
-// follow it.
-func (c *utf8Check) scan(b []byte, end bool) {
-	// Complete the character the last read split, a byte at a time: a
-	// byte that cannot continue it makes it whole, and invalid.
-	for len(c.partial) > 0 && len(b) > 0 {
-		c.partial = append(c.partial, b[0])
-		b = b[1:]
-		if utf8.FullRune(c.partial) {
-			if r, size := utf8.DecodeRune(c.partial); r == utf8.RuneError && size <= 1 {
-				c.invalid = true
-				return
-			}
-			c.partial = c.partial[:0]
-		}
-	}
-	// A character split at the end of b waits for the next read.
-	cut := len(b)
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	if !utf8.Valid(b[:cut]) {
-		c.invalid = true
-		return
-	}
-	c.partial = append(c.partial, b[cut:]...)
-	if end && len(c.partial) > 0 {
-		c.invalid = true
-	}
-}
-
-// refuseInvalidBody is the refusal of an operation whose JSON body was not
-// UTF-8, or nil.
-func refuseInvalidBody(st *httpState) *gqlerror.Error {
-	if st == nil || st.body == nil || !st.body.invalid {
-		return nil
-	}
+// BodyNotUTF8 is the refusal of an operation whose JSON body was not UTF-8
+// (reqstate.UTF8Check).
+func BodyNotUTF8() *gqlerror.Error {
 	return refuseText("the request body holds bytes that are not UTF-8 (JSON must be UTF-8); they would be stored as U+FFFD", nil)
-}
-
-// unstorable answers an error whose cause is the database's refusal of
-// text it cannot store (a resolver's write of text it made itself):
-// BAD_USER_INPUT, final, without the database's words, which the log gets
-// at level Info (it is no outage).
-func (e *Extension) unstorable(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
-	e.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "the database refused text it cannot store; the client got BAD_USER_INPUT",
-		slog.String("path", g.Path.String()), slog.Any("error", g.Err))
-	return &gqlerror.Error{
-		Message:    "the input holds " + unstorableMessage,
-		Path:       g.Path,
-		Locations:  g.Locations,
-		Extensions: map[string]any{"code": string(idemcode.BadUserInput)},
-	}
 }

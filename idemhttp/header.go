@@ -1,6 +1,12 @@
-package idem
+package idemhttp
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/idemkey"
+	"github.com/goovo/idem/internal/refusal"
+)
 
 // The Idempotency-Key header, as the IETF draft defines it
 // (draft-ietf-httpapi-idempotency-key-header-07): an Item Structured Header
@@ -22,9 +28,9 @@ import "strings"
 // net/http gives them (r.Header.Values(HeaderKey)). It accepts one header
 // that holds one structured-field String ("abc", with \" and \\ escapes) or
 // one bare key (abc: no quotes, commas, semicolons or spaces), and returns
-// the key, checked by ValidateKey. A list (a, b), parameters ("a";x=1), the
-// header sent twice or bad quoting are refused with an *Error of
-// CodeKeyInvalid.
+// the key, checked as idem.ValidateKey checks it. A list (a, b),
+// parameters ("a";x=1), the header sent twice or bad quoting are refused
+// with an *idemcode.Error of code idemcode.KeyInvalid.
 func ParseKeyHeader(values []string) (string, error) {
 	key, _, err := parseKeyHeader(values)
 	return key, err
@@ -32,7 +38,7 @@ func ParseKeyHeader(values []string) (string, error) {
 
 // FormatKeyHeader returns key as the draft's Idempotency-Key value: a
 // structured-field String, quoted, with \ and " escaped. key must be valid
-// (ValidateKey), so that every character is printable ASCII.
+// (idem.ValidateKey), so that every character is printable ASCII.
 func FormatKeyHeader(key string) string {
 	var b strings.Builder
 	b.Grow(len(key) + 2)
@@ -51,7 +57,7 @@ func FormatKeyHeader(key string) string {
 // so that the response can echo it in the client's own form.
 func parseKeyHeader(values []string) (key string, quoted bool, err error) {
 	refuse := func(format string, args ...any) (string, bool, error) {
-		return "", false, errorf(CodeKeyInvalid, "", "the %s header "+format, append([]any{HeaderKey}, args...)...)
+		return "", false, refusal.Errorf(idemcode.KeyInvalid, "", "the %s header "+format, append([]any{HeaderKey}, args...)...)
 	}
 	switch len(values) {
 	case 0:
@@ -69,7 +75,7 @@ func parseKeyHeader(values []string) (key string, quoted bool, err error) {
 		if i := strings.IndexAny(v, ",;\" \t"); i >= 0 {
 			return refuse("%s", whatIs(v[i], true))
 		}
-		if err := ValidateKey(v); err != nil {
+		if err := idemkey.Validate(v); err != nil {
 			return "", false, err
 		}
 		return v, false, nil
@@ -88,7 +94,7 @@ func parseKeyHeader(values []string) (key string, quoted bool, err error) {
 				return refuse("%s", whatIs(rest[0], false))
 			}
 			key = b.String()
-			if err := ValidateKey(key); err != nil {
+			if err := idemkey.Validate(key); err != nil {
 				return "", false, err
 			}
 			return key, true, nil

@@ -1,4 +1,4 @@
-package idem
+package idemhttp
 
 import (
 	"context"
@@ -15,24 +15,26 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/store"
 )
 
-// ErrorPresenter returns the server's error presenter, which Install sets:
-// the one place that decides what of an error a client sees.
+// Presenter is the server's error presenter, which Configure sets: the one
+// place that decides what of an error a client sees.
 //
 // Errors written for clients reach them as they are: GraphQL errors the
 // application or gqlgen created (*gqlerror.Error with no Go error inside,
-// or with a message of its own over one), the hook's *Error, errors marked
-// Final, errors that carry an extensions.code, and the errors of reading an
-// argument (a scalar that does not parse). Every other error is unexpected:
-// a database or driver error, a provider's error, a panic. gqlgen wraps each
-// in a *gqlerror.Error before any presenter sees it (its message is the Go
-// error's text), which is how they are told apart. Config.MapError may
-// turn such an error into one for clients (NOT_FOUND, say); otherwise the
-// client gets a generic message, the code INTERNAL_SERVER_ERROR (retryable) and
-// extensions.correlationId; Config.Logger gets the cause under that id.
+// or with a message of its own over one), the hook's refusals
+// (*idemcode.Error), errors marked idem.Final, errors that carry an
+// extensions.code, and the errors of reading an argument (a scalar that
+// does not parse). Every other error is unexpected: a database or driver
+// error, a provider's error, a panic. gqlgen wraps each in a
+// *gqlerror.Error before any presenter sees it (its message is the Go
+// error's text), which is how they are told apart. MapError may turn such
+// an error into one for clients (NOT_FOUND, say); otherwise the client
+// gets a generic message, the code INTERNAL_SERVER_ERROR (retryable) and
+// extensions.correlationId; Logger gets the cause under that id.
 //
 // An error without a code gets one: MUTATION_FAILED when it is marked
 // Final, INTERNAL_SERVER_ERROR (retryable: unmarked errors are) inside a
@@ -43,22 +45,27 @@ import (
 // the value, which may be a megabyte), and, with a message of its own, for
 // the database's refusal of text it cannot store (a NUL character on
 // PostgreSQL), which is final unless marked Retryable. What remains goes
-// through Config.ErrorPresenter. The presenter
-// is idempotent: a replayed error, presented when it was stored, is
-// presented again unchanged.
-func (e *Extension) ErrorPresenter() graphql.ErrorPresenterFunc {
-	return e.presentError
+// through Next. The presenter is idempotent: a replayed error, presented
+// when it was stored, is presented again unchanged.
+type Presenter struct {
+	// Logger receives the causes of unexpected errors, under their
+	// correlation ids. Default slog.Default().
+	Logger *slog.Logger
+	// MapError, if set, is asked about every unexpected error before it is
+	// replaced with INTERNAL_SERVER_ERROR (idem.Config.MapError).
+	MapError func(ctx context.Context, err error) *gqlerror.Error
+	// Next presents the errors that reach clients as they are
+	// (idem.Config.ErrorPresenter). Default graphql.DefaultErrorPresenter.
+	Next graphql.ErrorPresenterFunc
 }
 
-// RecoverFunc returns the server's recover function, which Install sets: a
+// recoverFunc is the server's recover function, which Configure sets: a
 // resolver's panic becomes an unexpected error, so that the presenter logs
 // the panic and its stack under a correlation id and the client gets
 // INTERNAL_SERVER_ERROR (gqlgen's default prints to stderr and answers
 // "internal system error" without a code).
-func (e *Extension) RecoverFunc() graphql.RecoverFunc {
-	return func(ctx context.Context, p any) error {
-		return &panicError{value: p, stack: debug.Stack()}
-	}
+func recoverFunc(ctx context.Context, p any) error {
+	return &panicError{value: p, stack: debug.Stack()}
 }
 
 type panicError struct {
@@ -68,7 +75,22 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
 
-func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error {
+func (p *Presenter) logger() *slog.Logger {
+	if p.Logger == nil {
+		return slog.Default()
+	}
+	return p.Logger
+}
+
+func (p *Presenter) next(ctx context.Context, err error) *gqlerror.Error {
+	if p.Next == nil {
+		return graphql.DefaultErrorPresenter(ctx, err)
+	}
+	return p.Next(ctx, err)
+}
+
+// Present implements graphql.ErrorPresenterFunc.
+func (p *Presenter) Present(ctx context.Context, err error) *gqlerror.Error {
 	if err == nil {
 		return nil
 	}
@@ -78,31 +100,31 @@ func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error
 	}
 	var code idemcode.Code
 	switch {
-	case hasCode(g) || IsFinal(err) || isHookError(err):
+	case hasCode(g) || outcome.IsFinal(err) || isHookError(err):
 	case g.Err == nil:
 		// Written as a GraphQL error: by the application, by gqlgen (a
 		// parse or validation error), or replayed from a record.
 	case store.Unstorable(g.Err) && !outcome.IsRetryable(err):
 		// Text the database cannot store, which a resolver wrote: the
-		// input's fault, final (finalError), not an outage.
-		return e.cfg.ErrorPresenter(ctx, e.unstorable(ctx, g))
+		// input's fault, final (the engine's finalError), not an outage.
+		return p.next(ctx, p.unstorable(ctx, g))
 	case g.Message != g.Err.Error():
 		// A message written for the client over a cause.
 	case isArgumentError(ctx, g):
 		code = idemcode.BadUserInput
 	default:
-		if m := e.mapped(ctx, g); m != nil {
-			return e.presentError(ctx, m)
+		if m := p.mapped(ctx, g); m != nil {
+			return p.Present(ctx, m)
 		}
-		return e.cfg.ErrorPresenter(ctx, e.unexpected(ctx, g))
+		return p.next(ctx, p.unexpected(ctx, g))
 	}
-	out := e.cfg.ErrorPresenter(ctx, err)
+	out := p.next(ctx, err)
 	if out == nil || hasCode(out) {
 		return out
 	}
 	if code == "" {
 		switch {
-		case IsFinal(err):
+		case outcome.IsFinal(err):
 			code = idemcode.MutationFailed
 		case graphql.GetFieldContext(ctx) == nil:
 			code = idemcode.BadRequest
@@ -129,15 +151,15 @@ func (e *Extension) presentError(ctx context.Context, err error) *gqlerror.Error
 	return &cp
 }
 
-// mapped returns what Config.MapError makes of the unexpected error g, as
+// mapped returns what MapError makes of the unexpected error g, as
 // an error written for the client, or nil. The copy carries no cause, so
 // that presenting it is presenting an error written for clients, never
 // this path again.
-func (e *Extension) mapped(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
-	if e.cfg.MapError == nil {
+func (p *Presenter) mapped(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
+	if p.MapError == nil {
 		return nil
 	}
-	m := e.cfg.MapError(ctx, g.Err)
+	m := p.MapError(ctx, g.Err)
 	if m == nil {
 		return nil
 	}
@@ -154,13 +176,13 @@ func (e *Extension) mapped(ctx context.Context, g *gqlerror.Error) *gqlerror.Err
 
 // unexpected logs the cause of g under a new correlation id and returns
 // what the client sees instead.
-func (e *Extension) unexpected(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
+func (p *Presenter) unexpected(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
 	id := correlationID()
 	level := slog.LevelError
 	if errors.Is(g.Err, context.Canceled) {
 		level = slog.LevelInfo // the client went away
 	}
-	e.cfg.Logger.LogAttrs(ctx, level, "unexpected error; the client got INTERNAL_SERVER_ERROR",
+	p.logger().LogAttrs(ctx, level, "unexpected error; the client got INTERNAL_SERVER_ERROR",
 		slog.String("correlation_id", id),
 		slog.String("path", g.Path.String()),
 		slog.Any("error", g.Err))
@@ -181,7 +203,7 @@ func hasCode(g *gqlerror.Error) bool {
 }
 
 func isHookError(err error) bool {
-	var ie *Error
+	var ie *idemcode.Error
 	return errors.As(err, &ie)
 }
 
@@ -227,4 +249,19 @@ func clip(msg string) string {
 		return msg
 	}
 	return strings.ToValidUTF8(msg[:most], "") + "…"
+}
+
+// unstorable answers an error whose cause is the database's refusal of
+// text it cannot store (a resolver's write of text it made itself):
+// BAD_USER_INPUT, final, without the database's words, which the log gets
+// at level Info (it is no outage).
+func (p *Presenter) unstorable(ctx context.Context, g *gqlerror.Error) *gqlerror.Error {
+	p.logger().LogAttrs(ctx, slog.LevelInfo, "the database refused text it cannot store; the client got BAD_USER_INPUT",
+		slog.String("path", g.Path.String()), slog.Any("error", g.Err))
+	return &gqlerror.Error{
+		Message:    "the input holds " + document.UnstorableMessage,
+		Path:       g.Path,
+		Locations:  g.Locations,
+		Extensions: map[string]any{"code": string(idemcode.BadUserInput)},
+	}
 }

@@ -1,4 +1,4 @@
-package idem
+package idemhttp
 
 import (
 	"context"
@@ -6,17 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"io"
-	"math"
 	"net/http"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/errcode"
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/document"
 )
 
 // Default values of Limits.
@@ -34,7 +34,7 @@ const (
 // Limits bound what one request may ask of the server, so that one tenant
 // cannot hold another up: a request over a limit is refused before any
 // resolver or database work, and a document over a limit before gqlgen
-// validates it. Install applies them all by default. A zero field takes its
+// validates it. idem.Hook.Handler applies them all by default. A zero field takes its
 // default; a negative one turns that limit off.
 //
 // Without them a 100 MB body is read whole into memory; an operation that
@@ -50,7 +50,7 @@ type Limits struct {
 	// (Content-Length) is refused without being read, one that turns out
 	// larger while it is read is refused when it reaches the limit: HTTP
 	// 413 with a GraphQL error of code REQUEST_BODY_TOO_LARGE. It needs the
-	// handler Install returns (or Extension.Middleware). Default 1 MiB.
+	// handler idem.Hook.Handler returns (Middleware). Default 1 MiB.
 	MaxBodyBytes int64
 
 	// MaxTokens bounds the lexical tokens of the document (names,
@@ -118,35 +118,11 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// maxSelectionFields bounds an idempotent mutation's selection, fragments
-// expanded, whatever Limits say: the fingerprint prints it expanded, so that
-// a fragment spread twice in each of 40 nested fragments, a short document
-// that Limits.MaxFields refuses, would otherwise be printed 2^40 times
-// (IDEMPOTENCY_REQUEST_TOO_LARGE).
-const maxSelectionFields = 10_000
-
-// limitedBody reads the request body through http.MaxBytesReader and
-// notes when the limit was reached, so that the response can be a 413
-// whatever gqlgen makes of the read error.
-type limitedBody struct {
-	io.ReadCloser
-	st *httpState
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		b.st.bodyTooLong.Store(true)
-	}
-	return n, err
-}
-
 // writeBodyTooLarge answers 413 with a GraphQL error.
 func writeBodyTooLarge(w http.ResponseWriter, limit int64) {
 	body, _ := json.Marshal(&graphql.Response{Errors: gqlerror.List{{
 		Message:    fmt.Sprintf("the request body is larger than %d bytes, the limit", limit),
-		Extensions: map[string]any{"code": string(CodeBodyTooLarge)},
+		Extensions: map[string]any{"code": string(idemcode.BodyTooLarge)},
 	}}})
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Connection", "close")
@@ -175,7 +151,7 @@ func writeBodyTooLarge(w http.ResponseWriter, limit int64) {
 // acyclic one can be measured by expanding its fragments. One that does
 // not parse is left to gqlgen, whose parser stops at the same place.
 //
-// Install adds it first among its extensions and sets gqlgen's parser
+// Configure adds it first among the extensions and sets gqlgen's parser
 // token limit to MaxTokens. An extension that rewrites the query
 // (extension.AutomaticPersistedQuery) must be added before it.
 type OperationLimits struct {
@@ -237,11 +213,11 @@ func (o *OperationLimits) check(query string) *gqlerror.Error {
 		}
 		return nil // gqlgen reports the syntax error
 	}
-	m := newSizer(doc)
+	m := document.NewSizer(doc)
 	sets := make([]ast.SelectionSet, 0, len(doc.Operations)+len(doc.Fragments))
 	nodes := 0
 	for _, op := range doc.Operations {
-		s, err := m.operation(op)
+		s, err := m.Operation(op)
 		if err != nil {
 			return err
 		}
@@ -249,30 +225,30 @@ func (o *OperationLimits) check(query string) *gqlerror.Error {
 			return err
 		}
 		sets = append(sets, op.SelectionSet)
-		nodes = saturatingAdd(nodes, s.nodes)
+		nodes = document.SaturatingAdd(nodes, s.Nodes)
 	}
 	// Validation walks each fragment definition on its own too.
 	for _, f := range doc.Fragments {
-		s, err := m.fragment(f)
+		s, err := m.Fragment(f)
 		if err != nil {
 			return err
 		}
 		sets = append(sets, f.SelectionSet)
-		nodes = saturatingAdd(nodes, s.nodes)
+		nodes = document.SaturatingAdd(nodes, s.Nodes)
 	}
 	if l.MaxNodes > 0 && nodes > l.MaxNodes {
-		return limitError("the document has %s nodes, each fragment counted where it is spread; the limit is %d", count(nodes), l.MaxNodes)
+		return limitError("the document has %s nodes, each fragment counted where it is spread; the limit is %d", document.Count(nodes), l.MaxNodes)
 	}
 	// Merging visits every node of every definition once: what MaxNodes
 	// bounds. With MaxNodes off it is only done where that stays cheap.
 	if l.MaxFieldPairs > 0 && nodes <= max(l.MaxNodes, maxMergeNodes) {
-		var c pairCount
+		var c document.Pairs
 		for _, set := range sets {
-			m.fieldPairs([]ast.SelectionSet{set}, &c)
+			m.FieldPairs([]ast.SelectionSet{set}, &c)
 		}
-		if c.pairs > int64(l.MaxFieldPairs) {
+		if c.Pairs > int64(l.MaxFieldPairs) {
 			return limitError("the document has %s pairs of fields that share a response name in one selection set (fragments expanded), which validation compares one by one; the limit is %d (the most: %q, %d times)",
-				count(int(c.pairs)), l.MaxFieldPairs, c.name, c.most)
+				document.Count(int(c.Pairs)), l.MaxFieldPairs, c.Name, c.Most)
 		}
 	}
 	return nil
@@ -281,18 +257,18 @@ func (o *OperationLimits) check(query string) *gqlerror.Error {
 // operationError refuses an operation over MaxFields, MaxAliases or
 // MaxDepth: what it would execute. (A fragment's size counts where it is
 // spread; one spread nowhere is a validation error.)
-func (l Limits) operationError(op *ast.OperationDefinition, s size) *gqlerror.Error {
+func (l Limits) operationError(op *ast.OperationDefinition, s document.Size) *gqlerror.Error {
 	name := "the operation"
 	if op.Name != "" {
 		name = "operation " + op.Name
 	}
 	switch {
-	case l.MaxFields > 0 && s.fields > l.MaxFields:
-		return limitError("%s selects %s fields (fragments expanded); the limit is %d", name, count(s.fields), l.MaxFields)
-	case l.MaxAliases > 0 && s.aliases > l.MaxAliases:
-		return limitError("%s has %s aliased fields (fragments expanded); the limit is %d", name, count(s.aliases), l.MaxAliases)
-	case l.MaxDepth > 0 && s.depth > l.MaxDepth:
-		return limitError("%s nests %d deep; the limit is %d", name, s.depth, l.MaxDepth)
+	case l.MaxFields > 0 && s.Fields > l.MaxFields:
+		return limitError("%s selects %s fields (fragments expanded); the limit is %d", name, document.Count(s.Fields), l.MaxFields)
+	case l.MaxAliases > 0 && s.Aliases > l.MaxAliases:
+		return limitError("%s has %s aliased fields (fragments expanded); the limit is %d", name, document.Count(s.Aliases), l.MaxAliases)
+	case l.MaxDepth > 0 && s.Depth > l.MaxDepth:
+		return limitError("%s nests %d deep; the limit is %d", name, s.Depth, l.MaxDepth)
 	}
 	return nil
 }
@@ -304,245 +280,6 @@ const maxMergeNodes = 1 << 20
 func limitError(format string, args ...any) *gqlerror.Error {
 	return &gqlerror.Error{
 		Message:    fmt.Sprintf(format, args...),
-		Extensions: map[string]any{"code": string(CodeOperationLimit)},
+		Extensions: map[string]any{"code": string(idemcode.OperationLimitExceeded)},
 	}
-}
-
-// size is what a definition (or a part of it) selects, fragments expanded.
-type size struct{ nodes, fields, aliases, depth int }
-
-func (s *size) add(c size) {
-	s.nodes = saturatingAdd(s.nodes, c.nodes)
-	s.fields = saturatingAdd(s.fields, c.fields)
-	s.aliases = saturatingAdd(s.aliases, c.aliases)
-	s.depth = max(s.depth, c.depth)
-}
-
-// sizer measures the definitions of one document, expanding each fragment
-// spread by reusing the size of the fragment's definition: linear in the
-// document, where walking every spread would be exponential. It resolves a
-// spread by name, as the validator does (the first definition of a name),
-// or, when byName is nil (a validated document), by its Definition.
-type sizer struct {
-	byName map[string]*ast.FragmentDefinition
-	memo   map[*ast.FragmentDefinition]size
-	// open holds the fragments being measured: a spread of one of them is
-	// a cycle.
-	open map[*ast.FragmentDefinition]bool
-}
-
-func newSizer(doc *ast.QueryDocument) *sizer {
-	m := &sizer{byName: make(map[string]*ast.FragmentDefinition, len(doc.Fragments))}
-	for _, f := range doc.Fragments {
-		if _, ok := m.byName[f.Name]; !ok {
-			m.byName[f.Name] = f
-		}
-	}
-	return m
-}
-
-// cycleError is gqlparser's NoFragmentCycles error.
-func cycleError(f *ast.FragmentDefinition) *gqlerror.Error {
-	err := gqlerror.ErrorPosf(f.Position, "Cannot spread fragment %q within itself.", f.Name)
-	errcode.Set(err, errcode.ValidationFailed)
-	return err
-}
-
-func (m *sizer) resolve(s *ast.FragmentSpread) *ast.FragmentDefinition {
-	if m.byName == nil {
-		return s.Definition
-	}
-	return m.byName[s.Name]
-}
-
-// operation sizes an operation: its variables and directives, and its
-// selections, fragments expanded.
-func (m *sizer) operation(op *ast.OperationDefinition) (size, *gqlerror.Error) {
-	var s size
-	for _, v := range op.VariableDefinitions {
-		s.nodes = saturatingAdd(s.nodes, 1+valueNodes(v.DefaultValue)+directiveNodes(v.Directives))
-	}
-	s.nodes = saturatingAdd(s.nodes, directiveNodes(op.Directives))
-	c, err := m.set(op.SelectionSet)
-	s.add(c)
-	return s, err
-}
-
-// fragment sizes a fragment definition, its spreads expanded.
-func (m *sizer) fragment(f *ast.FragmentDefinition) (size, *gqlerror.Error) {
-	if s, ok := m.memo[f]; ok {
-		return s, nil
-	}
-	if m.open[f] {
-		return size{}, cycleError(f)
-	}
-	if m.open == nil {
-		m.open, m.memo = map[*ast.FragmentDefinition]bool{}, map[*ast.FragmentDefinition]size{}
-	}
-	m.open[f] = true
-	s, err := m.set(f.SelectionSet)
-	// Validation walks a fragment's directives wherever it is spread.
-	s.nodes = saturatingAdd(s.nodes, directiveNodes(f.Directives))
-	delete(m.open, f)
-	if err != nil {
-		return size{}, err
-	}
-	m.memo[f] = s
-	return s, nil
-}
-
-func (m *sizer) set(set ast.SelectionSet) (size, *gqlerror.Error) {
-	var s size
-	for _, sel := range set {
-		switch sel := sel.(type) {
-		case *ast.Field:
-			c, err := m.set(sel.SelectionSet)
-			if err != nil {
-				return s, err
-			}
-			c.nodes = saturatingAdd(c.nodes, 1+directiveNodes(sel.Directives)+argumentNodes(sel.Arguments))
-			c.fields = saturatingAdd(c.fields, 1)
-			if sel.Alias != "" && sel.Alias != sel.Name {
-				c.aliases = saturatingAdd(c.aliases, 1)
-			}
-			if sel.Name == "__schema" || sel.Name == "__type" {
-				c.depth = 0 // bounded by gqlparser's MaxIntrospectionDepth
-			}
-			c.depth++
-			s.add(c)
-		case *ast.InlineFragment:
-			c, err := m.set(sel.SelectionSet)
-			if err != nil {
-				return s, err
-			}
-			c.nodes = saturatingAdd(c.nodes, 1+directiveNodes(sel.Directives))
-			s.add(c)
-		case *ast.FragmentSpread:
-			s.add(size{nodes: 1 + directiveNodes(sel.Directives)})
-			if f := m.resolve(sel); f != nil {
-				c, err := m.fragment(f)
-				if err != nil {
-					return s, err
-				}
-				s.add(c)
-			}
-		}
-	}
-	return s, nil
-}
-
-func directiveNodes(ds ast.DirectiveList) int {
-	n := 0
-	for _, d := range ds {
-		n = saturatingAdd(n, 1+argumentNodes(d.Arguments))
-	}
-	return n
-}
-
-func argumentNodes(args ast.ArgumentList) int {
-	n := 0
-	for _, a := range args {
-		n = saturatingAdd(n, 1+valueNodes(a.Value))
-	}
-	return n
-}
-
-func valueNodes(v *ast.Value) int {
-	if v == nil {
-		return 0
-	}
-	n := 1
-	for _, c := range v.Children {
-		n = saturatingAdd(n, valueNodes(c.Value))
-	}
-	return n
-}
-
-// fieldPairs counts what gqlparser's OverlappingFieldsCanBeMerged
-// compares in the selection sets sets: it merges them as GraphQL does
-// (fragments expanded, the selections of fields that share a response name
-// merged) and, in each merged selection set, counts the pairs of fields
-// that share a response name, a pair of fields with arguments weighing 1
-// plus the product of their argument nodes (their arguments are compared
-// pairwise too). It visits each node of the expanded sets once; the
-// document has no fragment cycle.
-func (m *sizer) fieldPairs(sets []ast.SelectionSet, c *pairCount) {
-	var names []string
-	byName := map[string][]*ast.Field{}
-	var collect func(ast.SelectionSet)
-	collect = func(set ast.SelectionSet) {
-		for _, sel := range set {
-			switch sel := sel.(type) {
-			case *ast.Field:
-				name := sel.Alias
-				if name == "" {
-					name = sel.Name
-				}
-				if _, ok := byName[name]; !ok {
-					names = append(names, name)
-				}
-				byName[name] = append(byName[name], sel)
-			case *ast.InlineFragment:
-				collect(sel.SelectionSet)
-			case *ast.FragmentSpread:
-				if f := m.resolve(sel); f != nil {
-					collect(f.SelectionSet)
-				}
-			}
-		}
-	}
-	for _, set := range sets {
-		collect(set)
-	}
-	for _, name := range names {
-		fields := byName[name]
-		if len(fields) > c.most {
-			c.most, c.name = len(fields), name
-		}
-		// The pairs, and the sum over pairs of the products of their
-		// argument nodes: ((sum n)^2 - sum n^2) / 2.
-		k := int64(len(fields))
-		var sum, squares int64
-		var children []ast.SelectionSet
-		for _, f := range fields {
-			n := int64(argumentNodes(f.Arguments))
-			sum, squares = sum+n, squares+n*n
-			if len(f.SelectionSet) > 0 {
-				children = append(children, f.SelectionSet)
-			}
-		}
-		c.pairs = min(c.pairs+k*(k-1)/2+(sum*sum-squares)/2, math.MaxInt32)
-		if len(children) > 0 {
-			m.fieldPairs(children, c)
-		}
-	}
-}
-
-// pairCount is what fieldPairs counts.
-type pairCount struct {
-	pairs int64 // at most math.MaxInt32
-	most  int   // the most fields under one response name in one set
-	name  string
-}
-
-// expandedFields counts the fields of a validated selection set, each
-// fragment spread expanded where it is spread.
-func expandedFields(set ast.SelectionSet) int {
-	s, _ := (&sizer{}).set(set)
-	return s.fields
-}
-
-func saturatingAdd(a, b int) int {
-	if a > math.MaxInt32-b {
-		return math.MaxInt32
-	}
-	return a + b
-}
-
-// count prints a saturated count as "more than 2147483646".
-func count(n int) string {
-	if n >= math.MaxInt32 {
-		return fmt.Sprintf("more than %d", math.MaxInt32-1)
-	}
-	return fmt.Sprint(n)
 }

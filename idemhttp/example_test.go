@@ -1,16 +1,17 @@
-package idem_test
+package idemhttp_test
 
 import (
 	"fmt"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 )
 
 // The Idempotency-Key header in the IETF draft's form, a structured-field
 // string, and in the bare form; a list is refused.
 func ExampleParseKeyHeader() {
 	for _, v := range []string{`"8e03978e-40d5"`, `8e03978e-40d5`, `"say \"hi\""`, `"a", "b"`} {
-		key, err := idem.ParseKeyHeader([]string{v})
+		key, err := idemhttp.ParseKeyHeader([]string{v})
 		fmt.Printf("%-16s -> %q %v\n", v, key, err)
 	}
 	// Output:
@@ -21,7 +22,7 @@ func ExampleParseKeyHeader() {
 }
 
 func ExampleFormatKeyHeader() {
-	fmt.Println(idem.FormatKeyHeader(`say "hi"`))
+	fmt.Println(idemhttp.FormatKeyHeader(`say "hi"`))
 	// Output: "say \"hi\""
 }
 
@@ -30,11 +31,11 @@ func ExampleFormatKeyHeader() {
 func ExampleLimits() {
 	cfg := idem.Config{
 		// Backend and Tenant as usual.
-		Limits: idem.Limits{
+		Limits: idemhttp.Limits{
 			MaxBodyBytes: 256 << 10, // a smaller body limit
 			MaxAliases:   -1,        // no alias limit
 		},
 	}
-	fmt.Println(cfg.Limits.MaxFields == 0, idem.DefaultMaxFields)
+	fmt.Println(cfg.Limits.MaxFields == 0, idemhttp.DefaultMaxFields)
 	// Output: true 1000
 }

@@ -1,4 +1,4 @@
-package idem_test
+package idemhttp_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemhttp"
 )
 
 func TestParseKeyHeader(t *testing.T) {
@@ -55,7 +56,7 @@ func TestParseKeyHeader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			key, err := idem.ParseKeyHeader(tt.values)
+			key, err := idemhttp.ParseKeyHeader(tt.values)
 			if tt.key != "" {
 				if err != nil || key != tt.key {
 					t.Fatalf("ParseKeyHeader(%q) = %q, %v; want %q", tt.values, key, err, tt.key)
@@ -79,10 +80,10 @@ func TestFormatKeyHeader(t *testing.T) {
 		`a\b`:          `"a\\b"`,
 		"order 42 pay": `"order 42 pay"`,
 	} {
-		if got := idem.FormatKeyHeader(key); got != want {
+		if got := idemhttp.FormatKeyHeader(key); got != want {
 			t.Errorf("FormatKeyHeader(%q) = %s, want %s", key, got, want)
 		}
-		if back, err := idem.ParseKeyHeader([]string{want}); err != nil || back != key {
+		if back, err := idemhttp.ParseKeyHeader([]string{want}); err != nil || back != key {
 			t.Errorf("ParseKeyHeader(%s) = %q, %v; want %q back", want, back, err, key)
 		}
 	}
@@ -101,7 +102,7 @@ func FuzzParseKeyHeader(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		key, err := idem.ParseKeyHeader([]string{value})
+		key, err := idemhttp.ParseKeyHeader([]string{value})
 		if err != nil {
 			if !errors.Is(err, idem.ErrKeyInvalid) {
 				t.Fatalf("ParseKeyHeader(%q): %v is not IDEMPOTENCY_KEY_INVALID", value, err)
@@ -110,18 +111,18 @@ func FuzzParseKeyHeader(f *testing.F) {
 			if verr := idem.ValidateKey(key); verr != nil {
 				t.Fatalf("ParseKeyHeader(%q) = %q, an invalid key: %v", value, key, verr)
 			}
-			if back, err := idem.ParseKeyHeader([]string{idem.FormatKeyHeader(key)}); err != nil || back != key {
-				t.Fatalf("%q does not read back from %s: %q, %v", key, idem.FormatKeyHeader(key), back, err)
+			if back, err := idemhttp.ParseKeyHeader([]string{idemhttp.FormatKeyHeader(key)}); err != nil || back != key {
+				t.Fatalf("%q does not read back from %s: %q, %v", key, idemhttp.FormatKeyHeader(key), back, err)
 			}
 		}
 		// Any valid key, quoted, is accepted as itself.
 		if idem.ValidateKey(value) == nil {
-			if back, err := idem.ParseKeyHeader([]string{idem.FormatKeyHeader(value)}); err != nil || back != value {
+			if back, err := idemhttp.ParseKeyHeader([]string{idemhttp.FormatKeyHeader(value)}); err != nil || back != value {
 				t.Fatalf("the quoted form of the valid key %q was refused: %q, %v", value, back, err)
 			}
 		}
 		// Two headers are never one key.
-		if _, err := idem.ParseKeyHeader([]string{value, value}); err == nil {
+		if _, err := idemhttp.ParseKeyHeader([]string{value, value}); err == nil {
 			t.Fatalf("the header %q sent twice was accepted", value)
 		}
 	})

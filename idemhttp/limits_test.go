@@ -1,4 +1,4 @@
-package idem_test
+package idemhttp_test
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 )
 
 // A document OperationLimits let through is remembered: sent again (a
@@ -17,7 +18,7 @@ import (
 // lookup, no allocation, where measuring it parses it again. A document
 // it refused is measured again, and refused again.
 func TestKnownDocumentsAreNotMeasuredAgain(t *testing.T) {
-	limits := idem.NewOperationLimits(idem.Limits{})
+	limits := idemhttp.NewOperationLimits(idemhttp.Limits{})
 	ctx := context.Background()
 	query := `mutation($k: String!) { createOrder(idempotencyKey: $k, input: {amount: 100, currency: "EUR"}) { id amount currency paid } }`
 	check := func(q string) *gqlerror.Error {
@@ -34,9 +35,9 @@ func TestKnownDocumentsAreNotMeasuredAgain(t *testing.T) {
 		t.Fatalf("%v allocations measuring a document, %v checking it again", first, again)
 	}
 
-	over := "{" + strings.Repeat(" __typename", idem.DefaultMaxFields+1) + " }"
+	over := "{" + strings.Repeat(" __typename", idemhttp.DefaultMaxFields+1) + " }"
 	for range 2 {
-		if err := check(over); err == nil || err.Extensions["code"] != string(idem.CodeOperationLimit) {
+		if err := check(over); err == nil || err.Extensions["code"] != string(idemcode.OperationLimitExceeded) {
 			t.Fatalf("over the limit: %v", err)
 		}
 	}
@@ -48,7 +49,7 @@ func TestKnownDocumentsAreNotMeasuredAgain(t *testing.T) {
 // document with its literals written in, each time another), which it
 // parses and measures before gqlgen parses and validates it again.
 func BenchmarkOperationLimits(b *testing.B) {
-	limits := idem.NewOperationLimits(idem.Limits{})
+	limits := idemhttp.NewOperationLimits(idemhttp.Limits{})
 	ctx := context.Background()
 	query := `mutation($k: String!) { createOrder(idempotencyKey: $k, input: {amount: 100, currency: "EUR"}) { id amount currency paid } }`
 	b.Run("known", func(b *testing.B) {
