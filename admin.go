@@ -11,7 +11,9 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/engine"
 	"github.com/goovo/idem/internal/fingerprint"
+	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/timer"
 )
@@ -149,8 +151,8 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 		return ts, err
 	}
 	now := reading.Now()
-	retention := a.cfg.retention(recs)
-	table := storeTable(recs)
+	retention := store.RetentionOf(recs, a.cfg.Retention)
+	table := store.TableOf(recs)
 	expireBefore := now.Add(-retention)
 	// archived_at is at least completion + retention, so a tombstone
 	// archived before this completed before now - horizon.
@@ -291,14 +293,14 @@ type RecordInfo struct {
 // Inspect returns every record of (tenant, key), in every record table and
 // in the archive. The key is validated first.
 func (a *Admin) Inspect(ctx context.Context, tenant, key string) ([]RecordInfo, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := idemkey.Validate(key); err != nil {
 		return nil, err
 	}
 	if tenant == "" {
 		return nil, errors.New("idem: a tenant is required")
 	}
 	return a.list(func(recs *idembackend.RecordTable) ([]store.Row, error) {
-		return a.store.Find(ctx, store.FindQuery{Table: storeTable(recs), Archive: a.cfg.Backend.ArchiveTable(), Tenant: tenant, Key: key})
+		return a.store.Find(ctx, store.FindQuery{Table: store.TableOf(recs), Archive: a.cfg.Backend.ArchiveTable(), Tenant: tenant, Key: key})
 	})
 }
 
@@ -310,7 +312,7 @@ func (a *Admin) Stuck(ctx context.Context, olderThan time.Duration, limit int) (
 		return nil, err
 	}
 	return a.list(func(recs *idembackend.RecordTable) ([]store.Row, error) {
-		return a.store.Stuck(ctx, store.StuckQuery{Table: storeTable(recs), LeaseEndedBefore: reading.Now().Add(-olderThan), Limit: limit})
+		return a.store.Stuck(ctx, store.StuckQuery{Table: store.TableOf(recs), LeaseEndedBefore: reading.Now().Add(-olderThan), Limit: limit})
 	})
 }
 
@@ -318,7 +320,7 @@ func (a *Admin) Stuck(ctx context.Context, olderThan time.Duration, limit int) (
 // still hold their response (the sweeper has not archived them).
 func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
 	return a.list(func(recs *idembackend.RecordTable) ([]store.Row, error) {
-		return a.store.Failed(ctx, store.FailedQuery{Table: storeTable(recs), Limit: limit})
+		return a.store.Failed(ctx, store.FailedQuery{Table: store.TableOf(recs), Limit: limit})
 	})
 }
 
@@ -347,7 +349,7 @@ func (a *Admin) Recovered(ctx context.Context, table string, within time.Duratio
 			continue
 		}
 		found = true
-		rows, err := a.store.Completed(ctx, store.CompletedQuery{Table: storeTable(recs), Since: since, Limit: RecoveredScan})
+		rows, err := a.store.Completed(ctx, store.CompletedQuery{Table: store.TableOf(recs), Since: since, Limit: RecoveredScan})
 		if err != nil {
 			return nil, false, err
 		}
@@ -408,7 +410,7 @@ type TableStats struct {
 func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	for _, recs := range a.cfg.Backend.RecordTables() {
-		ts, err := a.store.Stats(ctx, storeTable(recs))
+		ts, err := a.store.Stats(ctx, store.TableOf(recs))
 		if err != nil {
 			return st, err
 		}
@@ -444,11 +446,8 @@ func info(recs *idembackend.RecordTable, r store.Row) RecordInfo {
 		ri.State = "tombstone"
 	}
 	if len(r.Response) > 0 {
-		if resp, err := decodeResponse(r.Response); err == nil {
-			ri.Data, ri.Errors, ri.Recovered = resp.Data, resp.Errors, resp.Recovered
-			if resp.Null != "" {
-				ri.Data = json.RawMessage("null")
-			}
+		if data, errs, recovered, err := engine.ReadResponse(r.Response); err == nil {
+			ri.Data, ri.Errors, ri.Recovered = data, errs, recovered
 		} else {
 			ri.Data = json.RawMessage(fmt.Sprintf("%q", "unreadable stored response: "+err.Error()))
 		}

@@ -1,14 +1,6 @@
 package idem
 
-import (
-	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/internal/store"
-)
-
-// storeTable is where the store finds the records of t.
-func storeTable(t *idembackend.RecordTable) store.Table {
-	return store.Table{Name: t.Table, Scope: t.ScopeColumn, ID: t.IDColumn}
-}
+import "github.com/goovo/idem/internal/store"
 
 // openStore returns the store driver of cfg.Backend's dialect, its clock
 // moved by cfg.Clock.

@@ -15,6 +15,8 @@ import (
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/engine"
+	"github.com/goovo/idem/internal/store"
 )
 
 // Default values of Config.
@@ -236,7 +238,7 @@ func (c Config) storeDefaults() (Config, error) {
 		c.TombstoneHorizon = DefaultTombstoneHorizon
 	}
 	for _, r := range c.Backend.RecordTables() {
-		if ret := c.retention(r); ret >= c.TombstoneHorizon {
+		if ret := store.RetentionOf(r, c.Retention); ret >= c.TombstoneHorizon {
 			return c, fmt.Errorf("idem: Config.TombstoneHorizon (%v) must exceed the retention of %s (%v)", c.TombstoneHorizon, r.Entity, ret)
 		}
 	}
@@ -264,12 +266,15 @@ func (c Config) storeDefaults() (Config, error) {
 	return c, nil
 }
 
-// retention is the retention window of a record table.
-func (c Config) retention(r *idembackend.RecordTable) time.Duration {
-	if r.Retention > 0 {
-		return r.Retention
+// engine is what the engine runs with, of c (completed).
+func (c Config) engine() engine.Config {
+	return engine.Config{
+		Backend: c.Backend, Tenant: c.Tenant,
+		Lease: c.Lease, Retention: c.Retention, WaitForInFlight: c.WaitForInFlight, KeyHeader: c.KeyHeader,
+		MaxResponseBytes: c.MaxResponseBytes, MaxArgumentBytes: c.MaxArgumentBytes,
+		Offset: c.Clock.Offset, MeterProvider: c.MeterProvider, TracerProvider: c.TracerProvider, Logger: c.Logger,
+		RecoverAfter: c.RecoverAfter, TenantContext: c.TenantContext, Caller: c.Caller, CallerContext: c.CallerContext,
 	}
-	return c.Retention
 }
 
 // ClockOffset is how far tests have moved the database clock as the hook

@@ -3,7 +3,6 @@ package idem
 import (
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/outcome"
-	"github.com/goovo/idem/internal/store"
 )
 
 // Code is the value of extensions.code on the GraphQL errors the hook
@@ -85,17 +84,6 @@ func Retryable(err error) error { return outcome.Retryable(err) }
 // IsFinal reports whether the outermost Final or Retryable marker in err's
 // chain is Final.
 func IsFinal(err error) bool { return outcome.IsFinal(err) }
-
-// finalError reports whether a resolver's error ends the attempt for good:
-// marked Final; or, unless marked Retryable, the database's refusal of text
-// it cannot store (a NUL character on PostgreSQL), which the same attempt
-// meets on every run. The presenter answers the latter BAD_USER_INPUT.
-func finalError(err error) bool {
-	if marked, final := outcome.Marked(err); marked {
-		return final
-	}
-	return store.Unstorable(err)
-}
 
 // CodeBadInput: the mutation's input cannot be stored (it breaks a
 // validator or a constraint of the record's entity, or holds text the

@@ -8,12 +8,17 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/record"
-	"github.com/goovo/idem/internal/tenancy"
 )
 
 // MaxKeyLength is the longest idempotency key accepted, in bytes.
 const MaxKeyLength = record.MaxKeyLength
+
+// ValidateKey checks a key the way the hook does before any database work:
+// 1 to MaxKeyLength characters of printable ASCII. Its error is an
+// *idemcode.Error of code IDEMPOTENCY_KEY_INVALID (ErrKeyInvalid).
+func ValidateKey(key string) error { return idemkey.Validate(key) }
 
 // Status is the state of an idempotency record.
 type Status string
@@ -83,16 +88,6 @@ func KeyFromContext(ctx context.Context) (string, bool) {
 		return c.Key, true
 	}
 	return "", false
-}
-
-// withClaim returns ctx carrying c, a claim of a record of table.
-func withClaim(ctx context.Context, c *idembackend.Claim, table string) context.Context {
-	if c.Key != "" {
-		// What idemschema's interceptor needs to show the caller its own
-		// unfinished claim.
-		ctx = tenancy.WithClaim(ctx, tenancy.Claim{Table: table, Tenant: c.Tenant, Key: c.Key})
-	}
-	return idembackend.WithClaim(ctx, c)
 }
 
 // MarshalGQL implements graphql.Marshaler for the IdempotencyMode enum.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/record"
 )
 
 // Conn is what a driver runs its statements on: idembackend.Backend,
@@ -52,7 +53,7 @@ type Protocol interface {
 	Now(ctx context.Context) (Reading, error)
 	// Lookup reads the record of ref, with the database clock. The record
 	// is nil when the key is unknown.
-	Lookup(ctx context.Context, ref Ref) (*Record, Reading, error)
+	Lookup(ctx context.Context, ref Ref) (*record.Record, Reading, error)
 	// Begin starts the transaction of an attempt: the claim (in atomic
 	// mode), the resolver's writes and the result commit in it.
 	Begin(ctx context.Context) (context.Context, idembackend.Tx, error)
@@ -181,6 +182,20 @@ type Table struct {
 	ID    string
 }
 
+// TableOf is where the store finds the records of t.
+func TableOf(t *idembackend.RecordTable) Table {
+	return Table{Name: t.Table, Scope: t.ScopeColumn, ID: t.IDColumn}
+}
+
+// RetentionOf is the retention window of the records of t: its own, or
+// def (idem.Config.Retention).
+func RetentionOf(t *idembackend.RecordTable, def time.Duration) time.Duration {
+	if t.Retention > 0 {
+		return t.Retention
+	}
+	return def
+}
+
 // Ref names one record: its table and its (tenant, key).
 type Ref struct {
 	Table  Table
@@ -190,20 +205,6 @@ type Ref struct {
 
 // ID names the record in one string, for the hook's in-memory maps.
 func (r Ref) ID() string { return r.Table.Name + "\x00" + r.Tenant + "\x00" + r.Key }
-
-// Record is the idempotency state of one (scope, key).
-type Record struct {
-	Status         string
-	Fingerprint    string
-	Response       []byte
-	Attempt        int
-	LeaseExpiresAt time.Time
-	ClaimedAt      time.Time
-	CompletedAt    time.Time
-	// ArchivedAt is set once the sweeper moved the response to the archive:
-	// the record is a tombstone.
-	ArchivedAt time.Time
-}
 
 // Claim is a claim to make.
 type Claim struct {
@@ -224,7 +225,7 @@ type Claimed struct {
 	// Holder is the record that holds the key when the claim lost (nil if
 	// it was gone again by the time it was read), and Reading the database
 	// clock of that read.
-	Holder  *Record
+	Holder  *record.Record
 	Reading Reading
 }
 

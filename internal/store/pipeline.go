@@ -12,6 +12,7 @@ import (
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/internal/record"
 )
 
 // pipelined is PostgreSQL's driver. Over database/sql (an ent client on
@@ -95,7 +96,7 @@ func (d *pipelined) pipe(tx idembackend.Tx, forget bool) *pipeTx {
 // claim.
 func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	var (
-		holder  *Record
+		holder  *record.Record
 		reading Reading
 		looked  bool
 	)
@@ -176,7 +177,7 @@ func (d *pipelined) Complete(ctx context.Context, tx idembackend.Tx, c Completio
 // scanLookupPgx is scanLookup on pgx, into pgx's own types: the
 // database/sql types of scanLookup take a detour through driver.Value on
 // pgx, a conversion and an allocation for each column, on every claim.
-func (d *pipelined) scanLookupPgx(row pgx.Row) (*Record, Reading, error) {
+func (d *pipelined) scanLookupPgx(row pgx.Row) (*record.Record, Reading, error) {
 	var (
 		v struct {
 			dbNow, lease, claimed, completed, archived pgtype.Timestamptz

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/record"
 )
 
 // sqlDriver is the implementation the database/sql backends share: the
@@ -77,14 +78,14 @@ func (d *sqlDriver) Now(ctx context.Context) (Reading, error) {
 	return r, d.err("read clock", err)
 }
 
-func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*Record, Reading, error) {
+func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*record.Record, Reading, error) {
 	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(ref.Table, "")[stmtLookup], ref.Tenant, ref.Key)
 	if err != nil {
 		return nil, Reading{}, d.err("lookup", err)
 	}
 	defer rows.Close()
 	var (
-		rec     *Record
+		rec     *record.Record
 		reading Reading
 	)
 	if rows.Next() {
@@ -103,7 +104,7 @@ func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*Record, Reading, erro
 
 // scanLookup reads the row of stmtLookup: the database time, then the
 // record's columns (NULL when the key is unknown).
-func (d *sqlDriver) scanLookup(scan func(dest ...any) error) (*Record, Reading, error) {
+func (d *sqlDriver) scanLookup(scan func(dest ...any) error) (*record.Record, Reading, error) {
 	var l lookupRow
 	if err := scan(&l.dbNow, &l.status, &l.fingerprint, &l.response, &l.attempt, &l.lease, &l.claimed, &l.completed, &l.archived); err != nil {
 		return nil, Reading{}, err
@@ -123,7 +124,7 @@ type lookupRow struct {
 
 // lookedUp makes the reading and the record (nil: the key is unknown) of
 // a row of stmtLookup.
-func (d *sqlDriver) lookedUp(l *lookupRow) (*Record, Reading, error) {
+func (d *sqlDriver) lookedUp(l *lookupRow) (*record.Record, Reading, error) {
 	reading, err := d.clock.observed(l.dbNow)
 	if err != nil {
 		return nil, Reading{}, err
@@ -131,7 +132,7 @@ func (d *sqlDriver) lookedUp(l *lookupRow) (*Record, Reading, error) {
 	if !l.status.Valid && !l.fingerprint.Valid {
 		return nil, reading, nil
 	}
-	return &Record{
+	return &record.Record{
 		Status:         l.status.String,
 		Fingerprint:    l.fingerprint.String,
 		Response:       l.response,

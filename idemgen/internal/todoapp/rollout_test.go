@@ -22,6 +22,7 @@ import (
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/testkit"
 )
 
@@ -144,7 +145,7 @@ func keyRequired(es graphql.ExecutableSchema, field string) graphql.ExecutableSc
 			continue
 		}
 		fc := *f
-		d := *f.Directives.ForName(idem.Directive)
+		d := *f.Directives.ForName(directive.Name)
 		d.Arguments = slices.DeleteFunc(slices.Clone(d.Arguments), func(a *ast.Argument) bool { return a.Name == "keyRequired" })
 		fc.Directives = ast.DirectiveList{&d}
 		m.Fields[i] = &fc

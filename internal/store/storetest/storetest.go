@@ -138,7 +138,7 @@ func (s *suite) complete(t Table, tenant, key string, attempt int, status, respo
 	return ok
 }
 
-func (s *suite) lookup(t Table, tenant, key string) *store.Record {
+func (s *suite) lookup(t Table, tenant, key string) *record.Record {
 	s.t.Helper()
 	rec, _, err := s.Driver.Lookup(s.ctx, ref(t, tenant, key))
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/engine"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -141,26 +142,33 @@ func TestAtomicClaimKeepsNoOperation(t *testing.T) {
 }
 
 // manualRecoverer serves be's application with the recoverer on but not
-// running by itself: the test runs its rounds (Extension.Recover), so
-// that it can count them. cfg is completed as NewBench completes it.
-func manualRecoverer(t *testing.T, be *testapp.Bench, cfg idem.Config) *idem.Extension {
+// running by itself: the test runs its rounds (Engine.Recover), so that it
+// can count them. The engine is configured as idem.Config's defaults and
+// NewBench would configure it, with cfg's RecoverAfter, Retention, Caller
+// and CallerContext.
+func manualRecoverer(t *testing.T, be *testapp.Bench, cfg idem.Config) *engine.Engine {
 	t.Helper()
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
 	srv.AddTransport(transport.POST{})
-	cfg.Backend = be.Client.IdempotencyBackend()
-	cfg.Tenant = graph.OrgFromContext
-	cfg.Clock = be.Clock
-	if cfg.CallerContext == nil {
-		cfg.TenantContext = graph.OrgContext
+	ecfg := engine.Config{
+		Backend: be.Client.IdempotencyBackend(), Tenant: graph.OrgFromContext, Offset: be.Clock.Offset,
+		Lease: idem.DefaultLease, Retention: cfg.Retention,
+		MaxResponseBytes: idem.DefaultMaxResponseBytes, MaxArgumentBytes: idem.DefaultMaxArgumentBytes,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RecoverAfter: cfg.RecoverAfter, Caller: cfg.Caller, CallerContext: cfg.CallerContext,
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	ext, err := idem.New(cfg)
+	if cfg.CallerContext == nil {
+		ecfg.TenantContext = graph.OrgContext
+	}
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Use(ext)
-	be.Server.Config.Handler = graph.WithOrg(ext.Middleware(srv))
-	return ext
+	srv.Use(eng)
+	h := idemhttp.Middleware(srv, idemhttp.Limits{})
+	eng.SetHandler(h)
+	be.Server.Config.Handler = graph.WithOrg(h)
+	return eng
 }
 
 // The recoverer is fair. One tenant left 100 abandoned claims that can
@@ -237,7 +245,7 @@ func TestRecovererIsFair(t *testing.T) {
 			}
 			return recs[0].State
 		}
-		round := func() idem.RecoverReport {
+		round := func() engine.RecoverReport {
 			rep, err := ext.Recover(context.Background())
 			if err != nil {
 				t.Fatalf("round: %v", err)

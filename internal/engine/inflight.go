@@ -1,4 +1,4 @@
-package idem
+package engine
 
 import (
 	"context"
@@ -96,10 +96,10 @@ func (f *inFlight) enter(ctx context.Context, key string, until time.Time) (leav
 // atomic mode until it commits (a duplicate waits on the unique index), in
 // lease mode for Config.WaitForInFlight. queued reports that r found such a
 // request: its key most likely has a record now.
-func (e *Extension) admit(ctx context.Context, r *request) (leave func(), queued bool) {
+func (e *Engine) admit(ctx context.Context, r *request) (leave func(), queued bool) {
 	key := r.id + "\x00" + r.fingerprint
 	var until time.Time
-	if r.spec.mode != ModeAtomic {
+	if r.spec.mode != modeAtomic {
 		until = time.Now().Add(e.cfg.WaitForInFlight)
 	}
 	return e.inFlight.enter(ctx, key, until)

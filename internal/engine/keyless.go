@@ -1,4 +1,4 @@
-package idem
+package engine
 
 import (
 	"context"
@@ -9,7 +9,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/refusal"
 )
 
@@ -22,7 +24,7 @@ import (
 // not at all when the field has an error. Each such call is counted
 // (MetricKeyless) and logged, so that the rollout can tell when no client
 // is left without a key.
-func (e *Extension) runKeyless(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
+func (e *Engine) runKeyless(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	tenant, err := e.tenant(ctx, "")
 	if err != nil {
 		return nil, idemhttp.OutcomeRefused, err
@@ -55,8 +57,8 @@ func (e *Extension) runKeyless(ctx context.Context, r *request, next graphql.Roo
 	}
 	if err := k.tx.Commit(); err != nil {
 		e.log(ctx, slog.LevelError, "commit of a keyless call failed", r, slog.Any("error", err))
-		return nil, idemhttp.OutcomeKeyless, refusal.Errorf(CodeUnavailable, "",
-			"the database failed while committing the mutation, which may or may not have been applied; send an %s to make retries safe", KeyArgument)
+		return nil, idemhttp.OutcomeKeyless, refusal.Errorf(idemcode.Unavailable, "",
+			"the database failed while committing the mutation, which may or may not have been applied; send an %s to make retries safe", directive.KeyArgument)
 	}
 	return res, idemhttp.OutcomeKeyless, nil
 }
@@ -64,7 +66,7 @@ func (e *Extension) runKeyless(ctx context.Context, r *request, next graphql.Roo
 // keylessCall is the state a keyless call shares between the root
 // interceptor and the field interceptor.
 type keylessCall struct {
-	ext *Extension
+	ext *Engine
 	req *request
 
 	// Set by begin, on the resolver's goroutine, before the resolver runs.
@@ -131,12 +133,12 @@ func (k *keylessCall) begin(ctx context.Context, args map[string]any) (context.C
 		return ctx, errNotRun()
 	}
 	k.tx = tx
-	c := &idembackend.Claim{Tenant: r.tenant, Mode: string(r.spec.mode)}
+	c := &idembackend.Claim{Tenant: r.tenant, Mode: r.spec.mode}
 	if !r.spec.records.RecordOnly {
 		if _, err := r.spec.records.Insert(txCtx, tx, c, args); err != nil {
 			var in *idembackend.InputError
 			if errors.As(err, &in) {
-				k.refusal = refusal.Errorf(CodeBadInput, "", "%s", in.Message)
+				k.refusal = refusal.Errorf(idemcode.BadUserInput, "", "%s", in.Message)
 			} else {
 				k.refusal = e.unavailable(r, err)
 			}

@@ -1,4 +1,4 @@
-package idem
+package engine
 
 import (
 	"bytes"
@@ -72,6 +72,21 @@ func decodeResponse(b []byte) (*storedResponse, error) {
 		return nil, fmt.Errorf("unknown stored response version %d", r.Version)
 	}
 	return &r, nil
+}
+
+// ReadResponse reads a record's stored response as operators see it
+// (idemctl): the field's data bytes (null for a null result), its errors,
+// and whether the recoverer ran the attempt.
+func ReadResponse(b []byte) (data json.RawMessage, errs gqlerror.List, recovered bool, err error) {
+	r, err := decodeResponse(b)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	data = r.Data
+	if r.Null != "" {
+		data = json.RawMessage("null")
+	}
+	return data, r.Errors, r.Recovered, nil
 }
 
 // marshaler returns what the root field resolves to: the stored bytes as

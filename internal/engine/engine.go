@@ -1,15 +1,18 @@
-package idem
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
@@ -20,26 +23,35 @@ import (
 	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/reqstate"
 	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/internal/tenancy"
 )
 
-// Names in the GraphQL schema the hook reads.
-const (
-	// Directive marks a mutation as idempotent.
-	Directive = directive.Name
-	// KeyArgument is the mutation argument that carries the key.
-	KeyArgument = directive.KeyArgument
-	// InputArgument is the argument of a generated create mutation that
-	// carries the entity's create input (entgql's Create<T>Input).
-	InputArgument = directive.InputArgument
-	// DefaultRecordEntity is the ent type that holds the records of
-	// @idempotent mutations that name none (idemschema.Record).
-	DefaultRecordEntity = directive.DefaultRecordEntity
-)
+// Config is what the engine runs with: idem.Config, checked and with its
+// defaults filled in by package idem (see idem.Config for each field).
+type Config struct {
+	Backend          idembackend.Backend
+	Tenant           func(ctx context.Context) (string, error)
+	Lease            time.Duration
+	Retention        time.Duration // the default; a record table may set its own
+	WaitForInFlight  time.Duration
+	KeyHeader        bool
+	MaxResponseBytes int
+	MaxArgumentBytes int
+	// Offset moves the database clock as the engine reads it (tests).
+	Offset         func() time.Duration
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
+	RecoverAfter   time.Duration
+	TenantContext  func(ctx context.Context, tenant string) context.Context
+	Caller         func(ctx context.Context) []byte
+	CallerContext  func(ctx context.Context, tenant string, caller []byte) (context.Context, error)
+}
 
-// Extension is the runtime hook: a gqlgen handler extension that makes every
-// mutation marked @idempotent in the schema retry-safe. Install it with
-// Install, or with srv.Use(ext) and ext.Middleware for the HTTP headers.
-type Extension struct {
+// Engine is the runtime hook: the gqlgen handler extension that makes every
+// mutation marked @idempotent in the schema retry-safe (idem.Hook.Handler
+// installs it), and the recoverer.
+type Engine struct {
 	cfg    Config
 	tel    *telemetry
 	store  store.Driver
@@ -57,12 +69,18 @@ type Extension struct {
 	recovery recovery // the recoverer's (recover.go)
 }
 
+// The modes of an idempotent mutation (@idempotent(mode:)).
+const (
+	modeLease  = directive.ModeLease
+	modeAtomic = directive.ModeAtomic
+)
+
 // fieldSpec is what the hook knows of one idempotent mutation field.
 type fieldSpec struct {
 	name      string
 	records   *idembackend.RecordTable
 	table     store.Table
-	mode      Mode
+	mode      string // modeLease or modeAtomic
 	lease     time.Duration
 	retention time.Duration
 	pace      *pace // how long the mutation has recently been taking
@@ -76,20 +94,17 @@ type fieldSpec struct {
 }
 
 var (
-	_ graphql.HandlerExtension        = (*Extension)(nil)
-	_ graphql.OperationContextMutator = (*Extension)(nil)
-	_ graphql.ResponseInterceptor     = (*Extension)(nil)
-	_ graphql.RootFieldInterceptor    = (*Extension)(nil)
-	_ graphql.FieldInterceptor        = (*Extension)(nil)
+	_ graphql.HandlerExtension        = (*Engine)(nil)
+	_ graphql.OperationContextMutator = (*Engine)(nil)
+	_ graphql.ResponseInterceptor     = (*Engine)(nil)
+	_ graphql.RootFieldInterceptor    = (*Engine)(nil)
+	_ graphql.FieldInterceptor        = (*Engine)(nil)
+	_ graphql.OperationInterceptor    = (*Engine)(nil)
 )
 
-// New returns the hook for cfg. Errors name the Config field at fault.
-func New(cfg Config) (*Extension, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	st, err := openStore(cfg)
+// New returns the engine of cfg, which package idem has checked.
+func New(cfg Config) (*Engine, error) {
+	st, err := store.Open(cfg.Backend.Dialect(), cfg.Backend, store.Options{Offset: cfg.Offset})
 	if err != nil {
 		return nil, err
 	}
@@ -97,21 +112,21 @@ func New(cfg Config) (*Extension, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idem: telemetry: %w", err)
 	}
-	return &Extension{cfg: cfg, tel: tel, store: st}, nil
+	return &Engine{cfg: cfg, tel: tel, store: st}, nil
 }
 
 // ExtensionName implements graphql.HandlerExtension.
-func (e *Extension) ExtensionName() string { return "Idempotency" }
+func (e *Engine) ExtensionName() string { return "Idempotency" }
 
 // Validate implements graphql.HandlerExtension: it reads the @idempotent
 // mutations from the schema and checks that each has its key argument and a
 // record table in the backend. gqlgen calls it from srv.Use.
-func (e *Extension) Validate(es graphql.ExecutableSchema) error {
+func (e *Engine) Validate(es graphql.ExecutableSchema) error {
 	schema := es.Schema()
 	fields := map[string]*fieldSpec{}
 	if schema.Mutation != nil {
 		for _, f := range schema.Mutation.Fields {
-			d := f.Directives.ForName(Directive)
+			d := f.Directives.ForName(directive.Name)
 			if d == nil {
 				continue
 			}
@@ -126,18 +141,18 @@ func (e *Extension) Validate(es graphql.ExecutableSchema) error {
 	return nil
 }
 
-func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldSpec, error) {
-	if f.Arguments.ForName(KeyArgument) == nil {
-		return nil, fmt.Errorf("@%s needs an argument %s: String", Directive, KeyArgument)
+func (e *Engine) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldSpec, error) {
+	if f.Arguments.ForName(directive.KeyArgument) == nil {
+		return nil, fmt.Errorf("@%s needs an argument %s: String", directive.Name, directive.KeyArgument)
 	}
-	spec := &fieldSpec{name: f.Name, mode: ModeLease, lease: e.cfg.Lease, pace: &pace{}, recoverable: true}
-	entity := DefaultRecordEntity
+	spec := &fieldSpec{name: f.Name, mode: modeLease, lease: e.cfg.Lease, pace: &pace{}, recoverable: true}
+	entity := directive.DefaultRecordEntity
 	if a := d.Arguments.ForName(directive.ArgRecord); a != nil && a.Value != nil && a.Value.Raw != "" {
 		entity = a.Value.Raw
 	}
 	if a := d.Arguments.ForName(directive.ArgMode); a != nil && a.Value != nil {
-		switch m := Mode(a.Value.Raw); m {
-		case ModeLease, ModeAtomic:
+		switch m := a.Value.Raw; m {
+		case modeLease, modeAtomic:
 			spec.mode = m
 		default:
 			return nil, fmt.Errorf("unknown mode %q", a.Value.Raw)
@@ -151,8 +166,8 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 		spec.lease = time.Duration(n) * time.Second
 	}
 	if a := d.Arguments.ForName(directive.ArgKeyRequired); a != nil && a.Value != nil {
-		if spec.keyOptional = a.Value.Raw == "false"; spec.keyOptional && f.Arguments.ForName(KeyArgument).Type.NonNull {
-			return nil, fmt.Errorf("keyRequired: false needs the argument %s: String (nullable), or no call could omit it", KeyArgument)
+		if spec.keyOptional = a.Value.Raw == "false"; spec.keyOptional && f.Arguments.ForName(directive.KeyArgument).Type.NonNull {
+			return nil, fmt.Errorf("keyRequired: false needs the argument %s: String (nullable), or no call could omit it", directive.KeyArgument)
 		}
 	}
 	if a := d.Arguments.ForName(directive.ArgRecover); a != nil && a.Value != nil {
@@ -164,8 +179,8 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 		return nil, fmt.Errorf("record entity %q is not an ent type with the idemschema mixin", entity)
 	}
 	spec.records = recs
-	spec.table = storeTable(recs)
-	spec.retention = e.cfg.retention(recs)
+	spec.table = store.TableOf(recs)
+	spec.retention = store.RetentionOf(recs, e.cfg.Retention)
 	return spec, nil
 }
 
@@ -179,7 +194,7 @@ func (e *Extension) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldS
 // agree with that field's argument if both are sent; and no two idempotent
 // fields of one operation may name the same key, whatever their record
 // entities: one key is one intent (all IDEMPOTENCY_KEY_INVALID).
-func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+func (e *Engine) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
 	st := reqstate.From(ctx)
 	header := e.cfg.KeyHeader && st != nil && st.HasKey
 	if header && st.KeyErr != nil {
@@ -207,14 +222,14 @@ func (e *Extension) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 	}
 	if header {
 		refuse := func(format string, args ...any) *gqlerror.Error {
-			return refusal.GQL(refusal.Errorf(CodeKeyInvalid, st.Key, format, args...))
+			return refusal.GQL(refusal.Errorf(idemcode.KeyInvalid, st.Key, format, args...))
 		}
 		if len(fields) > 1 {
 			return refuse("the %s header can name the key of one idempotent field; this operation has %d: send an %s argument to each",
-				idemhttp.HeaderKey, len(fields), KeyArgument)
+				idemhttp.HeaderKey, len(fields), directive.KeyArgument)
 		}
 		if arg, present, err := keyArgument(oc, fields[0]); err == nil && present && arg != st.Key {
-			return refuse("the %s header and the %s argument differ; send one key", idemhttp.HeaderKey, KeyArgument)
+			return refuse("the %s header and the %s argument differ; send one key", idemhttp.HeaderKey, directive.KeyArgument)
 		}
 		return nil
 	}
@@ -233,7 +248,7 @@ func sharedKey(oc *graphql.OperationContext, fields []*ast.Field) *gqlerror.Erro
 			continue // refused on its own, with its own error
 		}
 		if first, ok := seen[key]; ok {
-			return refusal.GQL(refusal.Errorf(CodeKeyInvalid, key,
+			return refusal.GQL(refusal.Errorf(idemcode.KeyInvalid, key,
 				"the idempotency key of %s is also the key of %s: one key names one intent; send a new key to each field",
 				responseName(f), responseName(first)))
 		}
@@ -257,7 +272,7 @@ func responseName(f *ast.Field) string {
 // document that breaks a validation rule thousands of times: each repeated
 // directive, each unused variable is an error) keeps the first of them and
 // says how many more there were, as graphql-js stops at 100.
-func (e *Extension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+func (e *Engine) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	op := &operation{http: reqstate.From(ctx)}
 	resp := next(context.WithValue(ctx, operationKey{}, op))
 	if resp != nil && len(resp.Data) == 0 && len(resp.Errors) > maxRequestErrors {
@@ -284,7 +299,7 @@ const maxRequestErrors = 100
 
 // InterceptRootField implements graphql.RootFieldInterceptor: it runs the
 // claim / replay protocol around each idempotent mutation field.
-func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+func (e *Engine) InterceptRootField(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
 	rfc := graphql.GetRootFieldContext(ctx)
 	oc := graphql.GetOperationContext(ctx)
 	if rfc == nil || oc == nil || oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
@@ -312,7 +327,7 @@ func (e *Extension) InterceptRootField(ctx context.Context, next graphql.RootRes
 // A call without a key while the key is optional (keyless.go) gets the
 // same: its transaction opened before the resolver, its tree one resolver
 // at a time, its panics watched.
-func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
+func (e *Engine) InterceptField(ctx context.Context, next graphql.Resolver) (any, error) {
 	a := attemptFrom(ctx)
 	if a == nil {
 		if k := keylessFrom(ctx); k != nil {
@@ -339,4 +354,18 @@ func (e *Extension) InterceptField(ctx context.Context, next graphql.Resolver) (
 		a.observe(err, false)
 	}
 	return res, err
+}
+
+// InterceptOperation implements graphql.OperationInterceptor: it puts the
+// request's tenant (Config.Tenant) into the context of every operation,
+// queries included, where the interceptors of isolated entities find it. A
+// request without a tenant gets none, and those queries fail rather than
+// read every tenant's rows.
+func (e *Engine) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
+	if _, ok := tenancy.Tenant(ctx); !ok {
+		if t, err := e.cfg.Tenant(ctx); err == nil && t != "" {
+			ctx = tenancy.WithTenant(ctx, t)
+		}
+	}
+	return next(ctx)
 }

@@ -1,10 +1,10 @@
-package idem
+package engine
 
 import (
 	"sync"
 	"testing"
 
-	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/internal/record"
 )
 
 // Requests that want one record's lookup at once share it: the first
@@ -22,7 +22,7 @@ func TestSharedLookups(t *testing.T) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		read []*store.Record
+		read []*record.Record
 	)
 	for range 8 {
 		l, leader := s.join("t\x00org\x00k")
@@ -36,7 +36,7 @@ func TestSharedLookups(t *testing.T) {
 			mu.Unlock()
 		})
 	}
-	rec := &store.Record{Status: "succeeded"}
+	rec := &record.Record{Status: "succeeded"}
 	first.val.rec = rec
 	s.done("t\x00org\x00k", first)
 	wg.Wait()

@@ -1,4 +1,4 @@
-package idem
+package engine
 
 import (
 	"context"
@@ -16,42 +16,20 @@ import (
 // instrumentationName names the hook's meter and tracer.
 const instrumentationName = "github.com/goovo/idem"
 
-// Metric names. Every instrument carries the attribute idem.field (the
-// mutation); the others say what else they carry.
+// Metric names: package idem exports and documents them (idem.MetricClaims…).
 const (
-	// MetricClaims counts keys claimed for a first run (attribute idem.mode).
-	MetricClaims = "idem.claims"
-	// MetricTakeovers counts expired claims taken over by another attempt.
-	MetricTakeovers = "idem.takeovers"
-	// MetricReplays counts stored results replayed to a retry.
-	MetricReplays = "idem.replays"
-	// MetricInProgress counts IDEMPOTENCY_IN_PROGRESS answers.
-	MetricInProgress = "idem.in_progress"
-	// MetricFailures counts failed runs (attribute idem.failure: "final",
-	// stored and replayed, or "retryable", rolled back and released).
-	MetricFailures = "idem.failures"
-	// MetricRefusals counts the hook's other refusals (attribute
-	// idem.code: the error code).
-	MetricRefusals = "idem.refusals"
-	// MetricClaimDuration is the time the claim statement (or the takeover)
-	// took, in seconds.
+	MetricClaims        = "idem.claims"
+	MetricTakeovers     = "idem.takeovers"
+	MetricReplays       = "idem.replays"
+	MetricInProgress    = "idem.in_progress"
+	MetricFailures      = "idem.failures"
+	MetricRefusals      = "idem.refusals"
 	MetricClaimDuration = "idem.claim.duration"
-	// MetricResponseSize is the size of each stored response, in bytes.
-	MetricResponseSize = "idem.response.size"
-	// MetricKeyless counts calls without a key to mutations whose key is
-	// optional during a rollout (@idempotent(keyRequired: false)): they ran
-	// without idempotency. At zero, the key can be made required.
-	MetricKeyless = "idem.keyless"
-	// MetricRecovered counts abandoned claims the recoverer ran to a
-	// stored result (Config.RecoverAfter).
-	MetricRecovered = "idem.recovered"
-	// MetricCompensated counts the recovered claims whose stored result is
-	// a final error: the resolver's own logic undid or refused the work
-	// (the example's payment voids its charge: ORDER_ALREADY_PAID).
-	MetricCompensated = "idem.compensated"
-	// MetricAbandoned counts claims the recoverer could not finish, stored
-	// as failed with IDEMPOTENCY_ABANDONED.
-	MetricAbandoned = "idem.abandoned"
+	MetricResponseSize  = "idem.response.size"
+	MetricKeyless       = "idem.keyless"
+	MetricRecovered     = "idem.recovered"
+	MetricCompensated   = "idem.compensated"
+	MetricAbandoned     = "idem.abandoned"
 )
 
 // telemetry holds the hook's instruments and tracer.
@@ -134,8 +112,8 @@ type fieldTelemetry struct {
 	claims    metric.MeasurementOption // idem.field, idem.mode
 }
 
-func newFieldTelemetry(name string, mode Mode) fieldTelemetry {
-	field, modeAttr := attrField.String(name), attrMode.String(string(mode))
+func newFieldTelemetry(name, mode string) fieldTelemetry {
+	field, modeAttr := attrField.String(name), attrMode.String(mode)
 	return fieldTelemetry{
 		spanName:  "idem " + name,
 		spanStart: trace.WithAttributes(field, modeAttr),

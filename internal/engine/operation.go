@@ -1,4 +1,4 @@
-package idem
+package engine
 
 // What a claim keeps so that the recoverer (recover.go) can run its field
 // again when the client never comes back: the field alone, as a GraphQL
@@ -13,6 +13,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/formatter"
 
+	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/record"
 )
 
@@ -54,11 +55,11 @@ func shapeOf(oc *graphql.OperationContext, field *ast.Field, key string, keyInQu
 	if keyInQuery {
 		args := make(ast.ArgumentList, 0, len(field.Arguments)+1)
 		for _, a := range field.Arguments {
-			if a.Name != KeyArgument {
+			if a.Name != directive.KeyArgument {
 				args = append(args, a)
 			}
 		}
-		f.Arguments = append(args, &ast.Argument{Name: KeyArgument, Value: &ast.Value{Kind: ast.StringValue, Raw: key}})
+		f.Arguments = append(args, &ast.Argument{Name: directive.KeyArgument, Value: &ast.Value{Kind: ast.StringValue, Raw: key}})
 	}
 	// What the query uses, once the key is in place: a null variable it
 	// replaced is not declared (an unused variable fails validation).

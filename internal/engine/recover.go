@@ -1,4 +1,4 @@
-package idem
+package engine
 
 // The recoverer (Config.RecoverAfter): one more client of the protocol. It
 // lists claims still pending long after their lease ran out, and sends
@@ -25,6 +25,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/idemkey"
@@ -69,8 +70,8 @@ type recoveryRetry struct {
 	next     time.Time // database time
 }
 
-// setHandler records the handler the recoverer sends operations through:
-// the first one Middleware wraps.
+// setHandler records the handler the recoverer sends operations through
+// (the first one SetHandler gives).
 func (r *recovery) setHandler(h http.Handler) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -110,6 +111,11 @@ func (r *recovery) failed(id string, now time.Time, after time.Duration) {
 	rt.next = now.Add(min(after<<min(rt.failures, 16), maxRecoverBackoff))
 }
 
+// SetHandler gives the recoverer the server's handler, which it sends the
+// operations of abandoned claims through (idem.Hook.Handler's, middleware
+// included).
+func (e *Engine) SetHandler(h http.Handler) { e.recovery.setHandler(h) }
+
 func (r *recovery) forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -117,10 +123,9 @@ func (r *recovery) forget(id string) {
 }
 
 // RunRecoverer runs a round of Recover every quarter of
-// Config.RecoverAfter (at most every 10 s) until ctx ends. Install starts
-// it when Config.RecoverAfter is set; call it yourself when you add the
-// extension with srv.Use and Middleware.
-func (e *Extension) RunRecoverer(ctx context.Context) {
+// Config.RecoverAfter (at most every 10 s) until ctx ends. The hook starts
+// it when Config.RecoverAfter is set.
+func (e *Engine) RunRecoverer(ctx context.Context) {
 	every := min(max(e.cfg.RecoverAfter/4, 50*time.Millisecond), 10*time.Second)
 	for {
 		if _, err := e.Recover(ctx); err != nil && ctx.Err() == nil {
@@ -140,14 +145,14 @@ type recoveryTable struct {
 
 // Recover runs one round of the recoverer: it runs again, or abandons,
 // the claims whose lease ran out more than Config.RecoverAfter ago.
-func (e *Extension) Recover(ctx context.Context) (RecoverReport, error) {
+func (e *Engine) Recover(ctx context.Context) (RecoverReport, error) {
 	var rep RecoverReport
 	h := e.recovery.getHandler()
 	switch {
 	case e.cfg.RecoverAfter <= 0:
 		return rep, errors.New("idem: Config.RecoverAfter is not set")
 	case h == nil:
-		return rep, errors.New("idem: the recoverer needs the handler of Install or Extension.Middleware")
+		return rep, errors.New("idem: the recoverer needs the server's handler (Engine.SetHandler)")
 	}
 	seen := map[string]bool{}
 	var errs []error
@@ -168,7 +173,7 @@ func (e *Extension) Recover(ctx context.Context) (RecoverReport, error) {
 // (store.AbandonedQuery), every tenant's oldest first, in that order. A
 // claim that cannot run now is moved to the back of the list (requeue),
 // so that no claim, however often it fails, keeps another from its turn.
-func (e *Extension) recoverTable(ctx context.Context, h http.Handler, t recoveryTable, rep *RecoverReport) error {
+func (e *Engine) recoverTable(ctx context.Context, h http.Handler, t recoveryTable, rep *RecoverReport) error {
 	reading, err := e.store.Now(ctx)
 	if err != nil {
 		return err
@@ -190,7 +195,7 @@ func (e *Extension) recoverTable(ctx context.Context, h http.Handler, t recovery
 
 // recoverClaim runs c again, or abandons it past the horizon when it
 // cannot run; a claim not run now goes to the back of the list.
-func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recoveryTable, c store.AbandonedClaim, reading store.Reading, cutoff time.Time, rep *RecoverReport) {
+func (e *Engine) recoverClaim(ctx context.Context, h http.Handler, t recoveryTable, c store.AbandonedClaim, reading store.Reading, cutoff time.Time, rep *RecoverReport) {
 	id := store.Ref{Table: t.table, Tenant: c.Tenant, Key: c.Key}.ID()
 	now := reading.Now()
 	field := fieldName(c.Fingerprint)
@@ -222,7 +227,7 @@ func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recovery
 		e.logClaim(ctx, slog.LevelInfo, "idempotency claim recovered", field, c, slog.String("code", outcome.code))
 	case outcome.outcome == idemhttp.OutcomeReplayed:
 		e.recovery.forget(id) // finished meanwhile
-	case outcome.code == string(CodeInProgress):
+	case outcome.code == string(idemcode.InProgress):
 		// Another process runs it now.
 	default:
 		e.recovery.failed(id, now, e.cfg.RecoverAfter)
@@ -243,7 +248,7 @@ func (e *Extension) recoverClaim(ctx context.Context, h http.Handler, t recovery
 // claim abandoned meanwhile. It stays pending, its lease ended: its
 // client's retry still takes it over at once, and it is abandoned at the
 // horizon like any other.
-func (e *Extension) requeue(ctx context.Context, t recoveryTable, c store.AbandonedClaim, field string, reading store.Reading, cutoff time.Time) {
+func (e *Engine) requeue(ctx context.Context, t recoveryTable, c store.AbandonedClaim, field string, reading store.Reading, cutoff time.Time) {
 	_, err := e.store.Requeue(ctx, store.Requeue{Ref: store.Ref{Table: t.table, Tenant: c.Tenant, Key: c.Key},
 		Attempt: c.Attempt, LeaseEndedBefore: cutoff, Now: reading.Now()})
 	if err != nil && ctx.Err() == nil {
@@ -252,7 +257,7 @@ func (e *Extension) requeue(ctx context.Context, t recoveryTable, c store.Abando
 }
 
 // abandonClaim abandons c, and reports it.
-func (e *Extension) abandonClaim(ctx context.Context, t recoveryTable, c store.AbandonedClaim, field string, reading store.Reading, id string, rep *RecoverReport) {
+func (e *Engine) abandonClaim(ctx context.Context, t recoveryTable, c store.AbandonedClaim, field string, reading store.Reading, id string, rep *RecoverReport) {
 	ok, err := e.abandon(ctx, t, c, field, reading)
 	if err != nil {
 		e.logClaim(ctx, slog.LevelWarn, "could not abandon idempotency claim", field, c, slog.Any("error", err))
@@ -262,7 +267,7 @@ func (e *Extension) abandonClaim(ctx context.Context, t recoveryTable, c store.A
 		e.recovery.forget(id)
 		rep.Abandoned++
 		e.tel.abandoned.Add(ctx, 1, metric.WithAttributes(attrField.String(field)))
-		e.logClaim(ctx, slog.LevelWarn, "idempotency claim abandoned: stored as failed with "+string(CodeAbandoned), field, c)
+		e.logClaim(ctx, slog.LevelWarn, "idempotency claim abandoned: stored as failed with "+string(idemcode.Abandoned), field, c)
 	}
 }
 
@@ -275,7 +280,7 @@ var outcomeUnrunnable = storedOutcome{outcome: "unrunnable"}
 // runStored sends the claim's operation through the server's handler as
 // its caller (or its tenant alone), and reads what the hook did with the
 // field.
-func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.AbandonedClaim) storedOutcome {
+func (e *Engine) runStored(ctx context.Context, h http.Handler, c store.AbandonedClaim) storedOutcome {
 	var op storedOperation
 	if err := json.Unmarshal(c.Operation, &op); err != nil || op.Query == "" {
 		return outcomeUnrunnable
@@ -333,7 +338,7 @@ func (e *Extension) runStored(ctx context.Context, h http.Handler, c store.Aband
 
 // runAs returns ctx acting as the claim's caller (Config.CallerContext)
 // or, without one, as its tenant (Config.TenantContext).
-func (e *Extension) runAs(ctx context.Context, tenant string, caller []byte) (context.Context, error) {
+func (e *Engine) runAs(ctx context.Context, tenant string, caller []byte) (context.Context, error) {
 	if e.cfg.CallerContext == nil {
 		return e.cfg.TenantContext(ctx, tenant), nil
 	}
@@ -347,14 +352,14 @@ func (e *Extension) runAs(ctx context.Context, tenant string, caller []byte) (co
 // abandon stores c as failed with IDEMPOTENCY_ABANDONED: a takeover, then
 // the completion of the attempt it made, as a retry's attempt would. It
 // reports false when another attempt changed the claim first.
-func (e *Extension) abandon(ctx context.Context, t recoveryTable, c store.AbandonedClaim, field string, reading store.Reading) (bool, error) {
+func (e *Engine) abandon(ctx context.Context, t recoveryTable, c store.AbandonedClaim, field string, reading store.Reading) (bool, error) {
 	ref := store.Ref{Table: t.table, Tenant: c.Tenant, Key: c.Key}
 	now := reading.Now()
 	ok, err := e.store.TakeOver(ctx, store.TakeOver{Ref: ref, Attempt: c.Attempt, Now: now, LeaseUntil: now.Add(e.cfg.Lease)})
 	if err != nil || !ok {
 		return false, err
 	}
-	ge := refusal.GQL(refusal.Errorf(CodeAbandoned, c.Key,
+	ge := refusal.GQL(refusal.Errorf(idemcode.Abandoned, c.Key,
 		"the request with this idempotency key was abandoned by its client and could not be finished by the server; it will not run again, use a new key for a new intent"))
 	ge.Path = ast.Path{ast.PathName(field)}
 	// Not marked recovered: IDEMPOTENCY_ABANDONED says who stored it.
@@ -365,7 +370,7 @@ func (e *Extension) abandon(ctx context.Context, t recoveryTable, c store.Abando
 	return e.store.Complete(ctx, nil, store.Completion{Ref: ref, Attempt: c.Attempt + 1, Status: record.StatusFailed, Response: response, At: reading.Now()})
 }
 
-func (e *Extension) logClaim(ctx context.Context, level slog.Level, msg, field string, c store.AbandonedClaim, attrs ...slog.Attr) {
+func (e *Engine) logClaim(ctx context.Context, level slog.Level, msg, field string, c store.AbandonedClaim, attrs ...slog.Attr) {
 	attrs = append(attrs,
 		slog.String("field", field),
 		slog.String("tenant", c.Tenant),

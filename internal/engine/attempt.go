@@ -1,4 +1,4 @@
-package idem
+package engine
 
 // One attempt: the resolver runs once under a claim, in a transaction that
 // commits its writes with the stored result, fenced by the attempt. How the
@@ -22,9 +22,11 @@ import (
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/internal/tenancy"
 	"github.com/goovo/idem/internal/timer"
 )
 
@@ -36,7 +38,7 @@ const completionTimeout = 5 * time.Second
 // interceptor (run), the field interceptor (begin, observe) and the
 // resolver (through its context) share.
 type attempt struct {
-	ext     *Extension
+	ext     *Engine
 	req     *request
 	claim   *idembackend.Claim
 	fresh   bool // a new claim, to insert; else one taken over, already held
@@ -78,18 +80,20 @@ type begun struct {
 	err error
 }
 
-// newAttempt prepares a fresh claim of r's key at now (attempt 1), which a
-// takeover turns into the next attempt of an existing claim.
-func (e *Extension) newAttempt(r *request, reading store.Reading, now time.Time) *attempt {
+// newAttempt prepares a fresh claim of r's key at the time of seen
+// (attempt 1), which a takeover turns into the next attempt of an existing
+// claim.
+func (e *Engine) newAttempt(r *request, seen *sight) *attempt {
+	now := seen.now
 	return &attempt{
-		ext: e, req: r, fresh: true, reading: reading, mode: modes[r.spec.mode],
+		ext: e, req: r, fresh: true, reading: seen.reading, mode: modes[r.spec.mode],
 		stopRenewal: func() {},
 		claim: &idembackend.Claim{
 			Tenant:         r.tenant,
 			Key:            r.key,
 			Fingerprint:    r.fingerprint,
 			Attempt:        1,
-			Mode:           string(r.spec.mode),
+			Mode:           r.spec.mode,
 			ClaimedAt:      now,
 			LeaseExpiresAt: now.Add(r.spec.lease),
 			Operation:      r.operation,
@@ -98,7 +102,7 @@ func (e *Extension) newAttempt(r *request, reading store.Reading, now time.Time)
 }
 
 // takenOver makes a the attempt after rec's.
-func (a *attempt) takenOver(rec *store.Record) {
+func (a *attempt) takenOver(rec *record.Record) {
 	a.fresh = false
 	a.claim.Attempt = rec.Attempt + 1
 	a.claim.ClaimedAt = rec.ClaimedAt
@@ -114,15 +118,15 @@ type ended struct {
 	res    graphql.Marshaler
 	report string // idemhttp.OutcomeExecuted, idemhttp.OutcomeReleased or idemhttp.OutcomeRefused
 	err    error
-	// again: look at the key again; lost, when set, is what the lost claim
-	// read, to decide on in place of a lookup.
+	// again: look at the key again; lost, when set, is what the claim that
+	// lost read, to decide on in place of a lookup.
 	again bool
-	lost  *store.Claimed
+	lost  *sight
 	ran   bool // the resolver ran (its writes were rolled back)
 }
 
 // run runs the resolver once under a's claim and stores its result.
-func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolver) ended {
+func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver) ended {
 	r := a.req
 	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(ctx, a.claim, r.spec.table.Name), a))
 	res := next(fieldCtx)
@@ -186,9 +190,9 @@ func (e *Extension) run(ctx context.Context, a *attempt, next graphql.RootResolv
 // and by this one, which the recoverer (Config.RecoverAfter) finishes when
 // its client does not come back, or which a late retry of the old request
 // runs again.
-func (e *Extension) releasedErrors(r *request, errs gqlerror.List) gqlerror.List {
+func (e *Engine) releasedErrors(r *request, errs gqlerror.List) gqlerror.List {
 	advice := "The mutation did not complete and nothing was stored: retry with the same idempotency key, never a new one, so that the intent is carried out once."
-	if e.cfg.RecoverAfter > 0 && r.spec.recoverable && r.spec.mode != ModeAtomic {
+	if e.cfg.RecoverAfter > 0 && r.spec.recoverable && r.spec.mode != modeAtomic {
 		advice = "The mutation did not complete and nothing was stored: retry with the same idempotency key, never a new one. If you do not come back, the server finishes this intent itself, so a new key could carry it out twice."
 	}
 	out := make(gqlerror.List, len(errs))
@@ -209,7 +213,7 @@ func (e *Extension) releasedErrors(r *request, errs gqlerror.List) gqlerror.List
 
 // notRun ends an attempt whose resolver did not run: nothing was written
 // but, perhaps, the claim.
-func (e *Extension) notRun(ctx context.Context, a *attempt, res graphql.Marshaler, errs gqlerror.List) ended {
+func (e *Engine) notRun(ctx context.Context, a *attempt, res graphql.Marshaler, errs gqlerror.List) ended {
 	if a.holdsClaim() {
 		e.release(ctx, a.req, a.claim.Attempt)
 	}
@@ -217,7 +221,7 @@ func (e *Extension) notRun(ctx context.Context, a *attempt, res graphql.Marshale
 		var refused *idemcode.Error
 		switch {
 		case b.lost != nil:
-			return ended{again: true, lost: b.lost}
+			return ended{again: true, lost: &sight{rec: b.lost.Holder, reading: b.lost.Reading, now: b.lost.Reading.Now()}}
 		case errors.As(b.err, &refused):
 			return ended{err: refused}
 		case b.err != nil:
@@ -241,7 +245,7 @@ type mode interface {
 	complete(ctx context.Context, a *attempt, status string, response []byte) (bool, error)
 }
 
-var modes = map[Mode]mode{ModeLease: leaseMode{}, ModeAtomic: atomicMode{}}
+var modes = map[string]mode{modeLease: leaseMode{}, modeAtomic: atomicMode{}}
 
 // leaseMode commits the claim by itself before the resolver runs, so that
 // work outside the database is never done without a claim, and renews the
@@ -255,7 +259,7 @@ func (leaseMode) begin(ctx context.Context, a *attempt, args map[string]any) (co
 		// a client going away cannot leave it committed but unknown to us
 		// (and so unreleased).
 		dctx, cancel := detached(ctx)
-		b.lost, b.err = a.claimKey(dctx, nil, args)
+		b.lost, b.err = a.insertClaim(dctx, nil, args)
 		cancel()
 		if b.lost != nil || b.err != nil {
 			return ctx, b
@@ -304,7 +308,7 @@ func (atomicMode) begin(ctx context.Context, a *attempt, args map[string]any) (c
 	}
 	if a.fresh {
 		// A claim that does not win rolls the transaction back.
-		if b.lost, b.err = a.claimKey(txCtx, tx, args); b.lost != nil || b.err != nil {
+		if b.lost, b.err = a.insertClaim(txCtx, tx, args); b.lost != nil || b.err != nil {
 			return ctx, b
 		}
 	}
@@ -339,9 +343,11 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 	return txCtx, nil
 }
 
-// claimKey inserts the claim row. lost is the holder's record when the key
-// was taken; err is a refusal of the input (*idemcode.Error) or a store failure.
-func (a *attempt) claimKey(ctx context.Context, tx idembackend.Tx, args map[string]any) (lost *store.Claimed, err error) {
+// insertClaim inserts the claim row: the claim of settle's Claim decision,
+// through the record table's generated Insert. lost is the holder's record
+// when the key was taken; err is a refusal of the input (*idemcode.Error)
+// or a store failure.
+func (a *attempt) insertClaim(ctx context.Context, tx idembackend.Tx, args map[string]any) (lost *store.Claimed, err error) {
 	tel, r := a.ext.tel, a.req
 	claimed, err := a.ext.store.Claim(ctx, store.Claim{Ref: r.ref(), Tx: tx,
 		Insert: func(ctx context.Context, tx idembackend.Tx) (bool, error) {
@@ -352,7 +358,7 @@ func (a *attempt) claimKey(ctx context.Context, tx idembackend.Tx, args map[stri
 	var in *idembackend.InputError
 	switch {
 	case errors.As(err, &in):
-		return nil, refusal.Errorf(CodeBadInput, a.claim.Key, "%s", in.Message)
+		return nil, refusal.Errorf(idemcode.BadUserInput, a.claim.Key, "%s", in.Message)
 	case err != nil:
 		return nil, err
 	case !claimed.Won:
@@ -432,7 +438,7 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // PostgreSQL; on SQLite, other transactions holding the write lock past the
 // busy timeout), release answers and goes on trying in the background until
 // the lease would have run out anyway.
-func (e *Extension) release(ctx context.Context, r *request, attempt int) {
+func (e *Engine) release(ctx context.Context, r *request, attempt int) {
 	dctx, cancel := detached(ctx)
 	err := e.tryRelease(dctx, r, attempt)
 	cancel()
@@ -458,7 +464,7 @@ func (e *Extension) release(ctx context.Context, r *request, attempt int) {
 }
 
 // tryRelease releases the claim of attempt, with up to three tries.
-func (e *Extension) tryRelease(ctx context.Context, r *request, attempt int) error {
+func (e *Engine) tryRelease(ctx context.Context, r *request, attempt int) error {
 	var err error
 	for try := range 3 {
 		var reading store.Reading
@@ -491,3 +497,24 @@ func errNotRun() error { return &gqlerror.Error{Message: "idempotent mutation di
 // isRoot reports whether field is the attempt's root field, where the
 // attempt begins.
 func (a *attempt) isRoot(field *ast.Field) bool { return field == a.req.field }
+
+// withClaim returns ctx carrying c, a claim of a record of table.
+func withClaim(ctx context.Context, c *idembackend.Claim, table string) context.Context {
+	if c.Key != "" {
+		// What idemschema's interceptor needs to show the caller its own
+		// unfinished claim.
+		ctx = tenancy.WithClaim(ctx, tenancy.Claim{Table: table, Tenant: c.Tenant, Key: c.Key})
+	}
+	return idembackend.WithClaim(ctx, c)
+}
+
+// finalError reports whether a resolver's error ends the attempt for good:
+// marked Final; or, unless marked Retryable, the database's refusal of text
+// it cannot store (a NUL character on PostgreSQL), which the same attempt
+// meets on every run. The presenter answers the latter BAD_USER_INPUT.
+func finalError(err error) bool {
+	if marked, final := outcome.Marked(err); marked {
+		return final
+	}
+	return store.Unstorable(err)
+}
