@@ -28,8 +28,8 @@ const (
 	DefaultTombstoneHorizon = 30 * 24 * time.Hour
 )
 
-// Config configures the hook. Backend and Tenant are required; every other
-// field has a working zero value.
+// Config configures the hook (New). Backend is required, and Tenant to
+// serve; every other field has a working zero value.
 type Config struct {
 	// Backend connects the hook to the ent client that holds the records:
 	// client.IdempotencyBackend(). Required.
@@ -40,7 +40,7 @@ type Config struct {
 	// An error or an empty tenant answers UNAUTHENTICATED. It is also called
 	// once for every operation, queries included, to put the tenant into
 	// its context for isolated entities (idemschema.Mixin{Isolate: true}).
-	// Required.
+	// Required to serve (Hook.Handler).
 	Tenant func(ctx context.Context) (string, error)
 
 	// Lease is how long a pending claim belongs to the attempt that made it
@@ -52,15 +52,15 @@ type Config struct {
 	// draft-ietf-httpapi-idempotency-key-header) as well as in the
 	// idempotencyKey argument, for operations with exactly one idempotent
 	// field. Generate with idemgen.WithKeyHeader so that the argument is
-	// optional. The header needs the handler Install returns (or
-	// Extension.Middleware). Default false.
+	// optional. The header needs the handler Hook.Handler returns.
+	// Default false.
 	KeyHeader bool
 
 	// Retention is how long a finished record's response stays
 	// replayable; an entity's idemschema.Retention overrides it. Past it the
 	// key answers IDEMPOTENCY_KEY_EXPIRED, and never runs again while its
-	// tombstone lasts; the sweeper (Admin.Sweep) moves the response to the
-	// archive table. Default 24 hours, the article's.
+	// tombstone lasts; the sweeper (idemctl.Admin.Sweep) moves the
+	// response to the archive table. Default 24 hours, the article's.
 	Retention time.Duration
 
 	// TombstoneHorizon is how long after its completion a key is
@@ -106,7 +106,8 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Limits bound the size and shape of a request (body, fields, aliases,
-	// depth, complexity); see Limits for each default. Install applies them.
+	// depth, complexity); see idemhttp.Limits for each default. Hook.Handler
+	// applies them.
 	Limits idemhttp.Limits
 
 	// RecoverAfter turns the recoverer on: every server process looks, every
@@ -133,7 +134,7 @@ type Config struct {
 	// so is, then, a claim that cannot be run (@idempotent(recover: false),
 	// or an operation too large to keep), which until then waits for its
 	// client as before and is not listed. It needs TenantContext or
-	// CallerContext, and the handler of Install (or Extension.Middleware).
+	// CallerContext, and runs through the handler of Hook.Handler.
 	// Default 0: off; a pending claim waits for its client's retry.
 	RecoverAfter time.Duration
 
@@ -182,13 +183,13 @@ type Config struct {
 	// ErrorPresenter, if set, presents the errors that reach clients as
 	// they are (GraphQL errors the application wrote, the hook's own, errors
 	// marked Final), after the hook's presenter has replaced every
-	// unexpected error with a generic one. Install sets the hook's presenter
-	// on the server (Extension.ErrorPresenter): set yours here, not with
-	// srv.SetErrorPresenter. Default graphql.DefaultErrorPresenter.
+	// unexpected error with a generic one. Hook.Handler sets the hook's
+	// presenter on the server (idemhttp.Presenter): set yours here, not
+	// with srv.SetErrorPresenter. Default graphql.DefaultErrorPresenter.
 	ErrorPresenter graphql.ErrorPresenterFunc
 
 	// MapError, if set, is asked about every unexpected error (one the
-	// application did not write for clients; see Extension.ErrorPresenter)
+	// application did not write for clients; see idemhttp.Presenter)
 	// before the hook replaces it with INTERNAL_SERVER_ERROR: it returns
 	// the GraphQL error the client sees instead, such as NOT_FOUND for
 	// ent.IsNotFound(err), or nil to leave the error unexpected. The
@@ -201,9 +202,6 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Tenant == nil {
-		return c, errors.New("idem: Config.Tenant is required")
-	}
 	if c.RecoverAfter < 0 {
 		return c, errors.New("idem: Config.RecoverAfter must not be negative")
 	}
@@ -219,12 +217,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ErrorPresenter == nil {
 		c.ErrorPresenter = graphql.DefaultErrorPresenter
 	}
-	return c.storeDefaults()
-}
-
-// storeDefaults checks and completes what the record store needs: all of
-// Config but Tenant, which only the GraphQL hook needs.
-func (c Config) storeDefaults() (Config, error) {
 	if c.Backend == nil {
 		return c, errors.New("idem: Config.Backend is required (client.IdempotencyBackend())")
 	}
@@ -283,11 +275,6 @@ func (c Config) engine() engine.Config {
 type ClockOffset struct {
 	offset atomic.Int64
 }
-
-// Clock is the former name of ClockOffset.
-//
-// Deprecated: use ClockOffset.
-type Clock = ClockOffset
 
 // Advance moves the clock forward by d (backward when d is negative).
 func (c *ClockOffset) Advance(d time.Duration) { c.offset.Add(int64(d)) }

@@ -40,7 +40,7 @@ func TestFinalAndRetryable(t *testing.T) {
 }
 
 func TestErrorsCompareByCode(t *testing.T) {
-	err := fmt.Errorf("serve: %w", &idemcode.Error{Code: idem.CodeInProgress, Key: "k", Message: "busy"})
+	err := fmt.Errorf("serve: %w", &idemcode.Error{Code: idemcode.InProgress, Key: "k", Message: "busy"})
 	if !errors.Is(err, idem.ErrInProgress) {
 		t.Fatal("errors.Is by code fails")
 	}

@@ -12,24 +12,14 @@ import (
 	"github.com/goovo/idem/internal/record"
 )
 
-// MaxKeyLength is the longest idempotency key accepted, in bytes.
+// MaxKeyLength is the longest idempotency key accepted, in bytes: 255, the
+// length of the key column.
 const MaxKeyLength = record.MaxKeyLength
 
 // ValidateKey checks a key the way the hook does before any database work:
 // 1 to MaxKeyLength characters of printable ASCII. Its error is an
 // *idemcode.Error of code IDEMPOTENCY_KEY_INVALID (ErrKeyInvalid).
 func ValidateKey(key string) error { return idemkey.Validate(key) }
-
-// Status is the state of an idempotency record.
-type Status string
-
-// The states of a record. A record is created pending by the claim and ends
-// succeeded or failed; see the state machine in the package documentation.
-const (
-	StatusPending   Status = record.StatusPending
-	StatusSucceeded Status = record.StatusSucceeded
-	StatusFailed    Status = record.StatusFailed
-)
 
 // Mode selects how a mutation's claim and its writes are committed.
 type Mode string

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -71,7 +72,7 @@ func TestRetryAfterFollowsRecentDurations(t *testing.T) {
 
 		finish := inFlight(t, be, "org-1", "slow")
 		dup := send(t, be, "org-1", testapp.CreateShipment, map[string]any{"k": "slow", "g": 100}, nil)
-		if dup.Code() != string(idem.CodeInProgress) {
+		if dup.Code() != string(idemcode.InProgress) {
 			t.Fatalf("duplicate: %s", dup.Body)
 		}
 		hint := dup.Errors[0].Extensions["retryAfterSeconds"].(float64)
@@ -102,7 +103,7 @@ func TestRetryAfterFollowsRecentDurations(t *testing.T) {
 		// for a loaded machine, where the lease must not run out.)
 		be.Clock.Advance(8 * time.Second)
 		late := send(t, be, "org-1", testapp.CreateShipment, map[string]any{"k": "slow", "g": 100}, nil)
-		if late.Code() != string(idem.CodeInProgress) || late.Errors[0].Extensions["retryAfterSeconds"].(float64) != 1 || late.Header.Get("Retry-After") != "1" {
+		if late.Code() != string(idemcode.InProgress) || late.Errors[0].Extensions["retryAfterSeconds"].(float64) != 1 || late.Header.Get("Retry-After") != "1" {
 			t.Fatalf("about 2 s of lease left: %s (Retry-After %q)", late.Body, late.Header.Get("Retry-After"))
 		}
 		be.Clock.Advance(-8 * time.Second)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -44,7 +45,7 @@ func TestOneKeyForTwoFieldsIsRefusedBeforeAnythingRuns(t *testing.T) {
 		}
 		for _, c := range cases {
 			r := send(t, be, "org-1", c.query, c.vars, c.header)
-			if len(r.Errors) != 1 || r.Code() != string(idem.CodeKeyInvalid) || string(r.Data) != "null" {
+			if len(r.Errors) != 1 || r.Code() != string(idemcode.KeyInvalid) || string(r.Data) != "null" {
 				t.Errorf("%s: %s", c.name, r.Body)
 			}
 		}

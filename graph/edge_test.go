@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
@@ -54,7 +54,7 @@ func TestIdempotencyKeyHeaderForms(t *testing.T) {
 	}
 	before := a.allOrders()
 	for _, values := range [][]string{{`"a", "b"`}, {"a, b"}, {`"a";x=1`}, {`"a"`, `"a"`}, {`"unterminated`}} {
-		if r := send(values...); r.Code() != string(idem.CodeKeyInvalid) || r.Header.Get(idemhttp.HeaderKey) != "" {
+		if r := send(values...); r.Code() != string(idemcode.KeyInvalid) || r.Header.Get(idemhttp.HeaderKey) != "" {
 			t.Errorf("%q: %s", values, r.Body)
 		}
 	}
@@ -83,7 +83,7 @@ func TestNoExistenceOracleAcrossTenants(t *testing.T) {
 		for _, p := range probes {
 			none := a.do("tenant-b", p.query, p.vars("987654"))
 			real := a.do("tenant-b", p.query, p.vars(p.real))
-			if none.Code() != string(idem.CodeBadInput) || !bytes.Equal(none.Body, real.Body) {
+			if none.Code() != string(idemcode.BadUserInput) || !bytes.Equal(none.Body, real.Body) {
 				t.Fatalf("%s: an id that does not exist and one of another tenant are told apart:\n%s\n%s", p.name, none.Body, real.Body)
 			}
 		}
@@ -102,7 +102,7 @@ func TestProviderFailureIsAnInternalError(t *testing.T) {
 	order := a.newOrder("acme", 100)
 	a.Provider.FailureRate = 1
 	r := a.pay("acme", "fails", order, 100)
-	if r.Code() != string(idem.CodeInternal) || strings.Contains(string(r.Body), "provider") {
+	if r.Code() != string(idemcode.InternalServerError) || strings.Contains(string(r.Body), "provider") {
 		t.Fatalf("provider failure: %s", r.Body)
 	}
 	id, _ := r.Errors[0].Extensions["correlationId"].(string)
@@ -238,7 +238,7 @@ func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
 		for _, c := range cases {
 			first := a.postRaw("acme", c.body)
 			again := a.postRaw("acme", c.body)
-			if first.Code() != string(idem.CodeBadInput) || !bytes.Equal(first.Body, again.Body) {
+			if first.Code() != string(idemcode.BadUserInput) || !bytes.Equal(first.Body, again.Body) {
 				t.Errorf("%s:\n%s\nretry:\n%s", c.name, first.Body, again.Body)
 			}
 		}
@@ -313,7 +313,7 @@ func TestDoubledTenantHeaderIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != http.StatusUnauthorized || r.Code() != string(idem.CodeUnauthenticated) ||
+		if r.Status != http.StatusUnauthorized || r.Code() != string(idemcode.Unauthenticated) ||
 			!strings.Contains(r.Errors[0].Message, graph.TenantHeader+" header was sent 2 times") || r.Data != nil && string(r.Data) != "null" {
 			t.Errorf("%s: HTTP %d %s", op.query, r.Status, r.Body)
 		}
@@ -342,7 +342,7 @@ func TestReleasedAttemptSaysRetryWithTheSameKey(t *testing.T) {
 			order := a.newOrder("acme", 100)
 			a.Provider.FailureRate = 1
 			r := a.pay("acme", "released", order, 100)
-			if r.Code() != string(idem.CodeInternal) || r.Outcome("createPayment") != idemhttp.OutcomeReleased {
+			if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createPayment") != idemhttp.OutcomeReleased {
 				t.Fatalf("provider failure: %s", r.Body)
 			}
 			msg := r.Errors[0].Message

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
@@ -137,7 +137,7 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 				t.Fatalf("header and argument forms differ:\n%s\n%s", byHeader.Body, r.Body)
 			}
 		}
-		if r, _ := a.Send("acme", `mutation { createOrder(input: {amount: 301, currency: "EUR"}) { id amount } }`, nil, header("h-1")); r.Code() != string(idem.CodeKeyReused) {
+		if r, _ := a.Send("acme", `mutation { createOrder(input: {amount: 301, currency: "EUR"}) { id amount } }`, nil, header("h-1")); r.Code() != string(idemcode.KeyReused) {
 			t.Fatalf("reused by header: %s", r.Body)
 		}
 
@@ -150,23 +150,23 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 		}
 		before := orders()
 		conflict, _ := a.Send("acme", `mutation { createOrder(idempotencyKey: "arg-key", input: {amount: 1, currency: "EUR"}) { id } }`, nil, header("header-key"))
-		if conflict.Code() != string(idem.CodeKeyInvalid) || !strings.Contains(conflict.Errors[0].Message, "differ") {
+		if conflict.Code() != string(idemcode.KeyInvalid) || !strings.Contains(conflict.Errors[0].Message, "differ") {
 			t.Fatalf("conflicting header and argument: %s", conflict.Body)
 		}
 		two, err := a.Send("acme", `mutation { a: createOrder(input: {amount: 1, currency: "EUR"}) { id } b: createOrder(input: {amount: 2, currency: "EUR"}) { id } }`, nil, header("h-2"))
-		if err != nil || two.Code() != string(idem.CodeKeyInvalid) {
+		if err != nil || two.Code() != string(idemcode.KeyInvalid) {
 			t.Fatalf("one header for two fields: %v", err)
 		}
-		if two.Code() != string(idem.CodeKeyInvalid) {
+		if two.Code() != string(idemcode.KeyInvalid) {
 			t.Fatalf("one header for two fields: %s", two.Body)
 		}
 		if after := orders(); after != before {
 			t.Fatalf("a rejected request stored %d orders", after-before)
 		}
-		if r := a.do("acme", noKey, nil); r.Code() != string(idem.CodeKeyMissing) {
+		if r := a.do("acme", noKey, nil); r.Code() != string(idemcode.KeyMissing) {
 			t.Fatalf("no key at all: %s", r.Body)
 		}
-		if r, err := a.Send("acme", noKey, nil, header("clé")); err != nil || r.Code() != string(idem.CodeKeyInvalid) {
+		if r, err := a.Send("acme", noKey, nil, header("clé")); err != nil || r.Code() != string(idemcode.KeyInvalid) {
 			t.Fatalf("invalid key in the header: %s", r.Body)
 		}
 	})
@@ -258,7 +258,7 @@ func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 		var retry *testkit.Response
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			retry = a.pay("acme", "loser", order, 900)
-			if retry.Code() != string(idem.CodeInProgress) || time.Now().After(deadline) {
+			if retry.Code() != string(idemcode.InProgress) || time.Now().After(deadline) {
 				break
 			}
 		}

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
@@ -77,10 +76,10 @@ func TestHostileOperationsAreRefusedBeforeAnythingRuns(t *testing.T) {
 		cases := []struct {
 			name, query, code string
 		}{
-			{"alias bomb", aliasBomb("bomb", 45000), string(idem.CodeOperationLimit)},
-			{"aliases at the root of a query", "{" + rootAliases(45000) + " }", string(idem.CodeOperationLimit)},
-			{"deep selection", deepPayment("deep", order, 40), string(idem.CodeOperationLimit)},
-			{"fragment bomb", fragmentBomb("frag", 40), string(idem.CodeOperationLimit)},
+			{"alias bomb", aliasBomb("bomb", 45000), string(idemcode.OperationLimitExceeded)},
+			{"aliases at the root of a query", "{" + rootAliases(45000) + " }", string(idemcode.OperationLimitExceeded)},
+			{"deep selection", deepPayment("deep", order, 40), string(idemcode.OperationLimitExceeded)},
+			{"fragment bomb", fragmentBomb("frag", 40), string(idemcode.OperationLimitExceeded)},
 		}
 		for _, c := range cases {
 			r := a.do("mallory", c.query, nil)
@@ -132,7 +131,7 @@ func TestLimitsAreConfigurable(t *testing.T) {
 		t.Fatalf("complexity 5: %.300s", r.Body)
 	}
 	order := a.newOrder("acme", 100)
-	if r := a.do("acme", deepPayment("k3", order, 3), nil); r.Code() != string(idem.CodeOperationLimit) || !strings.Contains(r.Errors[0].Message, "limit is 2") {
+	if r := a.do("acme", deepPayment("k3", order, 3), nil); r.Code() != string(idemcode.OperationLimitExceeded) || !strings.Contains(r.Errors[0].Message, "limit is 2") {
 		t.Fatalf("depth 3 over 2: %.300s", r.Body)
 	}
 }
@@ -190,7 +189,7 @@ func checkTooLarge(t *testing.T, what string, res *http.Response) {
 		Errors []testkit.Error `json:"errors"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil || res.StatusCode != http.StatusRequestEntityTooLarge ||
-		len(r.Errors) != 1 || r.Errors[0].Code() != string(idem.CodeBodyTooLarge) {
+		len(r.Errors) != 1 || r.Errors[0].Code() != string(idemcode.BodyTooLarge) {
 		t.Fatalf("%s: %d %s", what, res.StatusCode, body)
 	}
 }
@@ -212,7 +211,7 @@ func TestFingerprintIsBoundedWithTheLimitsOff(t *testing.T) {
 	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
 		o.Limits = idemhttp.Limits{MaxTokens: -1, MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxFieldPairs: -1, MaxNodes: -1, MaxComplexity: -1}
 	})
-	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.Code() != string(idem.CodeRequestTooLarge) {
+	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.Code() != string(idemcode.RequestTooLarge) {
 		t.Fatalf("fragment bomb: %.300s", r.Body)
 	}
 	if n := a.allOrders(); n != 0 {
@@ -241,7 +240,7 @@ func TestDocumentsAreMeasuredBeforeValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		r := a.do("mallory", c.query, nil)
-		if r.Code() != string(idem.CodeOperationLimit) || !strings.Contains(r.Errors[0].Message, c.limit) {
+		if r.Code() != string(idemcode.OperationLimitExceeded) || !strings.Contains(r.Errors[0].Message, c.limit) {
 			t.Errorf("%s: %.300s", c.name, r.Body)
 		}
 	}
@@ -352,7 +351,7 @@ func TestTransportAndBatchRefusalsAreCodedAndSmall(t *testing.T) {
 	}
 	// An argument's value is not quoted back whole either.
 	r := a.do("mallory", `{ order(id: "`+strings.Repeat("9", 100_000)+`") { id } }`, nil)
-	if r.Code() != string(idem.CodeBadInput) || len(r.Body) > 512 {
+	if r.Code() != string(idemcode.BadUserInput) || len(r.Body) > 512 {
 		t.Errorf("a long argument: %.600s", r.Body)
 	}
 }

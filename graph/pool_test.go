@@ -17,6 +17,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -188,7 +189,7 @@ func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("the request did not end with its context")
 		}
-		if !strings.Contains(rec.Body.String(), string(idem.CodeUnavailable)) {
+		if !strings.Contains(rec.Body.String(), string(idemcode.Unavailable)) {
 			t.Fatalf("request whose context ended while it waited for a connection: %s", rec.Body)
 		}
 		for _, c := range held {

@@ -15,6 +15,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
@@ -151,10 +152,11 @@ func (a *app) abandonPayment(key, order string, amount int) {
 // state.
 func (a *app) awaitFinished(key string) string {
 	a.t.Helper()
-	admin, err := idem.NewAdmin(idem.Config{Backend: a.Client.IdempotencyBackend(), Clock: a.clock})
+	hook, err := idem.New(idem.Config{Backend: a.Client.IdempotencyBackend(), Clock: a.clock})
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	admin := idemctl.New(hook)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		recs, err := admin.Inspect(context.Background(), "acme", key)
 		if err != nil {
@@ -181,8 +183,8 @@ func (a *app) recoveredKeys() map[string]string {
 		a.t.Fatalf("idemctl recovered: exit %d: %s", code, stderr.String())
 	}
 	var out struct {
-		Complete bool              `json:"complete"`
-		Records  []idem.RecordInfo `json:"records"`
+		Complete bool                 `json:"complete"`
+		Records  []idemctl.RecordInfo `json:"records"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || !out.Complete {
 		a.t.Fatalf("idemctl recovered: %s (%v)", stdout.String(), err)
@@ -315,7 +317,7 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 		a := newApp(t, b, recovering(100*time.Millisecond, logs))
 		a.Provider.FailureRate = 1 // every charge fails, retryably
 		order := a.newOrder("acme", 300)
-		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeInternal) {
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idemcode.InternalServerError) {
 			t.Fatalf("payment: %s", r.Body)
 		}
 		time.Sleep(500 * time.Millisecond) // the recoverer tries, and fails
@@ -324,7 +326,7 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 		if state := a.awaitFinished("doomed"); state != idemtest.Failed {
 			t.Fatalf("doomed: %s, want failed", state)
 		}
-		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeAbandoned) {
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idemcode.Abandoned) {
 			t.Fatalf("retry: %s", r.Body)
 		}
 		if !strings.Contains(logs.String(), "idempotency claim abandoned") {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemclient"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 )
 
@@ -396,13 +397,13 @@ func TestNamesMatchTheServer(t *testing.T) {
 		{idemclient.OutcomeReplayed, idemhttp.OutcomeReplayed},
 		{idemclient.OutcomeReleased, idemhttp.OutcomeReleased},
 		{idemclient.OutcomeRefused, idemhttp.OutcomeRefused},
-		{idemclient.CodeKeyMissing, string(idem.CodeKeyMissing)},
-		{idemclient.CodeKeyInvalid, string(idem.CodeKeyInvalid)},
-		{idemclient.CodeKeyReused, string(idem.CodeKeyReused)},
-		{idemclient.CodeInProgress, string(idem.CodeInProgress)},
-		{idemclient.CodeKeyExpired, string(idem.CodeKeyExpired)},
-		{idemclient.CodeUnavailable, string(idem.CodeUnavailable)},
-		{idemclient.CodeUnauthenticated, string(idem.CodeUnauthenticated)},
+		{idemclient.CodeKeyMissing, string(idemcode.KeyMissing)},
+		{idemclient.CodeKeyInvalid, string(idemcode.KeyInvalid)},
+		{idemclient.CodeKeyReused, string(idemcode.KeyReused)},
+		{idemclient.CodeInProgress, string(idemcode.InProgress)},
+		{idemclient.CodeKeyExpired, string(idemcode.KeyExpired)},
+		{idemclient.CodeUnavailable, string(idemcode.Unavailable)},
+		{idemclient.CodeUnauthenticated, string(idemcode.Unauthenticated)},
 		{idemclient.HeaderKey, idemhttp.HeaderKey},
 		{idemclient.HeaderReplayed, idemhttp.HeaderReplayed},
 		{idemclient.HeaderRetry, idemhttp.HeaderRetry},

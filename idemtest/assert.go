@@ -8,10 +8,11 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemhttp"
 )
 
-// Record states RequireState checks, as idem.RecordInfo.State spells them.
+// Record states RequireState checks, as idemctl.RecordInfo.State spells them.
 const (
 	Pending   = "pending"
 	Succeeded = "succeeded"
@@ -26,11 +27,11 @@ const (
 // or that a failure was.
 func RequireState(t testing.TB, backend idembackend.Backend, tenant, key, state string) {
 	t.Helper()
-	admin, err := idem.NewAdmin(idem.Config{Backend: backend})
+	hook, err := idem.New(idem.Config{Backend: backend})
 	if err != nil {
 		t.Fatalf("idemtest: %v", err)
 	}
-	records, err := admin.Inspect(context.Background(), tenant, key)
+	records, err := idemctl.New(hook).Inspect(context.Background(), tenant, key)
 	if err != nil {
 		t.Fatalf("idemtest: inspect %s/%s: %v", tenant, key, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 )
 
@@ -15,8 +15,8 @@ import (
 // its names are the server's.
 func TestNamesMatchTheServer(t *testing.T) {
 	for _, p := range [][2]string{
-		{codeInProgress, string(idem.CodeInProgress)},
-		{codeUnavailable, string(idem.CodeUnavailable)},
+		{codeInProgress, string(idemcode.InProgress)},
+		{codeUnavailable, string(idemcode.Unavailable)},
 		{outcomeReleased, idemhttp.OutcomeReleased},
 		{headerRetry, idemhttp.HeaderRetry},
 	} {

@@ -37,9 +37,9 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/example/counter"
@@ -156,16 +156,16 @@ func run() error {
 		}
 		opts.MeterProvider = mp
 	}
-	h, err := graph.NewHandler(client, prov, opts)
+	hook, err := graph.NewHook(client, opts)
+	if err != nil {
+		return err
+	}
+	h, err := graph.NewHandler(client, prov, hook)
 	if err != nil {
 		return err
 	}
 	if *sweepEvery > 0 {
-		admin, err := idem.NewAdmin(idem.Config{Backend: client.IdempotencyBackend(), Lease: *lease, Retention: *retention, Logger: logger})
-		if err != nil {
-			return err
-		}
-		go admin.RunSweeper(ctx, *sweepEvery, idem.SweepOptions{})
+		go idemctl.New(hook).RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
 	}
 	if *foldEvery > 0 {
 		go counter.Run(ctx, client, *foldEvery, *foldBatch, logger)

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemgen/internal/todoapp"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
 	"github.com/goovo/idem/idemhttp"
@@ -70,7 +71,7 @@ func TestRolloutOfKeys(t *testing.T) {
 			t.Fatalf("keyless calls not logged: %s", logs.String())
 		}
 		// A keyless call that fails leaves nothing behind.
-		if r := a.GQL("acme", createCategoryQuery, map[string]any{"text": ""}); r.Code() != string(idem.CodeBadInput) {
+		if r := a.GQL("acme", createCategoryQuery, map[string]any{"text": ""}); r.Code() != string(idemcode.BadUserInput) {
 			t.Fatalf("keyless call with an invalid input: %s", r.Body)
 		}
 		if n := countCategories(t, a.client); n != 2 {
@@ -92,7 +93,7 @@ func TestRolloutOfKeys(t *testing.T) {
 		// The key required: the directive without keyRequired: false.
 		es := keyRequired(todoapp.Schema(a.client), "createCategory")
 		required := serve(t, es, a.client, idem.Config{})
-		if r := required.GQL("acme", createCategoryQuery, map[string]any{"text": "late"}); r.Code() != string(idem.CodeKeyMissing) {
+		if r := required.GQL("acme", createCategoryQuery, map[string]any{"text": "late"}); r.Code() != string(idemcode.KeyMissing) {
 			t.Fatalf("keyless call once the key is required: %s", r.Body)
 		}
 		idemtest.RequireReplayed(t, required.GQL("acme", createCategoryQuery, map[string]any{"key": "cat-1", "text": "keyed"}).Body, "createCategory")

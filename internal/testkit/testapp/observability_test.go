@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/idemkey"
@@ -74,7 +75,7 @@ func TestTelemetry(t *testing.T) {
 		first := make(chan *testkit.Response)
 		go func() { first <- be.Post("org-1", "blocked", 1) }() // claim
 		<-started
-		if r := be.Post("org-1", "blocked", 1); r.Code() != string(idem.CodeInProgress) { // in progress
+		if r := be.Post("org-1", "blocked", 1); r.Code() != string(idemcode.InProgress) { // in progress
 			t.Fatalf("%s", r.Body)
 		}
 		unblock()
@@ -158,7 +159,7 @@ func TestLimits(t *testing.T) {
 
 		long := be.GQL("org-1", `mutation($k: String!, $d: String!) { createShipment(idempotencyKey: $k, input: {destination: $d, weightGrams: 1}) { id } }`,
 			map[string]any{"k": "big-args", "d": strings.Repeat("x", 100)})
-		if long.Code() != string(idem.CodeRequestTooLarge) || calls != 0 || be.Count() != 0 {
+		if long.Code() != string(idemcode.RequestTooLarge) || calls != 0 || be.Count() != 0 {
 			t.Fatalf("oversized arguments: %s (calls %d)", long.Body, calls)
 		}
 
@@ -167,7 +168,7 @@ func TestLimits(t *testing.T) {
 			t.Fatalf("oversized result: %s", first.Body)
 		}
 		again := be.Post("org-1", "big-result", 1)
-		if again.Code() != string(idem.CodeResponseNotStored) || calls != 1 {
+		if again.Code() != string(idemcode.ResponseNotStored) || calls != 1 {
 			t.Fatalf("retry of an unstored result: %s (calls %d)", again.Body, calls)
 		}
 	})

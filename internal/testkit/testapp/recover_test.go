@@ -18,6 +18,8 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/engine"
@@ -55,7 +57,7 @@ func TestRecoverOptOut(t *testing.T) {
 				map[string]any{"k": key, "id": created.CreateShipment.ID})
 		}
 		for field, key := range map[string]string{"approveShipmentLive": "live", "approveShipment": "recoverable"} {
-			if r := approve(field, key); r.Code() != string(idem.CodeInternal) {
+			if r := approve(field, key); r.Code() != string(idemcode.InternalServerError) {
 				t.Fatalf("%s: %s", field, r.Body)
 			}
 		}
@@ -81,10 +83,11 @@ func TestRecoverOptOut(t *testing.T) {
 		idemtest.RequireState(t, be.Client.IdempotencyBackend(), "org-1", "live", idemtest.Pending)
 
 		be.Clock.Advance(2 * time.Hour) // past the retention window
-		admin, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
+		hook, err := idem.New(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
 		if err != nil {
 			t.Fatal(err)
 		}
+		admin := idemctl.New(hook)
 		for _, key := range []string{"live", "recoverable"} {
 			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				recs, err := admin.Inspect(context.Background(), "org-1", key)
@@ -100,7 +103,7 @@ func TestRecoverOptOut(t *testing.T) {
 			}
 		}
 		for field, key := range map[string]string{"approveShipmentLive": "live", "approveShipment": "recoverable"} {
-			if r := approve(field, key); r.Code() != string(idem.CodeAbandoned) {
+			if r := approve(field, key); r.Code() != string(idemcode.Abandoned) {
 				t.Fatalf("%s: %s", field, r.Body)
 			}
 		}
@@ -234,10 +237,11 @@ func TestRecovererIsFair(t *testing.T) {
 		failing.Store(false)
 		be.Clock.Advance(after + time.Second) // every lease ended more than RecoverAfter ago
 
-		admin, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend()})
+		hook, err := idem.New(idem.Config{Backend: be.Client.IdempotencyBackend()})
 		if err != nil {
 			t.Fatal(err)
 		}
+		admin := idemctl.New(hook)
 		state := func(org, key string) string {
 			recs, err := admin.Inspect(context.Background(), org, key)
 			if err != nil || len(recs) != 1 {

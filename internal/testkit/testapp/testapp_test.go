@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
@@ -35,12 +36,12 @@ func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
 		if len(other.Errors) > 0 || other.Replayed || bytes.Equal(other.Data, first.Data) {
 			t.Fatalf("another org with the same key: %s", other.Body)
 		}
-		if r := be.Post("org-1", "ship-1", 2000); r.Code() != string(idem.CodeKeyReused) {
+		if r := be.Post("org-1", "ship-1", 2000); r.Code() != string(idemcode.KeyReused) {
 			t.Fatalf("reused key: %s", r.Body)
 		}
 		// The entity's own validator rejects the input at the claim:
 		// nothing is stored, the answer says why.
-		if r := be.Post("org-1", "ship-2", 0); r.Code() != string(idem.CodeBadInput) || !strings.Contains(r.Errors[0].Message, "weight_grams") {
+		if r := be.Post("org-1", "ship-2", 0); r.Code() != string(idemcode.BadUserInput) || !strings.Contains(r.Errors[0].Message, "weight_grams") {
 			t.Fatalf("invalid weight: %s", r.Body)
 		}
 		if n := be.Count(); n != 2 {
@@ -86,7 +87,7 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		}
 
 		busy := be.Post("org-1", "k", 100)
-		if busy.Code() != string(idem.CodeInProgress) {
+		if busy.Code() != string(idemcode.InProgress) {
 			t.Fatalf("live lease: %s", busy.Body)
 		}
 		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 1 || ra > 8 {
@@ -210,7 +211,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		t.Fatalf("first: %s", first.Body)
 	}
 	blocked := be.Post("org-1", "k", 100)
-	if blocked.Code() != string(idem.CodeInProgress) {
+	if blocked.Code() != string(idemcode.InProgress) {
 		t.Fatalf("the release went through although it was blocked: %s", blocked.Body)
 	}
 	leaseLeft := time.Duration(blocked.Errors[0].Extensions["retryAfterSeconds"].(float64)) * time.Second
@@ -352,7 +353,7 @@ func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
 			t.Fatalf("approve: %s", final.Body)
 		}
 		for i, r := range results {
-			if !bytes.Equal(r.Data, final.Data) && r.Code() != string(idem.CodeInProgress) {
+			if !bytes.Equal(r.Data, final.Data) && r.Code() != string(idemcode.InProgress) {
 				t.Fatalf("concurrent approval %d: %s", i, r.Body)
 			}
 		}
@@ -399,7 +400,7 @@ func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
 			go func() { first <- approve() }()
 			<-started
 			time.Sleep(1500 * time.Millisecond) // well past the 900ms lease
-			if r := approve(); r.Code() != string(idem.CodeInProgress) {
+			if r := approve(); r.Code() != string(idemcode.InProgress) {
 				t.Fatalf("a retry during a long run: %s", r.Body)
 			}
 			if r := <-first; len(r.Errors) > 0 {

@@ -1,4 +1,4 @@
-package idemdb_test
+package idemctl_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime"
 	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemtest"
 )
 
@@ -37,7 +37,7 @@ func TestPartitionByTenantExampleSchema(t *testing.T) {
 		before[table] = indexDefs(t, sqlDB, table)
 	}
 
-	p, err := idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{Partitions: 4})
+	p, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{Partitions: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestPartitionByTenantExampleSchema(t *testing.T) {
 	}
 
 	// Again: already done, nothing to do.
-	again, err := idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{Partitions: 4})
+	again, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{Partitions: 4})
 	if err != nil || len(again.Statements) != 0 {
 		t.Fatalf("second run: %+v %v", again, err)
 	}
@@ -132,14 +132,14 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 	if err := client.Schema.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dry, err := idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{DryRun: true})
+	dry, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key, _ := partitioning(t, db.Driver.DB(), "orders"); key != "" {
 		t.Fatalf("the dry run partitioned orders: %s", key)
 	}
-	bare, err := idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{DryRun: true, NoIDIndex: true})
+	bare, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{DryRun: true, NoIDIndex: true})
 	if err != nil || len(bare.Statements) != len(dry.Statements)-len(bare.Tables) || bare.Tables[0].IDIndex != "" {
 		t.Fatalf("NoIDIndex: %d statements, %d without it (%v)", len(bare.Statements), len(dry.Statements), err)
 	}
@@ -148,7 +148,7 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 			t.Fatalf("NoIDIndex: %s", s)
 		}
 	}
-	real, err := idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{})
+	real, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 			t.Fatalf("a statement names the schema %s: %s", schema, s)
 		}
 	}
-	if key, parts := partitioning(t, db.Driver.DB(), "orders"); key != "HASH (tenant_id)" || parts != idemdb.DefaultPartitions {
+	if key, parts := partitioning(t, db.Driver.DB(), "orders"); key != "HASH (tenant_id)" || parts != idemctl.DefaultPartitions {
 		t.Fatalf("orders: %q, %d partitions", key, parts)
 	}
 
@@ -195,7 +195,7 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 		if a, b := constraintDefs(t, db.Driver.DB(), table, ""), constraintDefs(t, other.Driver.DB(), table, ""); !slices.Equal(a, b) {
 			t.Errorf("%s: constraints differ:\n%q\n%q", table, a, b)
 		}
-		if key, parts := partitioning(t, other.Driver.DB(), table); key != "HASH (tenant_id)" || parts != idemdb.DefaultPartitions {
+		if key, parts := partitioning(t, other.Driver.DB(), table); key != "HASH (tenant_id)" || parts != idemctl.DefaultPartitions {
 			t.Errorf("%s after the migration: %q, %d partitions", table, key, parts)
 		}
 	}
@@ -236,7 +236,7 @@ func TestPartitionByTenantAnySchema(t *testing.T) {
 		INSERT INTO currencies VALUES ('EUR');`)
 	backend := sqlBackend{db: sqlDB, records: []*idembackend.RecordTable{{Entity: "Account", Table: "accounts", ScopeColumn: "org", IDColumn: "id"}}}
 
-	p, err := idemdb.PartitionByTenant(ctx, backend, idemdb.PartitionOptions{Partitions: 3})
+	p, err := idemctl.PartitionByTenant(ctx, backend, idemctl.PartitionOptions{Partitions: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		if _, err := client.Order.Create().SetTenantID("acme").SetAmount(1).SetCurrency("EUR").Save(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err := idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{})
+		_, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{})
 		if err == nil || !strings.Contains(err.Error(), "table orders holds rows") {
 			t.Fatalf("non-empty table: %v", err)
 		}
@@ -363,7 +363,7 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		if err := client.Schema.Create(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err := idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{})
+		_, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{})
 		if err == nil || !strings.Contains(err.Error(), `the database is "sqlite3": hash partitioning by tenant needs PostgreSQL`) {
 			t.Fatalf("SQLite: %v", err)
 		}
@@ -374,7 +374,7 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		exec(t, sqlDB, `
 			CREATE TABLE accounts (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, tenant_id text NOT NULL);
 			CREATE TABLE audit (id bigint PRIMARY KEY, account_id bigint REFERENCES accounts (id));`)
-		_, err := idemdb.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemdb.PartitionOptions{})
+		_, err := idemctl.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemctl.PartitionOptions{})
 		if err == nil || !strings.Contains(err.Error(), "refers to") || !strings.Contains(err.Error(), "has no tenant column") {
 			t.Fatalf("reference from a table without tenant: %v", err)
 		}
@@ -386,12 +386,12 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		db := idemtest.Open(t, idemtest.Postgres)
 		sqlDB := db.Driver.DB()
 		exec(t, sqlDB, `CREATE TABLE logs (id bigint PRIMARY KEY, tenant_id text)`)
-		_, err := idemdb.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemdb.PartitionOptions{})
+		_, err := idemctl.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemctl.PartitionOptions{})
 		if err == nil || !strings.Contains(err.Error(), "may be NULL") {
 			t.Fatalf("nullable tenant column: %v", err)
 		}
 		// Skip leaves it as it is.
-		if _, err := idemdb.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemdb.PartitionOptions{Skip: []string{"logs"}}); err != nil {
+		if _, err := idemctl.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemctl.PartitionOptions{Skip: []string{"logs"}}); err != nil {
 			t.Fatalf("skipped: %v", err)
 		}
 	})
@@ -495,12 +495,12 @@ func TestPartitionByTenantConcurrently(t *testing.T) {
 	if err := client.Schema.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	results := make([]*idemdb.Partitioning, 2)
+	results := make([]*idemctl.Partitioning, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Go(func() {
-			results[i], errs[i] = idemdb.PartitionByTenant(ctx, client.IdempotencyBackend(), idemdb.PartitionOptions{Partitions: 4})
+			results[i], errs[i] = idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{Partitions: 4})
 		})
 	}
 	wg.Wait()

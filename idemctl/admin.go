@@ -1,4 +1,4 @@
-package idem
+package idemctl
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/engine"
 	"github.com/goovo/idem/internal/fingerprint"
@@ -18,28 +19,32 @@ import (
 	"github.com/goovo/idem/internal/timer"
 )
 
-// Admin maintains the records of a backend outside any request: the
-// retention sweeper, and what an operator inspects (one key, statistics,
-// stuck and failed records). It needs no GraphQL server; cmd/idemctl is a
-// command line over it.
+// Admin maintains the records of a hook's backend outside any request:
+// the retention sweeper, and what an operator inspects (one key,
+// statistics, stuck and failed records, what the recoverer finished). It
+// needs no GraphQL server; the command line of this package (Main,
+// Command) is a thin layer over it.
 type Admin struct {
-	cfg   Config
+	cfg   idem.Config
 	store store.Driver
 }
 
-// NewAdmin returns the Admin of cfg.Backend. Of Config it uses Backend,
-// Retention, TombstoneHorizon, Lease, Clock and Logger; Tenant is not
-// needed.
-func NewAdmin(cfg Config) (*Admin, error) {
-	cfg, err := cfg.storeDefaults()
+// New returns the Admin of hook: its backend, with its retention (and each
+// record table's), tombstone horizon, lease, clock and logger, so that the
+// sweeper expires what the server stops replaying, and nothing else. An
+// operator's program without a server makes the hook from the same
+// configuration as the server (Config.Tenant is not needed):
+//
+//	hook, err := idem.New(idem.Config{Backend: client.IdempotencyBackend()})
+//	admin := idemctl.New(hook)
+//	go admin.RunSweeper(ctx, time.Minute, idemctl.SweepOptions{})
+func New(hook *idem.Hook) *Admin {
+	cfg := hook.Config()
+	d, err := store.Open(cfg.Backend.Dialect(), cfg.Backend, store.Options{Offset: cfg.Clock.Offset})
 	if err != nil {
-		return nil, err
+		panic("idemctl: " + err.Error()) // idem.New opened the same store: it cannot fail here
 	}
-	d, err := openStore(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Admin{cfg: cfg, store: d}, nil
+	return &Admin{cfg: cfg, store: d}
 }
 
 // Ping checks that the backend's database can be reached. Its error, like
@@ -243,7 +248,7 @@ func (a *Admin) RunSweeper(ctx context.Context, every time.Duration, opts SweepO
 // reportStuck logs pending records several leases past their lease, and
 // failed records, in one line each.
 func (a *Admin) reportStuck(ctx context.Context) {
-	stuck, err := a.Stuck(ctx, StuckAfter*a.cfg.Lease, 10)
+	stuck, err := a.Stuck(ctx, stuckAfter*a.cfg.Lease, 10)
 	if err == nil && len(stuck) > 0 {
 		a.cfg.Logger.Warn("idempotency records stuck in pending; inspect them with idemctl stuck",
 			slog.Int("shown", len(stuck)), slog.String("oldest_entity", stuck[0].Entity), slog.Any("oldest_claimed_at", stuck[0].ClaimedAt))
@@ -255,9 +260,9 @@ func (a *Admin) reportStuck(ctx context.Context) {
 	}
 }
 
-// StuckAfter is how many leases past its lease a pending record must be to
+// stuckAfter is how many leases past its lease a pending record must be to
 // count as stuck: a takeover should have happened long before.
-const StuckAfter = 3
+const stuckAfter = 3
 
 // RecordInfo is one record as an operator sees it.
 type RecordInfo struct {
@@ -324,17 +329,17 @@ func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
 	})
 }
 
-// RecoveredScan bounds how many of the newest finished records of each
+// recoveredScan bounds how many of the newest finished records of each
 // table Recovered reads: whether the recoverer ran an attempt is kept in
 // the stored response, which the store does not read, so the records are
 // filtered here.
-const RecoveredScan = 10000
+const recoveredScan = 10000
 
 // Recovered lists the records the recoverer finished (up to limit per
-// table), newest first, among the newest RecoveredScan records of each
+// table), newest first, among the newest recoveredScan (10,000) records of each
 // table completed within the last within that still hold their response.
 // table, when not "", names the one entity or table to read. complete is
-// false when a table had more such records than RecoveredScan: older ones
+// false when a table had more such records than that: older ones
 // were not read.
 func (a *Admin) Recovered(ctx context.Context, table string, within time.Duration, limit int) (infos []RecordInfo, complete bool, err error) {
 	reading, err := a.store.Now(ctx)
@@ -349,11 +354,11 @@ func (a *Admin) Recovered(ctx context.Context, table string, within time.Duratio
 			continue
 		}
 		found = true
-		rows, err := a.store.Completed(ctx, store.CompletedQuery{Table: store.TableOf(recs), Since: since, Limit: RecoveredScan})
+		rows, err := a.store.Completed(ctx, store.CompletedQuery{Table: store.TableOf(recs), Since: since, Limit: recoveredScan})
 		if err != nil {
 			return nil, false, err
 		}
-		if len(rows) == RecoveredScan {
+		if len(rows) == recoveredScan {
 			complete = false
 		}
 		n := 0

@@ -1,4 +1,4 @@
-package idemdb
+package idemctl
 
 import (
 	"context"
@@ -124,37 +124,37 @@ type PartitionedTable struct {
 // opts.DryRun returns the DDL to put in one.
 func PartitionByTenant(ctx context.Context, backend idembackend.Backend, opts PartitionOptions) (*Partitioning, error) {
 	if backend == nil {
-		return nil, errors.New("idemdb: PartitionByTenant: no backend")
+		return nil, errors.New("idemctl: PartitionByTenant: no backend")
 	}
 	if d := backend.Dialect(); d != dialect.Postgres {
-		return nil, fmt.Errorf("idemdb: PartitionByTenant: the database is %q: hash partitioning by tenant needs PostgreSQL", d)
+		return nil, fmt.Errorf("idemctl: PartitionByTenant: the database is %q: hash partitioning by tenant needs PostgreSQL", d)
 	}
 	if opts.Partitions == 0 {
 		opts.Partitions = DefaultPartitions
 	}
 	if opts.Partitions < 1 {
-		return nil, fmt.Errorf("idemdb: PartitionByTenant: %d partitions", opts.Partitions)
+		return nil, fmt.Errorf("idemctl: PartitionByTenant: %d partitions", opts.Partitions)
 	}
 	if opts.ScopeColumn == "" {
 		opts.ScopeColumn = "tenant_id"
 	}
 	txCtx, tx, err := backend.BeginTx(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("idemdb: PartitionByTenant: begin: %w", err)
+		return nil, fmt.Errorf("idemctl: PartitionByTenant: begin: %w", err)
 	}
 	p := &partitioner{ex: tx, opts: opts, report: &Partitioning{Partitions: opts.Partitions}}
 	if err := p.run(txCtx, backend.RecordTables()); err != nil {
 		_ = tx.Rollback()
-		return nil, fmt.Errorf("idemdb: PartitionByTenant: %w", err)
+		return nil, fmt.Errorf("idemctl: PartitionByTenant: %w", err)
 	}
 	if opts.DryRun {
 		if err := tx.Rollback(); err != nil {
-			return nil, fmt.Errorf("idemdb: PartitionByTenant: roll back the dry run: %w", err)
+			return nil, fmt.Errorf("idemctl: PartitionByTenant: roll back the dry run: %w", err)
 		}
 		return p.report, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("idemdb: PartitionByTenant: commit: %w", err)
+		return nil, fmt.Errorf("idemctl: PartitionByTenant: commit: %w", err)
 	}
 	return p.report, nil
 }
