@@ -5,10 +5,10 @@ package idemkey
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/record"
-	"github.com/goovo/idem/internal/refusal"
 )
 
 // Validate checks a key: 1 to record.MaxKeyLength characters of printable
@@ -16,17 +16,21 @@ import (
 // key.
 func Validate(key string) error {
 	if key == "" {
-		return refusal.Errorf(idemcode.KeyInvalid, key, "idempotency key is empty")
+		return invalid(key, "idempotency key is empty")
 	}
 	if len(key) > record.MaxKeyLength {
-		return refusal.Errorf(idemcode.KeyInvalid, "", "idempotency key is %d bytes long; the limit is %d", len(key), record.MaxKeyLength)
+		return invalid("", fmt.Sprintf("idempotency key is %d bytes long; the limit is %d", len(key), record.MaxKeyLength))
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x20 || c > 0x7e {
-			return refusal.Errorf(idemcode.KeyInvalid, "", "idempotency key has a character that is not printable ASCII at byte %d", i)
+			return invalid("", fmt.Sprintf("idempotency key has a character that is not printable ASCII at byte %d", i))
 		}
 	}
 	return nil
+}
+
+func invalid(key, message string) error {
+	return &idemcode.Error{Code: idemcode.KeyInvalid, Key: key, Message: message}
 }
 
 // Hash is how keys appear in logs and spans: the first 12 hex digits of
