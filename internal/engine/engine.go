@@ -188,7 +188,7 @@ func (e *Engine) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldSpec
 // checks the operation's text and keys before anything runs. Text the
 // database cannot store (a NUL character or bytes that are not UTF-8, in
 // a variable, a literal argument or a JSON body) refuses any operation,
-// on every backend alike (BAD_USER_INPUT; see text.go). A malformed
+// on every backend alike (BAD_USER_INPUT; see internal/document). A malformed
 // Idempotency-Key header (with Config.KeyHeader) refuses any operation; the
 // header names the key of the operation's only idempotent field, and must
 // agree with that field's argument if both are sent; and no two idempotent

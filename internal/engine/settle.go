@@ -299,8 +299,8 @@ func (e *Engine) inProgress(r *request, rec *record.Record, now time.Time) error
 // see, which carries no database text. A statement that failed on text the
 // database cannot store (store.ErrUnstorable) failed on the request's
 // input, which the same request brings again: it is BAD_USER_INPUT, final,
-// and no outage (text.go refuses such input before any database work; this
-// is the backstop).
+// and no outage (internal/document refuses such input before any database
+// work; this is the backstop).
 func (e *Engine) unavailable(r *request, err error) error {
 	if store.Unstorable(err) {
 		e.log(context.Background(), slog.LevelInfo, "the database refused text it cannot store; the client got BAD_USER_INPUT", r, slog.Any("error", err))
