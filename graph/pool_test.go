@@ -161,16 +161,8 @@ func TestManyKeysOnASmallPool(t *testing.T) {
 func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newSmallApp(t, b)
-		db := a.Driver.DB()
+		giveBack := a.holdPool(t)
 		ctx := context.Background()
-		var held []*sql.Conn
-		for range smallPool {
-			c, err := db.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, c)
-		}
 		body, _ := json.Marshal(map[string]any{"query": createOrder, "variables": map[string]any{"key": "waited", "amount": 700, "currency": "EUR"}})
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
@@ -185,18 +177,41 @@ func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 		}()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testkit.WaitBound):
 			t.Fatal("the request did not end with its context")
 		}
 		if !strings.Contains(rec.Body.String(), string(idem.CodeUnavailable)) {
 			t.Fatalf("request whose context ended while it waited for a connection: %s", rec.Body)
 		}
-		for _, c := range held {
-			c.Close()
-		}
+		giveBack()
 		r := a.do("acme", createOrder, map[string]any{"key": "waited", "amount": 700, "currency": "EUR"})
 		if len(r.Errors) > 0 || r.Replayed {
 			t.Fatalf("the key after the connections were freed: %s", r.Body)
 		}
 	})
+}
+
+// holdPool takes every connection of the app's pool and returns the func
+// that gives them back; the test's cleanup gives back what is still held,
+// however the test ends: the pool closes (in an earlier cleanup, which runs
+// after this one) only once every connection is back, so a failure with
+// the connections held would hang.
+func (a *app) holdPool(t *testing.T) (giveBack func()) {
+	t.Helper()
+	var held []*sql.Conn
+	giveBack = func() {
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+	}
+	t.Cleanup(giveBack)
+	for range smallPool {
+		c, err := a.Driver.DB().Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	return giveBack
 }
