@@ -191,6 +191,38 @@ func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 	})
 }
 
+// A request waits for a connection as long as its client does, however
+// long: what must run to its end even if the client goes (a claim in lease
+// mode commits by itself) is bounded only once the client has gone, not
+// while it waits. Here every connection stays busy for longer than that
+// bound (5 s), and the payment is made once, when one is free.
+func TestWaitForAConnectionAsLongAsTheClient(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newSmallApp(t, b)
+		order := a.newOrder("acme", 500)
+		giveBack := a.holdPool(t)
+		paid := make(chan *testkit.Response, 1)
+		go func() {
+			r, err := a.Send("acme", createPayment, map[string]any{"key": "queued", "order": order, "amount": 500}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			paid <- r
+		}()
+		time.Sleep(6 * time.Second) // the pool busy for longer than the bound: a busier machine only makes it longer
+		giveBack()
+		if r := <-paid; r == nil || len(r.Errors) > 0 || r.Outcome("createPayment") != idem.OutcomeExecuted {
+			if r == nil {
+				t.FailNow()
+			}
+			t.Fatalf("a payment that waited for a connection: %s", r.Body)
+		}
+		if cs := a.charges("acme", order); len(cs) != 1 || cs[0].Requests != 1 {
+			t.Fatalf("provider charges = %+v, want one charge reached once", cs)
+		}
+	})
+}
+
 // holdPool takes every connection of the app's pool and returns the func
 // that gives them back; the test's cleanup gives back what is still held,
 // however the test ends: the pool closes (in an earlier cleanup, which runs
