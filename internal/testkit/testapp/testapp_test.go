@@ -17,6 +17,7 @@ import (
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
@@ -379,28 +380,53 @@ func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
 	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
-			be := testapp.NewBench(t, b, idem.Config{Lease: 900 * time.Millisecond})
+			// Renewed every second, so that a renewal has two seconds of
+			// slack before the lease runs out: more than a busy machine
+			// delays it.
+			const lease = 3 * time.Second
+			be := testapp.NewBench(t, b, idem.Config{Lease: lease})
 			created := be.Post("org-1", "ship", 100)
 			var calls atomic.Int32
-			started := make(chan struct{})
+			started, finish := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			free := func() { once.Do(func() { close(finish) }) }
+			t.Cleanup(free) // a failed test lets the run end, or the server's Close waits for it
 			be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 				if calls.Add(1) == 1 {
 					close(started)
 				}
-				time.Sleep(2500 * time.Millisecond)
+				<-finish
 				return nil
 			}
 			approve := func() *testkit.Response {
 				return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "slow", id: $id) { id label } }`,
 					map[string]any{"id": shipmentID(t, created)})
 			}
-			first := make(chan *testkit.Response)
+			first := make(chan *testkit.Response, 1)
 			go func() { first <- approve() }()
 			<-started
-			time.Sleep(1500 * time.Millisecond) // well past the 900ms lease
+			// The retry comes once the lease the claim was made with has
+			// run out by the database's clock, and the running attempt has
+			// renewed it past that.
+			ctx := idemschema.IncludeUnfinished(context.Background())
+			rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("slow")).Only(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimedUntil := *rec.IdempotencyLeaseExpiresAt
+			testkit.Eventually(t, func() bool {
+				var renewed bool
+				err := be.DB.Driver.DB().QueryRowContext(ctx, `SELECT now() > $1 AND idempotency_lease_expires_at > now()
+					FROM idempotency_records WHERE idempotency_key = 'slow'`, claimedUntil).Scan(&renewed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return renewed
+			}, "the claim's lease (until %v) past, and renewed", claimedUntil)
 			if r := approve(); r.Code() != string(idem.CodeInProgress) {
 				t.Fatalf("a retry during a long run: %s", r.Body)
 			}
+			free()
 			if r := <-first; len(r.Errors) > 0 {
 				t.Fatalf("the long run: %s", r.Body)
 			}
