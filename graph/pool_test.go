@@ -6,8 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,7 +18,6 @@ import (
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
-	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
 // smallPool is the pool of the tests below: far fewer connections than
@@ -31,12 +28,7 @@ const smallPool = 4
 // smallPool connections.
 func newSmallApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
 	t.Helper()
-	clock := &idem.ClockOffset{}
-	o := graph.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return &app{App: exampletest.Start(t, backend, exampletest.Config{Options: o, MaxConns: smallPool}), t: t, clock: clock}
+	return startApp(t, backend, smallPool, opts...)
 }
 
 // burst is how many requests the tests below send at once.
