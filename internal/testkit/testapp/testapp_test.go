@@ -80,8 +80,10 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		if *rec.IdempotencyStatus != shipment.IdempotencyStatusPending {
 			t.Fatalf("status %s", *rec.IdempotencyStatus)
 		}
+		// A minute of lease left: no busy machine outlasts it before the
+		// next request.
 		now := time.Now()
-		if err := rec.Update().SetIdempotencyLeaseExpiresAt(now.Add(8 * time.Second)).Exec(context.Background()); err != nil {
+		if err := rec.Update().SetIdempotencyLeaseExpiresAt(now.Add(time.Minute)).Exec(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 
@@ -89,10 +91,10 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		if busy.Code() != string(idem.CodeInProgress) {
 			t.Fatalf("live lease: %s", busy.Body)
 		}
-		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 1 || ra > 8 {
-			t.Fatalf("retryAfterSeconds = %v, want between 1 and the lease left (8)", ra)
+		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 1 || ra > 60 {
+			t.Fatalf("retryAfterSeconds = %v, want between 1 and the lease left (60)", ra)
 		}
-		be.Clock.Advance(9 * time.Second)
+		be.Clock.Advance(61 * time.Second)
 		done := be.Post("org-1", "k", 100)
 		if len(done.Errors) > 0 || !strings.Contains(string(done.Data), `"label":"attempt-2"`) {
 			t.Fatalf("takeover: %s", done.Body)
@@ -111,6 +113,9 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 	be := testapp.NewBench(t, idemtest.Postgres, idem.Config{})
 	woke := make(chan struct{})
+	var once sync.Once
+	wake := func() { once.Do(func() { close(woke) }) }
+	t.Cleanup(wake) // a failed test lets the worker end, or the server's Close waits for it
 	blocked := make(chan struct{})
 	be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 		if idem.ClaimFromContext(ctx).Attempt == 1 {
@@ -128,7 +133,7 @@ func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 	if len(winner.Errors) > 0 || !strings.Contains(string(winner.Data), `"label":"attempt-2"`) {
 		t.Fatalf("takeover: %s", winner.Body)
 	}
-	close(woke)
+	wake()
 	loser := <-slow
 	if !bytes.Equal(loser.Data, winner.Data) {
 		t.Fatalf("the worker that lost its lease answered with its own result:\nloser:  %s\nwinner: %s", loser.Body, winner.Body)
@@ -296,7 +301,8 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 // for the result and replays it instead of answering IN_PROGRESS.
 func TestDuplicateWaitsForTheResult(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		be := testapp.NewBench(t, b, idem.Config{WaitForInFlight: 5 * time.Second})
+		// Longer than a busy machine takes to run the first request.
+		be := testapp.NewBench(t, b, idem.Config{WaitForInFlight: time.Minute})
 		started := make(chan struct{})
 		var once sync.Once
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
