@@ -77,7 +77,7 @@ type Server struct {
 func Serve(t testing.TB, h http.Handler, path, tenantHeader string) *Server {
 	s := &Server{Server: httptest.NewServer(h), TenantHeader: tenantHeader, t: t}
 	s.Endpoint = s.URL + path
-	t.Cleanup(s.Close)
+	CloseInCleanup(t, "the test's HTTP server", s.Close)
 	return s
 }
 
@@ -213,6 +213,27 @@ func (w *testLog) stop() {
 // milliseconds to seconds on an idle machine), short enough to fail well
 // within the package's timeout.
 const WaitBound = time.Minute
+
+// CloseInCleanup makes t's cleanup call shut, which closes what (a pool,
+// a server), and fail the test rather than wait for ever when shut has not
+// returned after WaitBound. A pool closes once its connections are back and
+// an HTTP server once its requests have ended: a test that failed while it
+// held a connection, or a resolver it had blocked, would otherwise hang
+// until the package's timeout, its own failure unreported.
+func CloseInCleanup(t testing.TB, what string, shut func()) {
+	t.Cleanup(func() {
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			shut()
+		}()
+		select {
+		case <-closed:
+		case <-time.After(WaitBound):
+			t.Errorf("%s still not closed %v after the test: something it lent (a connection, a request) was not given back; not waiting for it", what, WaitBound)
+		}
+	})
+}
 
 // Eventually polls cond until it holds, and fails the test if it still
 // does not after WaitBound, saying what was awaited (format and args). A

@@ -72,7 +72,7 @@ func NewBenchDatabaseSQL(t testing.TB, b idemtest.Backend, cfg idem.Config) *Ben
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { drv.Close() })
+	testkit.CloseInCleanup(t, "the application's database/sql pool", func() { drv.Close() })
 	return newBench(t, db, ent.NewClient(ent.Driver(drv)), cfg)
 }
 
