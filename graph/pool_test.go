@@ -104,11 +104,13 @@ func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newSmallApp(t, b, func(o *graph.Options) {
-			o.Lease = 3 * time.Second
+			// Renewed every 2 s: 4 s of slack for a renewal that a busy
+			// machine delays.
+			o.Lease = 6 * time.Second
 			o.WaitForInFlight = time.Minute
 		})
 		order := a.newOrder("acme", 500)
-		a.Provider.Latency = 1500 * time.Millisecond // a renewal falls inside it
+		a.Provider.Latency = 3 * time.Second // a renewal falls inside it
 		responses := a.sendAll(t, "acme", createPayment, func(int) map[string]any {
 			return map[string]any{"key": "lease-burst", "order": order, "amount": 500}
 		})
