@@ -8,6 +8,7 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
@@ -49,7 +50,7 @@ func TestCancelledRequestIsReleasedQuietly(t *testing.T) {
 		<-started
 		cancel()
 		<-done
-		waitFor(t, func() bool { return strings.Contains(logs.String(), "claim released") })
+		testkit.Eventually(t, func() bool { return strings.Contains(logs.String(), "claim released") }, "the claim released")
 		if strings.Contains(logs.String(), "rollback failed") {
 			t.Fatalf("log:\n%s", logs)
 		}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/goovo/idem"
@@ -23,20 +23,77 @@ import (
 // (internal/testkit/exampletest), with the requests this suite sends.
 type app struct {
 	*exampletest.App
-	t     testing.TB
-	clock *idem.ClockOffset
+	t        testing.TB
+	clock    *idem.ClockOffset
+	provider *abandoning
 }
 
 type appOption func(*graph.Options)
 
 func newApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
 	t.Helper()
+	return startApp(t, backend, 0, opts...)
+}
+
+// startApp starts the app with its client on a pool of maxConns
+// connections (0: the default), and the hook's log in the test's.
+func startApp(t testing.TB, backend idemtest.Backend, maxConns int, opts ...appOption) *app {
+	t.Helper()
 	clock := &idem.ClockOffset{}
-	o := graph.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	o := graph.Options{Clock: clock, Logger: testkit.Logger(t)}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &app{App: exampletest.Start(t, backend, exampletest.Config{Options: o}), t: t, clock: clock}
+	p := &abandoning{giveUp: map[string]func(){}, ended: make(chan struct{})}
+	a := &app{t: t, clock: clock, provider: p}
+	a.App = exampletest.Start(t, backend, exampletest.Config{Options: o, MaxConns: maxConns,
+		Provider: func(sim *provider.Simulated) provider.Provider { p.Simulated = sim; return p }})
+	// Before the server closes (cleanups run last first), which waits for
+	// the requests in flight.
+	t.Cleanup(func() { close(p.ended) })
+	return a
+}
+
+// abandoning is the provider of the suite's apps: the simulated one, where
+// the first charge of a key that abandonPayment names makes its client give
+// up as soon as the money is charged, and answers only once the server has
+// seen its client gone. That is the article's partial success on any
+// machine, where a client's deadline, or a slow answer, would race with the
+// charge.
+type abandoning struct {
+	*provider.Simulated
+	mu     sync.Mutex
+	giveUp map[string]func() // by key
+	ended  chan struct{}     // closed when the test ends
+}
+
+// abandon makes the next charge of key call giveUp once charged.
+func (p *abandoning) abandon(key string, giveUp func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.giveUp[key] = giveUp
+}
+
+// Charge implements provider.Provider.
+func (p *abandoning) Charge(ctx context.Context, req provider.ChargeRequest) (*provider.Charge, error) {
+	c, err := p.Simulated.Charge(ctx, req)
+	if err != nil {
+		return c, err
+	}
+	p.mu.Lock()
+	giveUp := p.giveUp[req.Key]
+	delete(p.giveUp, req.Key)
+	p.mu.Unlock()
+	if giveUp == nil {
+		return c, nil
+	}
+	giveUp()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.ended:
+		return nil, errors.New("the test ended before the server saw its client gone")
+	}
 }
 
 // do sends a GraphQL request as tenant ("" for none).

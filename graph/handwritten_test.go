@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/idemcode"
@@ -243,25 +242,22 @@ func TestPageViewsCountEachKeyOnce(t *testing.T) {
 func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
-		// Every charge answers slowly (set before any request, so no
-		// handler reads it while it changes): the first attempt's client
-		// gives up after the charge, before its answer.
-		a.Provider.ResponseLatency = time.Second
 		order := a.newOrder("acme", 900)
-
+		// The first attempt's client gives up after the charge, before
+		// its answer.
 		a.abandonPayment("loser", order, 900)
 		// The abandoned attempt is rolled back and its claim released; the
 		// competing payment wins.
 		if r := a.pay("acme", "winner", order, 900); len(r.Errors) > 0 {
 			t.Fatalf("competing payment: %s", r.Body)
 		}
+		// Until the server has seen its client gone and released the
+		// claim, the retry is told the key is in progress.
 		var retry *testkit.Response
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		testkit.Eventually(t, func() bool {
 			retry = a.pay("acme", "loser", order, 900)
-			if retry.Code() != string(idemcode.InProgress) || time.Now().After(deadline) {
-				break
-			}
-		}
+			return retry.Code() != string(idemcode.InProgress)
+		}, "the first payment's claim released (its retry told IN_PROGRESS)")
 		if retry.Code() != "ORDER_ALREADY_PAID" {
 			t.Fatalf("the first payment's retry: %s", retry.Body)
 		}

@@ -6,8 +6,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,13 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
-	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
 // smallPool is the pool of the tests below: far fewer connections than
@@ -32,12 +29,7 @@ const smallPool = 4
 // smallPool connections.
 func newSmallApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
 	t.Helper()
-	clock := &idem.ClockOffset{}
-	o := graph.Options{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return &app{App: exampletest.Start(t, backend, exampletest.Config{Options: o, MaxConns: smallPool}), t: t, clock: clock}
+	return startApp(t, backend, smallPool, opts...)
 }
 
 // burst is how many requests the tests below send at once.
@@ -113,11 +105,13 @@ func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newSmallApp(t, b, func(o *graph.Options) {
-			o.Lease = 3 * time.Second
+			// Renewed every 2 s: 4 s of slack for a renewal that a busy
+			// machine delays.
+			o.Lease = 6 * time.Second
 			o.WaitForInFlight = time.Minute
 		})
 		order := a.newOrder("acme", 500)
-		a.Provider.Latency = 1500 * time.Millisecond // a renewal falls inside it
+		a.Provider.Latency = 3 * time.Second // a renewal falls inside it
 		responses := a.sendAll(t, "acme", createPayment, func(int) map[string]any {
 			return map[string]any{"key": "lease-burst", "order": order, "amount": 500}
 		})
@@ -162,16 +156,8 @@ func TestManyKeysOnASmallPool(t *testing.T) {
 func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newSmallApp(t, b)
-		db := a.Driver.DB()
+		giveBack := a.holdPool(t)
 		ctx := context.Background()
-		var held []*sql.Conn
-		for range smallPool {
-			c, err := db.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			held = append(held, c)
-		}
 		body, _ := json.Marshal(map[string]any{"query": createOrder, "variables": map[string]any{"key": "waited", "amount": 700, "currency": "EUR"}})
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
@@ -186,18 +172,73 @@ func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 		}()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+		case <-time.After(testkit.WaitBound):
 			t.Fatal("the request did not end with its context")
 		}
 		if !strings.Contains(rec.Body.String(), string(idemcode.Unavailable)) {
 			t.Fatalf("request whose context ended while it waited for a connection: %s", rec.Body)
 		}
-		for _, c := range held {
-			c.Close()
-		}
+		giveBack()
 		r := a.do("acme", createOrder, map[string]any{"key": "waited", "amount": 700, "currency": "EUR"})
 		if len(r.Errors) > 0 || r.Replayed {
 			t.Fatalf("the key after the connections were freed: %s", r.Body)
 		}
 	})
+}
+
+// A request waits for a connection as long as its client does, however
+// long: what must run to its end even if the client goes (a claim in lease
+// mode commits by itself) is bounded only once the client has gone, not
+// while it waits. Here every connection stays busy for longer than that
+// bound (5 s), and the payment is made once, when one is free.
+func TestWaitForAConnectionAsLongAsTheClient(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		a := newSmallApp(t, b)
+		order := a.newOrder("acme", 500)
+		giveBack := a.holdPool(t)
+		paid := make(chan *testkit.Response, 1)
+		go func() {
+			r, err := a.Send("acme", createPayment, map[string]any{"key": "queued", "order": order, "amount": 500}, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			paid <- r
+		}()
+		time.Sleep(6 * time.Second) // the pool busy for longer than the bound: a busier machine only makes it longer
+		giveBack()
+		if r := <-paid; r == nil || len(r.Errors) > 0 || r.Outcome("createPayment") != idemhttp.OutcomeExecuted {
+			if r == nil {
+				t.FailNow()
+			}
+			t.Fatalf("a payment that waited for a connection: %s", r.Body)
+		}
+		if cs := a.charges("acme", order); len(cs) != 1 || cs[0].Requests != 1 {
+			t.Fatalf("provider charges = %+v, want one charge reached once", cs)
+		}
+	})
+}
+
+// holdPool takes every connection of the app's pool and returns the func
+// that gives them back; the test's cleanup gives back what is still held,
+// however the test ends: the pool closes (in an earlier cleanup, which runs
+// after this one) only once every connection is back, so a failure with
+// the connections held would hang.
+func (a *app) holdPool(t *testing.T) (giveBack func()) {
+	t.Helper()
+	var held []*sql.Conn
+	giveBack = func() {
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+	}
+	t.Cleanup(giveBack)
+	for range smallPool {
+		c, err := a.Driver.DB().Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	return giveBack
 }

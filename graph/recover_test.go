@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
@@ -115,36 +116,25 @@ func recovering(after time.Duration, logs *syncBuffer) appOption {
 	}
 }
 
-// abandonPayment sends a payment whose client gives up after the provider
-// charged, before the answer (the provider answers slowly), and its client
-// never comes back. The client gives up once
-// the charge is seen, not after a fixed time: on a loaded machine a request
-// may not reach the provider within any short deadline, and its server
-// would then see its client gone before the charge.
+// abandonPayment sends a payment whose client gives up once the provider
+// has charged, before the answer, and never comes back (see abandoning).
 func (a *app) abandonPayment(key, order string, amount int) {
 	a.t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": createPayment, "variables": map[string]any{"key": key, "order": order, "amount": amount}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	a.provider.abandon(key, cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/query", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(graph.TenantHeader, "acme")
-	answered := make(chan error, 1)
-	go func() {
-		res, err := http.DefaultClient.Do(req)
-		if err == nil {
-			res.Body.Close()
-		}
-		answered <- err
-	}()
-	for deadline := time.Now().Add(10 * time.Second); len(a.charges("acme", order)) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			a.t.Fatal("the abandoned payment did not charge")
-		}
+	res, err := http.DefaultClient.Do(req)
+	if err == nil {
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		a.t.Fatalf("the payment answered before its client gave up: %s", b)
 	}
-	cancel()
-	if err := <-answered; err == nil {
-		a.t.Fatal("the payment answered before its client gave up")
+	if len(a.charges("acme", order)) == 0 {
+		a.t.Fatalf("the abandoned payment did not charge: %v", err)
 	}
 }
 
@@ -157,20 +147,21 @@ func (a *app) awaitFinished(key string) string {
 		a.t.Fatal(err)
 	}
 	admin := idemctl.New(hook)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	var state string
+	testkit.Eventually(a.t, func() bool {
 		recs, err := admin.Inspect(context.Background(), "acme", key)
 		if err != nil {
 			a.t.Fatal(err)
 		}
 		for _, r := range recs {
 			if r.State == idemtest.Succeeded || r.State == idemtest.Failed {
-				return r.State
+				state = r.State
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("key %s: %+v, still not finished", key, recs)
-		}
-	}
+		return false
+	}, "key %s finished", key)
+	return state
 }
 
 // recoveredKeys lists, by idemctl recovered, what the recoverer finished:
@@ -210,7 +201,6 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		logs, otherLogs := &syncBuffer{}, &syncBuffer{}
 		a := newApp(t, b, recovering(300*time.Millisecond, logs))
-		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
 		// A second server process, recovering too.
 		a.Handler(a.Client, graph.Options{Clock: a.clock, RecoverAfter: 300 * time.Millisecond, Retention: time.Hour,
 			Logger: slog.New(slog.NewTextHandler(otherLogs, nil))})
@@ -272,7 +262,6 @@ func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 		// (the recoverer looks every 5 s).
 		const after = 20 * time.Second
 		a := newApp(t, b, recovering(after, logs))
-		a.Provider.ResponseLatency = time.Second // the server sees its client gone long before
 		order := a.newOrder("acme", 900)
 		a.abandonPayment("k1", order, 900)
 		if r := a.pay("acme", "k2", order, 900); len(r.Errors) > 0 {
@@ -314,13 +303,16 @@ func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		logs := &syncBuffer{}
-		a := newApp(t, b, recovering(100*time.Millisecond, logs))
+		a := newApp(t, b, recovering(100*time.Millisecond, logs), func(o *graph.Options) {
+			o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})) // the runs that fail
+		})
 		a.Provider.FailureRate = 1 // every charge fails, retryably
 		order := a.newOrder("acme", 300)
 		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idemcode.InternalServerError) {
 			t.Fatalf("payment: %s", r.Body)
 		}
-		time.Sleep(500 * time.Millisecond) // the recoverer tries, and fails
+		testkit.Eventually(t, func() bool { return strings.Contains(logs.String(), "idempotency claim not recovered yet") },
+			"the recoverer tried the claim, and failed")
 		idemtest.RequireState(t, a.Client.IdempotencyBackend(), "acme", "doomed", idemtest.Pending)
 		a.clock.Advance(2 * time.Hour) // past the retention window
 		if state := a.awaitFinished("doomed"); state != idemtest.Failed {

@@ -43,7 +43,7 @@ type reply struct {
 	body   string
 	// hangup closes the connection without an answer.
 	hangup bool
-	// stall delays the answer.
+	// stall delays the answer; the stub gives up when the client does.
 	stall time.Duration
 }
 
@@ -149,18 +149,20 @@ func TestRetryClassification(t *testing.T) {
 		{name: "HTTP 503 Retry-After", first: reply{status: 503, header: map[string]string{"Retry-After": "1"}}, retry: idemclient.ReasonStatus},
 		{name: "HTTP 504", first: reply{status: 504}, retry: idemclient.ReasonStatus},
 		{name: "connection closed", first: reply{hangup: true}, retry: idemclient.ReasonNetwork},
-		{name: "attempt timeout", first: reply{stall: time.Second, body: okBody}, retry: idemclient.ReasonTimeout},
+		{name: "attempt timeout", first: reply{stall: time.Hour, body: okBody}, retry: idemclient.ReasonTimeout},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStub(t, tc.first, reply{body: okBody})
 			var retries []idemclient.Retry
 			c := &idemclient.Client{
-				URL:            s.URL,
-				MaxAttempts:    3,
-				BaseBackoff:    time.Millisecond,
-				MaxBackoff:     5 * time.Millisecond,
-				AttemptTimeout: 200 * time.Millisecond,
+				URL:         s.URL,
+				MaxAttempts: 3,
+				BaseBackoff: time.Millisecond,
+				MaxBackoff:  5 * time.Millisecond,
+				// Far longer than a busy machine takes to answer at once;
+				// the timeout case's stall is longer still.
+				AttemptTimeout: time.Second,
 				OnRetry:        func(r idemclient.Retry) { retries = append(retries, r) },
 			}
 			res, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"})
@@ -313,19 +315,21 @@ func TestContextCancelledBetweenAttempts(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	if time.Since(start) > 5*time.Second || s.requests() != 1 || res == nil || res.Code() != idemclient.CodeInProgress {
+	// Cancelled while it waited the server's 30 s.
+	if time.Since(start) > 20*time.Second || s.requests() != 1 || res == nil || res.Code() != idemclient.CodeInProgress {
 		t.Fatalf("took %v, %d requests, response %+v", time.Since(start), s.requests(), res)
 	}
 }
 
 func TestContextCancelledDuringAttempt(t *testing.T) {
-	s := newStub(t, reply{stall: 10 * time.Second, body: okBody})
+	s := newStub(t, reply{stall: time.Minute, body: okBody})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	c := &idemclient.Client{URL: s.URL}
 	start := time.Now()
 	_, err := c.Do(ctx, idemclient.Request{Query: mutation, Key: "k"})
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second || s.requests() != 1 {
+	// Cancelled in the attempt, whose answer would take a minute.
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 20*time.Second || s.requests() != 1 {
 		t.Fatalf("err = %v after %v, %d requests", err, time.Since(start), s.requests())
 	}
 }
@@ -348,13 +352,25 @@ func TestServerHintCappedByMaxBackoff(t *testing.T) {
 	}
 }
 
+// Attempts of 500 ms and 1 s get no answer and are abandoned; the third,
+// of 2 s, gets one at once. Each attempt has twice the time of the one
+// before: its deadline comes at least twice the first attempt's timeout
+// after the previous one's (an attempt starts once the previous one has
+// timed out), however long a busy machine takes between attempts.
 func TestAttemptTimeoutGrows(t *testing.T) {
-	// Every answer takes 120 ms: attempts of 40 and 80 ms are abandoned,
-	// the third (160 ms) gets the answer.
-	s := newStub(t, reply{stall: 120 * time.Millisecond, body: okBody})
-	var reasons []idemclient.Reason
-	c := &idemclient.Client{URL: s.URL, AttemptTimeout: 40 * time.Millisecond, MaxAttemptTimeout: time.Second,
+	const first = 500 * time.Millisecond
+	s := newStub(t, reply{stall: time.Hour}, reply{stall: time.Hour}, reply{body: okBody})
+	var (
+		reasons   []idemclient.Reason
+		deadlines []time.Time
+	)
+	c := &idemclient.Client{URL: s.URL, AttemptTimeout: first, MaxAttemptTimeout: time.Minute,
 		BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond,
+		HTTP: &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			dl, _ := req.Context().Deadline()
+			deadlines = append(deadlines, dl)
+			return http.DefaultTransport.RoundTrip(req)
+		})},
 		OnRetry: func(r idemclient.Retry) { reasons = append(reasons, r.Reason) }}
 	res, err := c.Do(context.Background(), idemclient.Request{Query: mutation, Key: "k"})
 	if err != nil {
@@ -363,7 +379,18 @@ func TestAttemptTimeoutGrows(t *testing.T) {
 	if res.Attempts != 3 || len(reasons) != 2 || reasons[0] != idemclient.ReasonTimeout || reasons[1] != idemclient.ReasonTimeout {
 		t.Fatalf("attempts %d, retries %v", res.Attempts, reasons)
 	}
+	if d := deadlines[1].Sub(deadlines[0]); d < 2*first {
+		t.Fatalf("the second attempt's deadline came %v after the first's: want at least %v (1 s more)", d, 2*first)
+	}
+	if d := deadlines[2].Sub(deadlines[1]); d < 4*first {
+		t.Fatalf("the third attempt's deadline came %v after the second's: want at least %v (2 s more)", d, 4*first)
+	}
 }
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func TestBackoffBounds(t *testing.T) {
 	s := newStub(t, reply{status: 502})

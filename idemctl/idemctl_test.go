@@ -519,11 +519,12 @@ func TestSweepInterrupted(t *testing.T) {
 		// ^C as soon as the first batch's archive row is seen: often while
 		// the answer to its COMMIT is still on its way to the sweeper,
 		// which finishes the batch and counts it (the next sweep's count
-		// below says whether it did), or else in the long pause after it.
+		// below says whether it did), or else in the pause of a minute
+		// after it, which no busy machine's poll outlasts.
 		// A fixed delay from the start would land anywhere on a loaded
 		// machine, before the first batch even.
 		go func() {
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(testkit.WaitBound); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(time.Millisecond) {
 				var n int
 				if err := be.DB.Driver.DB().QueryRowContext(ctx, `SELECT count(*) FROM idempotency_archives`).Scan(&n); err == nil && n > 0 {
 					break
@@ -533,7 +534,7 @@ func TestSweepInterrupted(t *testing.T) {
 		}()
 		var out, errb bytes.Buffer
 		cmd := idemctl.Command{Config: be.cliConfig()}
-		code := cmd.Run(ctx, []string{"-json", "sweep", "-batch", "1", "-pause", "10s"}, &out, &errb)
+		code := cmd.Run(ctx, []string{"-json", "sweep", "-batch", "1", "-pause", "1m"}, &out, &errb)
 		r := cli{code, out.String(), errb.String()}
 		r.fails(t, idemctl.ExitFailure, `^idemctl sweep: interrupted after archiving [12] and purging 0 records; nothing is lost or half-moved: run sweep again to continue\n$`)
 		var doc sweepDoc

@@ -33,7 +33,10 @@ import (
 //     after the sweeps), then with one `idemctl sweep` running: the
 //     latency of the new claims with and without the sweep is reported
 //     (p50, p99, max, and the p99 ratio), and asserted only loosely: no
-//     claim failed, none took longer than 2 s;
+//     claim failed, none took longer than 2 s (or, on a machine so busy
+//     that claims without a sweep took longer than half a second, four
+//     times the longest of those: what the machine does by itself is not
+//     the sweep's doing);
 //  3. N more expired records, and two sweepers at once: each record is
 //     archived exactly once, the two reports add up to N, the archive has
 //     no (table, tenant, key, claimed_at) twice;
@@ -100,8 +103,7 @@ func TestSweepUnderLoad(t *testing.T) {
 		{"one sweeper", []window{{sweepStart, sweepEnd}}},
 		{"two sweepers", []window{{twoStart, twoEnd}}},
 	}
-	var p99 [3]time.Duration
-	var worst time.Duration
+	var p99, longest [3]time.Duration
 	for i, ph := range phases {
 		var ds []time.Duration
 		var span time.Duration
@@ -117,8 +119,7 @@ func TestSweepUnderLoad(t *testing.T) {
 			t.Fatalf("%s: only %d claims measured", ph.name, len(ds))
 		}
 		slices.Sort(ds)
-		p99[i] = pct(ds, 0.99)
-		worst = max(worst, ds[len(ds)-1])
+		p99[i], longest[i] = pct(ds, 0.99), ds[len(ds)-1]
 		t.Logf("claims, %-12s: %6d in %-6v (%4.0f/s)  p50 %-8v p99 %-8v max %v", ph.name, len(ds), span.Round(100*time.Millisecond),
 			float64(len(ds))/span.Seconds(), pct(ds, 0.5).Round(10*time.Microsecond), p99[i].Round(10*time.Microsecond), ds[len(ds)-1].Round(10*time.Microsecond))
 	}
@@ -127,11 +128,12 @@ func TestSweepUnderLoad(t *testing.T) {
 	t.Logf("two sweepers: %d + %d = %d records archived in %v: %.0f records/s together (under load)",
 		two[0].Archived, two[1].Archived, two[0].Archived+two[1].Archived, twoEnd.Sub(twoStart).Round(time.Millisecond),
 		float64(two[0].Archived+two[1].Archived)/twoEnd.Sub(twoStart).Seconds())
+	var worst time.Duration
 	for _, r := range results {
 		worst = max(worst, r.took)
 	}
-	if worst > 2*time.Second {
-		t.Errorf("a claim took %v (bound 2s)", worst)
+	if bound := max(2*time.Second, 4*longest[0]); worst > bound {
+		t.Errorf("a claim took %v (bound %v; without a sweep the longest took %v)", worst, bound, longest[0])
 	}
 
 	// Two sweepers: each record archived once, the reports add up.

@@ -124,8 +124,19 @@ func Open(t testing.TB, backend Backend) *DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			t.Logf("%v", err)
+		// A pool closes once every connection is back: a connection, a
+		// transaction or rows that a failed test did not give back would
+		// make this wait for ever, and the test would end at the package's
+		// timeout instead of with its own failure.
+		closed := make(chan error, 1)
+		go func() { closed <- db.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Logf("%v", err)
+			}
+		case <-time.After(closeBound):
+			t.Errorf("idemtest: the %s database still has connections in use %v after the test: something the test holds (a connection, a transaction, rows) was not given back; not waiting for it", backend, closeBound)
 		}
 	})
 	if backend == PostgresPartitioned {
@@ -139,6 +150,9 @@ func Open(t testing.TB, backend Backend) *DB {
 	}
 	return db
 }
+
+// closeBound is how long Open's cleanup waits for the database to close.
+const closeBound = time.Minute
 
 // Connect is Open for code that has no testing.TB: a TestMain that shares
 // one database among the tests of a package, or an example. Close removes

@@ -86,9 +86,9 @@ func TestKilledSweeperLosesNothing(t *testing.T) {
 			}
 			// Wait until it has committed a batch (it is past its start
 			// and at work), then a moment more: 0 to 3 batches' time.
-			for deadline := time.Now().Add(30 * time.Second); archiveRows(t, conn) == archivedSoFar; time.Sleep(2 * time.Millisecond) {
+			for deadline := time.Now().Add(testkit.WaitBound); archiveRows(t, conn) == archivedSoFar; time.Sleep(2 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("run %d archived nothing in 30s:\n%s", runs, run.Output())
+					t.Fatalf("run %d archived nothing in %v:\n%s", runs, testkit.WaitBound, run.Output())
 				}
 				if run.Exited() {
 					break
@@ -368,16 +368,13 @@ func inTransaction(t *testing.T, db *sql.DB, app string) bool {
 // connections are gone (and rolled back their transaction).
 func waitGone(t *testing.T, db *sql.DB, app string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testkit.Eventually(t, func() bool {
 		var n int
 		if err := db.QueryRowContext(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
-		}
-	}
-	t.Fatal("the killed sweeper's connections are still open after 10s")
+		return n == 0
+	}, "the killed sweeper's connections closed")
 }
 
 func runIdemctl(t *testing.T, bin string, env, args []string) string {

@@ -27,6 +27,7 @@ import (
 	entmigrate "github.com/goovo/idem/ent/migrate"
 	"github.com/goovo/idem/ent/migrate/migrations"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
@@ -636,7 +637,7 @@ func TestServerStartsOnTheMigratedDatabase(t *testing.T) {
 	// the test, with the server's output, if it exits instead.
 	addr := proctest.FreeAddr(t)
 	server := proctest.Start(t, bin, []string{"DATABASE_URL=" + db.DSN}, []string{"-addr", addr})
-	server.WaitListening(t, addr, 30*time.Second)
+	server.WaitListening(t, addr, testkit.WaitBound)
 
 	body := `{"query":"mutation { createOrder(idempotencyKey: \"order-1\", input: {amount: 1200, currency: \"EUR\"}) { id amount currency paid } }"}`
 	post := func() (*http.Response, []byte) {

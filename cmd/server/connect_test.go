@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/pgcluster"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
@@ -44,7 +45,7 @@ func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
 		t.Helper()
 		addr := proctest.FreeAddr(t)
 		p := proctest.Start(t, bin, env, append([]string{"-addr", addr}, args...))
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(testkit.WaitBound); ; time.Sleep(50 * time.Millisecond) {
 			out := p.Output()
 			if strings.Count(out, "database unavailable; waiting for it") >= 2 && strings.Contains(out, why) {
 				break
@@ -63,7 +64,7 @@ func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
 	}
 	serves := func(t *testing.T, p *proctest.Process, addr, key string) {
 		t.Helper()
-		p.WaitListening(t, addr, 30*time.Second)
+		p.WaitListening(t, addr, testkit.WaitBound)
 		s := &serverProcess{Process: p, url: "http://" + addr + "/query"}
 		if id := s.newOrder(t, "acme", key); id == "" {
 			t.Fatalf("no order created:\n%s", p.Output())
@@ -84,21 +85,22 @@ func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
 		// cluster once they have, or the slots they free would let the
 		// next server in.
 		first := connect(t, ctx, c.URL("postgres"))
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		held := []*pgx.Conn{first}
+		// Given back however the test ends.
+		t.Cleanup(func() {
+			for _, conn := range held {
+				conn.Close(context.Background())
+			}
+		})
+		testkit.Eventually(t, func() bool {
 			var others int
 			err := first.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&others)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if others == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d sessions of the killed server are still open", others)
-			}
-		}
-		held := []*pgx.Conn{first}
-		for deadline := time.Now().Add(10 * time.Second); ; {
+			return others == 0
+		}, "the killed server's sessions ended")
+		for deadline := time.Now().Add(testkit.WaitBound); ; {
 			conn, err := pgx.Connect(ctx, c.URL("postgres"))
 			if err != nil && strings.Contains(err.Error(), "too many clients") {
 				break
@@ -115,6 +117,7 @@ func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
 		for _, conn := range held {
 			conn.Close(ctx)
 		}
+		held = nil
 		serves(t, p, addr, "order-full")
 	})
 
@@ -122,7 +125,7 @@ func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
 		p := proctest.Start(t, bin, []string{"DATABASE_URL=" + c.URL("nosuchdb")}, append([]string{"-addr", proctest.FreeAddr(t)}, args...))
 		select {
 		case <-p.Done():
-		case <-time.After(20 * time.Second):
+		case <-time.After(testkit.WaitBound):
 			t.Fatalf("the server waits for a database that does not exist:\n%s", p.Output())
 		}
 		if p.Wait() == nil || !strings.Contains(p.Output(), `database "nosuchdb" does not exist`) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
@@ -87,7 +88,7 @@ func TestPageViewCountSurvivesAKilledMaterializer(t *testing.T) {
 			startServer(t, bin, env, folder)
 			distinct := views - duplicates
 			var got string
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for deadline := time.Now().Add(testkit.WaitBound); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 				r, err := web.do("acme", `{ pageViews(page: "/launch") }`, nil)
 				if err != nil {
 					t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
@@ -41,7 +41,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	t.Chdir(t.TempDir()) // where the default SQLite file goes
 	addr := proctest.FreeAddr(t)
 	srv := proctest.Start(t, bin, []string{"DATABASE_URL="}, []string{"-addr", addr})
-	srv.WaitListening(t, addr, 15*time.Second)
+	srv.WaitListening(t, addr, testkit.WaitBound)
 	base := "http://" + addr
 
 	type answer struct {

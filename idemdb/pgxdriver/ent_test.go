@@ -299,7 +299,7 @@ func TestMigrateOnTheDriver(t *testing.T) {
 	db := idemtest.Open(t, idemtest.Postgres)
 	drv, err := pgxdriver.Open(db.DSN)
 	must(t, err)
-	t.Cleanup(func() { drv.Close() })
+	testkit.CloseInCleanup(t, "the pgx pool", func() { drv.Close() })
 	client := ent.NewClient(ent.Driver(drv))
 	ctx := context.Background()
 	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)

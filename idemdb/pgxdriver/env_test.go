@@ -60,7 +60,7 @@ func newEnv(t testing.TB, configure func(*pgxpool.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { drv.Close() })
+	testkit.CloseInCleanup(t, "the pgx pool", func() { drv.Close() })
 	return &env{t: t, db: db, proxy: proxy, drv: drv, client: ent.NewClient(ent.Driver(drv)), std: std, app: app, proxied: dsn}
 }
 

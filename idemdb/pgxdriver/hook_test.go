@@ -6,14 +6,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +22,7 @@ import (
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/exampletest"
 	"github.com/goovo/idem/internal/testkit/pgproxy"
 )
@@ -45,14 +43,14 @@ func TestHookOnTheDriver(t *testing.T) {
 	cfg.ShouldPing = oneConnNoPing
 	drv, err := pgxdriver.OpenConfig(cfg)
 	must(t, err)
-	t.Cleanup(func() { drv.Close() })
+	testkit.CloseInCleanup(t, "the pgx pool", func() { drv.Close() })
 	stdDB, err := sql.Open("pgx", dsn)
 	must(t, err)
 	t.Cleanup(func() { stdDB.Close() })
 	stdDB.SetMaxOpenConns(8)
 	stdDB.SetMaxIdleConns(8)
 
-	opts := graph.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := graph.Options{Logger: testkit.Logger(t)}
 	pgxClient := ent.NewClient(ent.Driver(drv))
 	clients := map[string]*ent.Client{
 		"pgx":          pgxClient,
@@ -101,9 +99,7 @@ func TestHookOnTheDriver(t *testing.T) {
 			// A replay's ROLLBACK runs after the answer (on pgx): wait
 			// for it before counting, or starting to count.
 			idle := func() {
-				for deadline := time.Now().Add(5 * time.Second); drv.Pool().Stat().AcquiredConns() > 0 && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
-				}
+				testkit.Eventually(t, func() bool { return drv.Pool().Stat().AcquiredConns() == 0 }, "the pool's connections back")
 			}
 			f() // warm the connections' statement caches
 			idle()

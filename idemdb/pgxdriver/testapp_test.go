@@ -32,7 +32,7 @@ func TestTestAppThroughTheDriver(t *testing.T) {
 	testkit.Setup(t, db, std.IdempotencyBackend(), std.Schema.Create)
 	drv, err := pgxdriver.Open(db.DSN + "&pool_max_conns=4")
 	must(t, err)
-	t.Cleanup(func() { drv.Close() })
+	testkit.CloseInCleanup(t, "the pgx pool", func() { drv.Close() })
 	c := tent.NewClient(tent.Driver(drv))
 	ctx := context.Background()
 	backend := c.IdempotencyBackend()

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
@@ -30,8 +31,9 @@ import (
 	"github.com/goovo/idem/internal/timer"
 )
 
-// completionTimeout bounds the statements that tidy up after the client has
-// gone away (release of a claim).
+// completionTimeout bounds the statements that must run to their end once
+// the client has gone away (a claim, a release): how long they go on after
+// it left, not how long they may take while it waits.
 const completionTimeout = 5 * time.Second
 
 // attempt is one run of the resolver under a claim: the state the root
@@ -425,9 +427,26 @@ func (a *attempt) rollback(ctx context.Context) {
 
 // detached returns a context for a statement that must run to its end even
 // when the client has gone away: one that commits by itself, whose outcome
-// the protocol must know.
+// the protocol must know. While the client waits, so does the statement, as
+// any other of the request (for a connection of a busy pool, for a
+// database slowed by load): a loaded server queues the request, it does not
+// answer IDEMPOTENCY_UNAVAILABLE while the client is still there. Once the
+// request's context ends, the statement has completionTimeout more.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), completionTimeout)
+	dctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(completionTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel(fmt.Errorf("%w: the client has gone, and the statement did not end within %v", context.DeadlineExceeded, completionTimeout))
+		case <-dctx.Done():
+		}
+	})
+	return dctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
 }
 
 // release ends the lease of a claim whose attempt will not complete, so that

@@ -15,10 +15,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"entgo.io/ent/dialect/sql/schema"
 
@@ -75,7 +78,7 @@ type Server struct {
 func Serve(t testing.TB, h http.Handler, path, tenantHeader string) *Server {
 	s := &Server{Server: httptest.NewServer(h), TenantHeader: tenantHeader, t: t}
 	s.Endpoint = s.URL + path
-	t.Cleanup(s.Close)
+	CloseInCleanup(t, "the test's HTTP server", s.Close)
 	return s
 }
 
@@ -170,4 +173,80 @@ func (s *Server) GQL(tenant, query string, vars map[string]any) *Response {
 		}
 	}
 	return r
+}
+
+// Logger returns a logger that writes records of level Warn and above to
+// t's log, which go test prints when the test fails (or with -v): a test
+// that fails on an IDEMPOTENCY_UNAVAILABLE then says what the store
+// answered. What is logged once the test's cleanup has begun is dropped,
+// since the hook's background work (a release retried until its lease
+// ends) may outlive the test, and t must not be used after it.
+func Logger(t testing.TB) *slog.Logger {
+	w := &testLog{t: t}
+	t.Cleanup(w.stop)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testLog struct {
+	mu      sync.Mutex
+	t       testing.TB
+	stopped bool
+}
+
+func (w *testLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testLog) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
+
+// WaitBound is how long Eventually waits for a condition before it fails
+// the test: long enough that no machine busy with other work outlasts it
+// where the condition is meant to hold (the conditions are met in
+// milliseconds to seconds on an idle machine), short enough to fail well
+// within the package's timeout.
+const WaitBound = time.Minute
+
+// CloseInCleanup makes t's cleanup call shut, which closes what (a pool,
+// a server), and fail the test rather than wait for ever when shut has not
+// returned after WaitBound. A pool closes once its connections are back and
+// an HTTP server once its requests have ended: a test that failed while it
+// held a connection, or a resolver it had blocked, would otherwise hang
+// until the package's timeout, its own failure unreported.
+func CloseInCleanup(t testing.TB, what string, shut func()) {
+	t.Cleanup(func() {
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			shut()
+		}()
+		select {
+		case <-closed:
+		case <-time.After(WaitBound):
+			t.Errorf("%s still not closed %v after the test: something it lent (a connection, a request) was not given back; not waiting for it", what, WaitBound)
+		}
+	})
+}
+
+// Eventually polls cond until it holds, and fails the test if it still
+// does not after WaitBound, saying what was awaited (format and args). A
+// test waits for a condition this way, never for a duration that a busy
+// machine may outlast.
+func Eventually(t testing.TB, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(WaitBound)
+	for delay := time.Millisecond; !cond(); delay = min(2*delay, 50*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not the case after %v: "+format, append([]any{WaitBound}, args...)...)
+		}
+		time.Sleep(delay)
+	}
 }

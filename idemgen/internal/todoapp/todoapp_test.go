@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -39,11 +37,11 @@ func newApp(t *testing.T, b idemtest.Backend, cfg idem.Config) *app {
 }
 
 // serve serves es over client with the hook configured by cfg, whose nil
-// Logger discards the hook's log.
+// Logger writes the hook's warnings and errors to the test's log.
 func serve(t *testing.T, es graphql.ExecutableSchema, client *ent.Client, cfg idem.Config) *testkit.Server {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testkit.Logger(t)
 	}
 	h, err := todoapp.Serve(es, client, cfg)
 	if err != nil {

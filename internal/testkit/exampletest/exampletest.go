@@ -78,7 +78,7 @@ func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { small.Close() })
+		testkit.CloseInCleanup(t, "the application's pool", func() { small.Close() })
 		drv, client = small, ent.NewClient(ent.Driver(small))
 	} else if cfg.MaxConns > 0 {
 		drv.DB().SetMaxOpenConns(cfg.MaxConns)

@@ -6,8 +6,6 @@ package testapp
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 
@@ -52,7 +50,8 @@ type Bench struct {
 
 // NewBench starts the test application on a fresh database of b, with the
 // hook configured by cfg. NewBench sets cfg's Backend, Tenant (the X-Org
-// header) and Clock (Bench.Clock); a nil Logger discards the hook's log.
+// header) and Clock (Bench.Clock); a nil Logger writes the hook's warnings and errors to the test's log
+// (testkit.Logger).
 func NewBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
 	t.Helper()
 	db := idemtest.Open(t, b)
@@ -73,7 +72,7 @@ func NewBenchDatabaseSQL(t testing.TB, b idemtest.Backend, cfg idem.Config) *Ben
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { drv.Close() })
+	testkit.CloseInCleanup(t, "the application's database/sql pool", func() { drv.Close() })
 	return newBench(t, db, ent.NewClient(ent.Driver(drv)), cfg)
 }
 
@@ -104,7 +103,7 @@ func (be *Bench) Handler(client *ent.Client, resolver *graph.Resolver, cfg idem.
 		cfg.Done = done
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testkit.Logger(be.t)
 	}
 	hook, err := idem.New(cfg)
 	if err != nil {

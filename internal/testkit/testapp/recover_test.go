@@ -69,14 +69,7 @@ func TestRecoverOptOut(t *testing.T) {
 			defer mu.Unlock()
 			return runs["live"], runs["recoverable"]
 		}
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			if _, recoverable := counts(); recoverable >= 3 {
-				break
-			}
-			if time.Now().After(deadline) {
-				break
-			}
-		}
+		testkit.Eventually(t, func() bool { _, recoverable := counts(); return recoverable >= 3 }, "the recoverable claim run twice by the recoverer")
 		if live, recoverable := counts(); live != 1 || recoverable < 3 {
 			t.Fatalf("runs: live %d (want 1: never recovered), recoverable %d (want the recoverer's too)", live, recoverable)
 		}
@@ -89,18 +82,13 @@ func TestRecoverOptOut(t *testing.T) {
 		}
 		admin := idemctl.New(hook)
 		for _, key := range []string{"live", "recoverable"} {
-			for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			testkit.Eventually(t, func() bool {
 				recs, err := admin.Inspect(context.Background(), "org-1", key)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(recs) == 1 && recs[0].State == idemtest.Failed {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: %+v, want it abandoned", key, recs)
-				}
-			}
+				return len(recs) == 1 && recs[0].State == idemtest.Failed
+			}, "%s abandoned", key)
 		}
 		for field, key := range map[string]string{"approveShipmentLive": "live", "approveShipment": "recoverable"} {
 			if r := approve(field, key); r.Code() != string(idemcode.Abandoned) {

@@ -187,21 +187,21 @@ func TestInterruptedSweepFinishesItsBatch(t *testing.T) {
 				r, err := admin(t, be).Sweep(ctx, idemctl.SweepOptions{BatchSize: 1, Progress: progress})
 				done <- result{r, err}
 			}()
-			if err := <-lockErr; err != nil {
-				t.Fatal(err)
+			select {
+			case err := <-lockErr:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case r := <-done:
+				t.Fatalf("the sweep ended before its first batch: %+v, %v", r.report, r.err)
 			}
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			testkit.Eventually(t, func() bool {
 				var waiting int
 				if err := db.QueryRowContext(bg, `SELECT count(*) FROM pg_locks WHERE relation = 'idempotency_archives'::regclass AND NOT granted`).Scan(&waiting); err != nil {
 					t.Fatal(err)
 				}
-				if waiting > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("the second batch never waited for the archive table")
-				}
-			}
+				return waiting > 0
+			}, "the second batch waiting for the archive table")
 			cancel() // ^C during the second batch
 			if err := hold.Commit(); err != nil {
 				t.Fatal(err)

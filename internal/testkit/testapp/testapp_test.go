@@ -19,6 +19,7 @@ import (
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
 
@@ -81,8 +82,10 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		if *rec.IdempotencyStatus != shipment.IdempotencyStatusPending {
 			t.Fatalf("status %s", *rec.IdempotencyStatus)
 		}
+		// A minute of lease left: no busy machine outlasts it before the
+		// next request.
 		now := time.Now()
-		if err := rec.Update().SetIdempotencyLeaseExpiresAt(now.Add(8 * time.Second)).Exec(context.Background()); err != nil {
+		if err := rec.Update().SetIdempotencyLeaseExpiresAt(now.Add(time.Minute)).Exec(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 
@@ -90,10 +93,10 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		if busy.Code() != string(idemcode.InProgress) {
 			t.Fatalf("live lease: %s", busy.Body)
 		}
-		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 1 || ra > 8 {
-			t.Fatalf("retryAfterSeconds = %v, want between 1 and the lease left (8)", ra)
+		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 1 || ra > 60 {
+			t.Fatalf("retryAfterSeconds = %v, want between 1 and the lease left (60)", ra)
 		}
-		be.Clock.Advance(9 * time.Second)
+		be.Clock.Advance(61 * time.Second)
 		done := be.Post("org-1", "k", 100)
 		if len(done.Errors) > 0 || !strings.Contains(string(done.Data), `"label":"attempt-2"`) {
 			t.Fatalf("takeover: %s", done.Body)
@@ -112,6 +115,9 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 	be := testapp.NewBench(t, idemtest.Postgres, idem.Config{})
 	woke := make(chan struct{})
+	var once sync.Once
+	wake := func() { once.Do(func() { close(woke) }) }
+	t.Cleanup(wake) // a failed test lets the worker end, or the server's Close waits for it
 	blocked := make(chan struct{})
 	be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 		if idem.ClaimFromContext(ctx).Attempt == 1 {
@@ -129,7 +135,7 @@ func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 	if len(winner.Errors) > 0 || !strings.Contains(string(winner.Data), `"label":"attempt-2"`) {
 		t.Fatalf("takeover: %s", winner.Body)
 	}
-	close(woke)
+	wake()
 	loser := <-slow
 	if !bytes.Equal(loser.Data, winner.Data) {
 		t.Fatalf("the worker that lost its lease answered with its own result:\nloser:  %s\nwinner: %s", loser.Body, winner.Body)
@@ -175,10 +181,12 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 // A release that cannot get through at once is retried in the background:
 // the key is free again as soon as the obstacle goes, not only when the
 // lease runs out. Here a trigger makes every release fail until the test
-// lifts it; in production the obstacle is a broken connection, or, on
+// lifts it, and the lease is an hour, so that only the release can free
+// the key; in production the obstacle is a broken connection, or, on
 // SQLite, writers holding the database's lock past the busy timeout.
 func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
-	be := testapp.NewBench(t, idemtest.Postgres, idem.Config{})
+	be := testapp.NewBench(t, idemtest.Postgres, idem.Config{Lease: time.Hour})
+	created := be.Post("org-1", "ship", 100)
 	db := be.DB.Driver.DB()
 	ctx := context.Background()
 	for _, stmt := range []string{
@@ -194,46 +202,39 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 			END IF;
 			RETURN NEW;
 		END $$`,
-		`CREATE TRIGGER block_releases BEFORE UPDATE ON shipments FOR EACH ROW EXECUTE FUNCTION block_releases()`,
+		`CREATE TRIGGER block_releases BEFORE UPDATE ON idempotency_records FOR EACH ROW EXECUTE FUNCTION block_releases()`,
 	} {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var calls atomic.Int32
-	be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+	be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 		if calls.Add(1) == 1 {
 			return errors.New("downstream timeout") // retryable: the claim is to be released
 		}
 		return nil
 	}
-	if first := be.Post("org-1", "k", 100); first.Outcome("createShipment") != idemhttp.OutcomeReleased {
+	approve := func() *testkit.Response {
+		return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "k", id: $id) { id label } }`,
+			map[string]any{"id": shipmentID(t, created)})
+	}
+	if first := approve(); first.Outcome("approveShipment") != idemhttp.OutcomeReleased {
 		t.Fatalf("first: %s", first.Body)
 	}
-	blocked := be.Post("org-1", "k", 100)
-	if blocked.Code() != string(idemcode.InProgress) {
+	if blocked := approve(); blocked.Code() != string(idemcode.InProgress) {
 		t.Fatalf("the release went through although it was blocked: %s", blocked.Body)
 	}
-	leaseLeft := time.Duration(blocked.Errors[0].Extensions["retryAfterSeconds"].(float64)) * time.Second
-	time.Sleep(time.Second)
 	if _, err := db.ExecContext(ctx, `DELETE FROM releases_blocked`); err != nil {
 		t.Fatal(err)
 	}
-	lifted := time.Now()
-	for {
-		res := be.Post("org-1", "k", 100)
-		if len(res.Errors) == 0 {
-			if !strings.Contains(string(res.Data), `"label":"attempt-2"`) {
-				t.Fatalf("retry: %s", res.Body)
-			}
-			return
-		}
-		// The background retries back off to at most 2 s; the lease runs
-		// out by itself about 8 s after the lift.
-		if time.Since(lifted) > 5*time.Second {
-			t.Fatalf("the key was still blocked %v after the releases could go through (the lease had %v left): %s", time.Since(lifted), leaseLeft, res.Body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var res *testkit.Response
+	testkit.Eventually(t, func() bool {
+		res = approve()
+		return res.Code() != string(idemcode.InProgress)
+	}, "the key free again once the releases could go through")
+	if len(res.Errors) > 0 || res.Outcome("approveShipment") != idemhttp.OutcomeExecuted || calls.Load() != 2 {
+		t.Fatalf("retry: %s (runs: %d)", res.Body, calls.Load())
 	}
 }
 
@@ -302,7 +303,8 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 // for the result and replays it instead of answering IN_PROGRESS.
 func TestDuplicateWaitsForTheResult(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		be := testapp.NewBench(t, b, idem.Config{WaitForInFlight: 5 * time.Second})
+		// Longer than a busy machine takes to run the first request.
+		be := testapp.NewBench(t, b, idem.Config{WaitForInFlight: time.Minute})
 		started := make(chan struct{})
 		var once sync.Once
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -381,28 +383,53 @@ func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
 	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
-			be := testapp.NewBench(t, b, idem.Config{Lease: 900 * time.Millisecond})
+			// Renewed every second, so that a renewal has two seconds of
+			// slack before the lease runs out: more than a busy machine
+			// delays it.
+			const lease = 3 * time.Second
+			be := testapp.NewBench(t, b, idem.Config{Lease: lease})
 			created := be.Post("org-1", "ship", 100)
 			var calls atomic.Int32
-			started := make(chan struct{})
+			started, finish := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			free := func() { once.Do(func() { close(finish) }) }
+			t.Cleanup(free) // a failed test lets the run end, or the server's Close waits for it
 			be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 				if calls.Add(1) == 1 {
 					close(started)
 				}
-				time.Sleep(2500 * time.Millisecond)
+				<-finish
 				return nil
 			}
 			approve := func() *testkit.Response {
 				return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "slow", id: $id) { id label } }`,
 					map[string]any{"id": shipmentID(t, created)})
 			}
-			first := make(chan *testkit.Response)
+			first := make(chan *testkit.Response, 1)
 			go func() { first <- approve() }()
 			<-started
-			time.Sleep(1500 * time.Millisecond) // well past the 900ms lease
+			// The retry comes once the lease the claim was made with has
+			// run out by the database's clock, and the running attempt has
+			// renewed it past that.
+			ctx := idemschema.IncludeUnfinished(context.Background())
+			rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("slow")).Only(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimedUntil := *rec.IdempotencyLeaseExpiresAt
+			testkit.Eventually(t, func() bool {
+				var renewed bool
+				err := be.DB.Driver.DB().QueryRowContext(ctx, `SELECT now() > $1 AND idempotency_lease_expires_at > now()
+					FROM idempotency_records WHERE idempotency_key = 'slow'`, claimedUntil).Scan(&renewed)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return renewed
+			}, "the claim's lease (until %v) past, and renewed", claimedUntil)
 			if r := approve(); r.Code() != string(idemcode.InProgress) {
 				t.Fatalf("a retry during a long run: %s", r.Body)
 			}
+			free()
 			if r := <-first; len(r.Errors) > 0 {
 				t.Fatalf("the long run: %s", r.Body)
 			}
