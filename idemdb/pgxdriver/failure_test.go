@@ -182,6 +182,35 @@ func TestCancelledTransaction(t *testing.T) {
 	}
 }
 
+// TestRollbackLater: the transaction is over for its callers as soon as
+// RollbackLater returns, whatever the ROLLBACK's progress: a Commit right
+// after it fails, nothing commits, and the connection comes back.
+func TestRollbackLater(t *testing.T) {
+	e := newEnv(t, oneConn)
+	ctx := context.Background()
+	var ptx *pgxdriver.Tx
+	tx, err := e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+	must(t, err)
+	_, err = newOrder(ctx, tx.Client(), 801)
+	must(t, err)
+	must(t, ptx.RollbackLater())
+	if !ptx.Done() {
+		t.Error("Done is false after RollbackLater")
+	}
+	if err := tx.Commit(); !errors.Is(err, sql.ErrTxDone) {
+		t.Errorf("commit after RollbackLater: %v, want sql.ErrTxDone", err)
+	}
+	if err := ptx.RollbackLater(); !errors.Is(err, sql.ErrTxDone) {
+		t.Errorf("RollbackLater twice: %v, want sql.ErrTxDone", err)
+	}
+	if n := e.idle(); n != 1 {
+		t.Errorf("%d idle connections after RollbackLater, want the one connection back", n)
+	}
+	if e.count(801) != 0 {
+		t.Error("the transaction ended by RollbackLater committed its write")
+	}
+}
+
 // backendPID returns the server process of the pool's (only) connection,
 // or of tx's.
 func backendPID(t *testing.T, e *env, tx ...*ent.Tx) int {

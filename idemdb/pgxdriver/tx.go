@@ -48,6 +48,7 @@ type Tx struct {
 	begun    bool // BEGIN reached the server: the connection is in the transaction
 	rowsOpen bool
 	done     bool
+	ending   bool        // RollbackLater ended it for its callers; the ROLLBACK is on its way
 	over     atomic.Bool // done, for Done, which must not wait for tx.mu
 	queue    []*Queued
 	sqlDB    *sql.DB // the database/sql view for QueryContext, made on first use
@@ -297,12 +298,36 @@ func (tx *Tx) Rollback() error {
 	return tx.rollback()
 }
 
+// RollbackLater ends the transaction for its callers at once, and rolls
+// it back in the background: from its return on, Commit, Rollback and
+// every statement fail with sql.ErrTxDone, while ROLLBACK (when the
+// transaction reached the server) travels on its own and the connection
+// then goes back to the pool. For a transaction that wrote nothing, whose
+// caller need not wait a round trip for its end. It returns sql.ErrTxDone
+// when the transaction is over already, and fails as a statement would
+// while a query's rows are open.
+func (tx *Tx) RollbackLater() error {
+	if err := tx.lock(); err != nil {
+		return err
+	}
+	tx.ending = true
+	tx.over.Store(true)
+	tx.mu.Unlock()
+	go func() {
+		tx.mu.Lock()
+		defer tx.mu.Unlock()
+		_ = tx.rollback()
+	}()
+	return nil
+}
+
 // lock takes the transaction for one operation; it fails when the
-// transaction is over or a query's rows are open.
+// transaction is over (or ending: RollbackLater) or a query's rows are
+// open.
 func (tx *Tx) lock() error {
 	tx.mu.Lock()
 	switch {
-	case tx.done:
+	case tx.done || tx.ending:
 		tx.mu.Unlock()
 		return sql.ErrTxDone
 	case tx.rowsOpen:

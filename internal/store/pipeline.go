@@ -114,16 +114,20 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	case won && err == nil:
 		return Claimed{Won: true}, nil
 	}
-	d.pipe(c.Tx, true)
+	p := d.pipe(c.Tx, true)
 	if err == nil && looked && holder != nil {
 		// The key was taken before the claim: the lookup read its holder,
 		// and the insert wrote nothing. Nor did the transaction, so the
 		// replay need not wait for its ROLLBACK: it answers after this
 		// one round trip while the ROLLBACK ends the transaction and
 		// gives the connection back (a request that needs one meanwhile
-		// waits for it, as for any busy connection).
-		if c.Tx != nil {
-			go func() { _ = c.Tx.Rollback() }()
+		// waits for it, as for any busy connection). The transaction is
+		// over for its callers at once, as after any lost claim.
+		switch {
+		case p != nil:
+			_ = p.tx.RollbackLater()
+		case c.Tx != nil:
+			_ = c.Tx.Rollback()
 		}
 		return Claimed{Holder: holder, Reading: reading}, nil
 	}
