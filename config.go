@@ -12,6 +12,11 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/engine"
+	"github.com/goovo/idem/internal/store"
 )
 
 // Default values of Config.
@@ -23,19 +28,19 @@ const (
 	DefaultTombstoneHorizon = 30 * 24 * time.Hour
 )
 
-// Config configures the hook. Backend and Tenant are required; every other
-// field has a working zero value.
+// Config configures the hook (New). Backend is required, and Tenant to
+// serve; every other field has a working zero value.
 type Config struct {
 	// Backend connects the hook to the ent client that holds the records:
 	// client.IdempotencyBackend(). Required.
-	Backend Backend
+	Backend idembackend.Backend
 
 	// Tenant returns the tenant of the request from its context, as the
 	// application's authentication put it there. Keys are unique per tenant.
 	// An error or an empty tenant answers UNAUTHENTICATED. It is also called
 	// once for every operation, queries included, to put the tenant into
 	// its context for isolated entities (idemschema.Mixin{Isolate: true}).
-	// Required.
+	// Required to serve (Hook.Handler).
 	Tenant func(ctx context.Context) (string, error)
 
 	// Lease is how long a pending claim belongs to the attempt that made it
@@ -47,15 +52,15 @@ type Config struct {
 	// draft-ietf-httpapi-idempotency-key-header) as well as in the
 	// idempotencyKey argument, for operations with exactly one idempotent
 	// field. Generate with idemgen.WithKeyHeader so that the argument is
-	// optional. The header needs the handler Install returns (or
-	// Extension.Middleware). Default false.
+	// optional. The header needs the handler Hook.Handler returns.
+	// Default false.
 	KeyHeader bool
 
 	// Retention is how long a finished record's response stays
 	// replayable; an entity's idemschema.Retention overrides it. Past it the
 	// key answers IDEMPOTENCY_KEY_EXPIRED, and never runs again while its
-	// tombstone lasts; the sweeper (Admin.Sweep) moves the response to the
-	// archive table. Default 24 hours, the article's.
+	// tombstone lasts; the sweeper (idemctl.Admin.Sweep) moves the
+	// response to the archive table. Default 24 hours, the article's.
 	Retention time.Duration
 
 	// TombstoneHorizon is how long after its completion a key is
@@ -101,8 +106,9 @@ type Config struct {
 	Logger *slog.Logger
 
 	// Limits bound the size and shape of a request (body, fields, aliases,
-	// depth, complexity); see Limits for each default. Install applies them.
-	Limits Limits
+	// depth, complexity); see idemhttp.Limits for each default. Hook.Handler
+	// applies them.
+	Limits idemhttp.Limits
 
 	// RecoverAfter turns the recoverer on: every server process looks, every
 	// quarter of RecoverAfter (at most every 10 s), for claims still
@@ -128,7 +134,7 @@ type Config struct {
 	// so is, then, a claim that cannot be run (@idempotent(recover: false),
 	// or an operation too large to keep), which until then waits for its
 	// client as before and is not listed. It needs TenantContext or
-	// CallerContext, and the handler of Install (or Extension.Middleware).
+	// CallerContext, and runs through the handler of Hook.Handler.
 	// Default 0: off; a pending claim waits for its client's retry.
 	RecoverAfter time.Duration
 
@@ -177,13 +183,13 @@ type Config struct {
 	// ErrorPresenter, if set, presents the errors that reach clients as
 	// they are (GraphQL errors the application wrote, the hook's own, errors
 	// marked Final), after the hook's presenter has replaced every
-	// unexpected error with a generic one. Install sets the hook's presenter
-	// on the server (Extension.ErrorPresenter): set yours here, not with
-	// srv.SetErrorPresenter. Default graphql.DefaultErrorPresenter.
+	// unexpected error with a generic one. Hook.Handler sets the hook's
+	// presenter on the server (idemhttp.Presenter): set yours here, not
+	// with srv.SetErrorPresenter. Default graphql.DefaultErrorPresenter.
 	ErrorPresenter graphql.ErrorPresenterFunc
 
 	// MapError, if set, is asked about every unexpected error (one the
-	// application did not write for clients; see Extension.ErrorPresenter)
+	// application did not write for clients; see idemhttp.Presenter)
 	// before the hook replaces it with INTERNAL_SERVER_ERROR: it returns
 	// the GraphQL error the client sees instead, such as NOT_FOUND for
 	// ent.IsNotFound(err), or nil to leave the error unexpected. The
@@ -196,9 +202,6 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Tenant == nil {
-		return c, errors.New("idem: Config.Tenant is required")
-	}
 	if c.RecoverAfter < 0 {
 		return c, errors.New("idem: Config.RecoverAfter must not be negative")
 	}
@@ -211,16 +214,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RecoverAfter > 0 && c.TenantContext == nil && c.CallerContext == nil {
 		return c, errors.New("idem: Config.TenantContext (or Config.CallerContext) is required with Config.RecoverAfter (the recoverer runs a claim as its tenant)")
 	}
-	c.Limits = c.Limits.withDefaults()
 	if c.ErrorPresenter == nil {
 		c.ErrorPresenter = graphql.DefaultErrorPresenter
 	}
-	return c.storeDefaults()
-}
-
-// storeDefaults checks and completes what the record store needs: all of
-// Config but Tenant, which only the GraphQL hook needs.
-func (c Config) storeDefaults() (Config, error) {
 	if c.Backend == nil {
 		return c, errors.New("idem: Config.Backend is required (client.IdempotencyBackend())")
 	}
@@ -234,7 +230,7 @@ func (c Config) storeDefaults() (Config, error) {
 		c.TombstoneHorizon = DefaultTombstoneHorizon
 	}
 	for _, r := range c.Backend.RecordTables() {
-		if ret := c.retention(r); ret >= c.TombstoneHorizon {
+		if ret := store.RetentionOf(r, c.Retention); ret >= c.TombstoneHorizon {
 			return c, fmt.Errorf("idem: Config.TombstoneHorizon (%v) must exceed the retention of %s (%v)", c.TombstoneHorizon, r.Entity, ret)
 		}
 	}
@@ -262,12 +258,15 @@ func (c Config) storeDefaults() (Config, error) {
 	return c, nil
 }
 
-// retention is the retention window of a record table.
-func (c Config) retention(r *RecordTable) time.Duration {
-	if r.Retention > 0 {
-		return r.Retention
+// engine is what the engine runs with, of c (completed).
+func (c Config) engine() engine.Config {
+	return engine.Config{
+		Backend: c.Backend, Tenant: c.Tenant,
+		Lease: c.Lease, Retention: c.Retention, WaitForInFlight: c.WaitForInFlight, KeyHeader: c.KeyHeader,
+		MaxResponseBytes: c.MaxResponseBytes, MaxArgumentBytes: c.MaxArgumentBytes,
+		Offset: c.Clock.Offset, MeterProvider: c.MeterProvider, TracerProvider: c.TracerProvider, Logger: c.Logger,
+		RecoverAfter: c.RecoverAfter, TenantContext: c.TenantContext, Caller: c.Caller, CallerContext: c.CallerContext,
 	}
-	return c.Retention
 }
 
 // ClockOffset is how far tests have moved the database clock as the hook
@@ -276,11 +275,6 @@ func (c Config) retention(r *RecordTable) time.Duration {
 type ClockOffset struct {
 	offset atomic.Int64
 }
-
-// Clock is the former name of ClockOffset.
-//
-// Deprecated: use ClockOffset.
-type Clock = ClockOffset
 
 // Advance moves the clock forward by d (backward when d is negative).
 func (c *ClockOffset) Advance(d time.Duration) { c.offset.Add(int64(d)) }

@@ -1,190 +1,37 @@
 package idem
 
 import (
-	"errors"
-	"fmt"
-	"math"
-	"time"
-
-	"github.com/vektah/gqlparser/v2/gqlerror"
-
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/internal/store"
+	"github.com/goovo/idem/internal/outcome"
 )
 
-// Code is the value of extensions.code on the GraphQL errors the hook
-// answers with. The names are part of the contract: clients switch on them.
-// The list, and whether each code is final or retryable, is package
-// idemcode, which clients import without the server's dependencies.
-type Code = idemcode.Code
-
-// The codes of CONTRACT.md (see idemcode for the others the server answers
-// with).
-const (
-	// CodeKeyMissing: the mutation needs a key and none was sent.
-	CodeKeyMissing = idemcode.KeyMissing
-	// CodeKeyInvalid: the key is empty, longer than MaxKeyLength or not
-	// printable ASCII, the Idempotency-Key header is malformed, or the
-	// operation names one key for several idempotent fields.
-	CodeKeyInvalid = idemcode.KeyInvalid
-	// CodeKeyReused: the key was first used for a different request.
-	CodeKeyReused = idemcode.KeyReused
-	// CodeInProgress: another attempt holds the key; retry after
-	// extensions.retryAfterSeconds.
-	CodeInProgress = idemcode.InProgress
-	// CodeKeyExpired: the key's record is past its retention window.
-	CodeKeyExpired = idemcode.KeyExpired
-	// CodeUnavailable: the record store could not be reached; the mutation
-	// did not run (or its writes were rolled back).
-	CodeUnavailable = idemcode.Unavailable
-	// CodeUnauthenticated: no tenant in the request's context.
-	CodeUnauthenticated = idemcode.Unauthenticated
-	// CodeRequestTooLarge: the mutation's arguments exceed
-	// Config.MaxArgumentBytes; nothing was stored or run.
-	CodeRequestTooLarge = idemcode.RequestTooLarge
-	// CodeResponseNotStored: the key's mutation ran once, but its result
-	// exceeded Config.MaxResponseBytes and was not stored, so it cannot be
-	// replayed; it will not run again either.
-	CodeResponseNotStored = idemcode.ResponseNotStored
-	// CodeAbandoned: the key's claim was abandoned by its client and could
-	// not be finished by the recoverer (Config.RecoverAfter) within the
-	// retention window; it is stored as the key's result.
-	CodeAbandoned = idemcode.Abandoned
-	// CodeInternal: an unexpected error, answered with a generic message and
-	// a correlation id (see Extension.ErrorPresenter).
-	CodeInternal = idemcode.InternalServerError
-	// CodeBodyTooLarge: the request body exceeds Limits.MaxBodyBytes (HTTP
-	// 413).
-	CodeBodyTooLarge = idemcode.BodyTooLarge
-	// CodeOperationLimit: the document exceeds Limits.MaxTokens,
-	// MaxFields, MaxAliases, MaxDepth, MaxNodes or MaxFieldPairs.
-	CodeOperationLimit = idemcode.OperationLimitExceeded
-)
-
-// Error is a refusal by the idempotency hook. It reaches clients as a GraphQL
-// error with extensions.code, extensions.idempotencyKey and, for
-// CodeInProgress, extensions.retryAfterSeconds.
-type Error struct {
-	Code    Code
-	Message string
-	// Key is the idempotency key the error is about ("" when none was sent).
-	Key string
-	// RetryAfter is set for CodeInProgress.
-	RetryAfter time.Duration
-}
-
-// Error implements error.
-func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
-
-// Is reports whether target is an *Error with the same code, so that
-// errors.Is(err, idem.ErrInProgress) works on any in-progress error.
-func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
-}
-
-// Sentinel values to compare with errors.Is.
+// Sentinel values to compare with errors.Is: a refusal of the hook (an
+// *idemcode.Error) is the sentinel of its code.
 var (
-	ErrKeyMissing        = &Error{Code: CodeKeyMissing}
-	ErrKeyInvalid        = &Error{Code: CodeKeyInvalid}
-	ErrKeyReused         = &Error{Code: CodeKeyReused}
-	ErrInProgress        = &Error{Code: CodeInProgress}
-	ErrKeyExpired        = &Error{Code: CodeKeyExpired}
-	ErrUnavailable       = &Error{Code: CodeUnavailable}
-	ErrUnauthenticated   = &Error{Code: CodeUnauthenticated}
-	ErrRequestTooLarge   = &Error{Code: CodeRequestTooLarge}
-	ErrResponseNotStored = &Error{Code: CodeResponseNotStored}
-	ErrAbandoned         = &Error{Code: CodeAbandoned}
+	ErrKeyMissing        = &idemcode.Error{Code: idemcode.KeyMissing}
+	ErrKeyInvalid        = &idemcode.Error{Code: idemcode.KeyInvalid}
+	ErrKeyReused         = &idemcode.Error{Code: idemcode.KeyReused}
+	ErrInProgress        = &idemcode.Error{Code: idemcode.InProgress}
+	ErrKeyExpired        = &idemcode.Error{Code: idemcode.KeyExpired}
+	ErrUnavailable       = &idemcode.Error{Code: idemcode.Unavailable}
+	ErrUnauthenticated   = &idemcode.Error{Code: idemcode.Unauthenticated}
+	ErrRequestTooLarge   = &idemcode.Error{Code: idemcode.RequestTooLarge}
+	ErrResponseNotStored = &idemcode.Error{Code: idemcode.ResponseNotStored}
+	ErrAbandoned         = &idemcode.Error{Code: idemcode.Abandoned}
 )
-
-// gqlError renders e for a GraphQL response at the current field's path.
-func (e *Error) gqlError() *gqlerror.Error {
-	ext := map[string]any{
-		"code":           string(e.Code),
-		"idempotencyKey": e.Key,
-	}
-	if e.Code == CodeInProgress {
-		ext["retryAfterSeconds"] = retryAfterSeconds(e.RetryAfter)
-	}
-	return &gqlerror.Error{Err: e, Message: e.Message, Extensions: ext}
-}
-
-// retryAfterSeconds rounds up, and never tells a client to retry at once
-// while a lease is live.
-func retryAfterSeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
-}
-
-func errorf(code Code, key, format string, args ...any) *Error {
-	return &Error{Code: code, Key: key, Message: fmt.Sprintf(format, args...)}
-}
 
 // Final marks err as a final result of the mutation (a validation or business
 // rule error): the hook stores it as a failed record and replays it to every
 // retry with the same key, and the mutation's database writes are rolled
 // back. Errors that are not marked are retryable.
-func Final(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &outcomeError{err: err, final: true}
-}
+func Final(err error) error { return outcome.Final(err) }
 
 // Retryable marks err as a transient failure: the hook rolls the mutation's
 // writes back and releases the claim, so a retry with the same key runs the
 // mutation again at once. Unmarked errors are treated the same way; the
 // marker exists to override a Final further down the chain.
-func Retryable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &outcomeError{err: err, final: false}
-}
+func Retryable(err error) error { return outcome.Retryable(err) }
 
 // IsFinal reports whether the outermost Final or Retryable marker in err's
 // chain is Final.
-func IsFinal(err error) bool {
-	var o *outcomeError
-	return errors.As(err, &o) && o.final
-}
-
-// finalError reports whether a resolver's error ends the attempt for good:
-// marked Final; or, unless marked Retryable, the database's refusal of text
-// it cannot store (a NUL character on PostgreSQL), which the same attempt
-// meets on every run. The presenter answers the latter BAD_USER_INPUT.
-func finalError(err error) bool {
-	var o *outcomeError
-	if errors.As(err, &o) {
-		return o.final
-	}
-	return store.Unstorable(err)
-}
-
-type outcomeError struct {
-	err   error
-	final bool
-}
-
-func (e *outcomeError) Error() string { return e.err.Error() }
-func (e *outcomeError) Unwrap() error { return e.err }
-
-// CodeBadInput: the mutation's input cannot be stored (it breaks a
-// validator or a constraint of the record's entity, or holds text the
-// database cannot store: a NUL character, bytes that are not UTF-8).
-// Nothing was stored or run; the same input fails the same way.
-const CodeBadInput = idemcode.BadUserInput
-
-// InvalidInput wraps an error the record insert returned because of the
-// mutation's input (an ent validator or constraint). message is what the
-// client sees: it must not contain database text. Generated code uses it.
-func InvalidInput(message string, err error) error {
-	return &inputError{message: message, err: err}
-}
-
-type inputError struct {
-	message string
-	err     error
-}
-
-func (e *inputError) Error() string { return e.message + ": " + e.err.Error() }
-func (e *inputError) Unwrap() error { return e.err }
+func IsFinal(err error) bool { return outcome.IsFinal(err) }

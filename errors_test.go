@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 )
 
 func TestFinalAndRetryable(t *testing.T) {
@@ -39,7 +40,7 @@ func TestFinalAndRetryable(t *testing.T) {
 }
 
 func TestErrorsCompareByCode(t *testing.T) {
-	err := fmt.Errorf("serve: %w", &idem.Error{Code: idem.CodeInProgress, Key: "k", Message: "busy"})
+	err := fmt.Errorf("serve: %w", &idemcode.Error{Code: idemcode.InProgress, Key: "k", Message: "busy"})
 	if !errors.Is(err, idem.ErrInProgress) {
 		t.Fatal("errors.Is by code fails")
 	}
@@ -69,10 +70,4 @@ func ExampleValidateKey() {
 	// true
 	// false
 	// false
-}
-
-func ExampleKeyHash() {
-	// Logs carry this instead of the key.
-	fmt.Println(idem.KeyHash("order-42"))
-	// Output: 3bf8b157c423
 }

@@ -7,23 +7,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/record"
-	"github.com/goovo/idem/internal/tenancy"
 )
 
-// MaxKeyLength is the longest idempotency key accepted, in bytes.
+// MaxKeyLength is the longest idempotency key accepted, in bytes: 255, the
+// length of the key column.
 const MaxKeyLength = record.MaxKeyLength
 
-// Status is the state of an idempotency record.
-type Status string
-
-// The states of a record. A record is created pending by the claim and ends
-// succeeded or failed; see the state machine in the package documentation.
-const (
-	StatusPending   Status = record.StatusPending
-	StatusSucceeded Status = record.StatusSucceeded
-	StatusFailed    Status = record.StatusFailed
-)
+// ValidateKey checks a key the way the hook does before any database work:
+// 1 to MaxKeyLength characters of printable ASCII. Its error is an
+// *idemcode.Error of code IDEMPOTENCY_KEY_INVALID (ErrKeyInvalid).
+func ValidateKey(key string) error { return idemkey.Validate(key) }
 
 // Mode selects how a mutation's claim and its writes are committed.
 type Mode string
@@ -39,50 +35,35 @@ const (
 	ModeAtomic Mode = "ATOMIC"
 )
 
-// Claim is the claim an idempotent mutation holds while its resolver runs.
-// The resolver reads it with ClaimFromContext (and the key with
-// KeyFromContext) to pass the key to systems outside the database.
+// Claim is what a resolver may read of the claim its idempotent mutation
+// holds (ClaimFromContext). The key itself is KeyFromContext's: pass it to
+// every system the resolver calls outside the database.
 type Claim struct {
 	// Tenant is the scope of the key, from Config.Tenant.
 	Tenant string
 	// Key is the client's idempotency key.
 	Key string
-	// Table is the table that holds the record.
-	Table string
-	// Fingerprint identifies the request; a retry must match it.
-	Fingerprint string
 	// Attempt is the fencing token: 1 for the first claim, bumped by every
-	// takeover. Only the current attempt can store a result.
+	// takeover. Only the current attempt can store a result; a resolver that
+	// finds Attempt > 1 runs after an attempt that may have done part of
+	// the work (the example's payment looks for the provider's charge).
 	Attempt int
 	// Mode is the mutation's execution mode.
 	Mode Mode
 	// ClaimedAt and LeaseExpiresAt are database times.
 	ClaimedAt      time.Time
 	LeaseExpiresAt time.Time
-	// Operation is what the recoverer runs again if the client never comes
-	// back (the field alone, as a GraphQL request in JSON); nil when the
-	// mutation opted out of recovery, and in atomic mode, whose claim never
-	// commits without its result. Generated code stores it.
-	Operation []byte
-
-	row any
 }
-
-// SetRow records the row the claim inserted, so that the resolver gets it
-// without reading it back. Generated code calls it.
-func (c *Claim) SetRow(row any) { c.row = row }
-
-// Row returns the row SetRow recorded: nil after a takeover, where the row
-// was inserted by an earlier attempt. Generated code calls it.
-func (c *Claim) Row() any { return c.row }
-
-type claimKey struct{}
 
 // ClaimFromContext returns the claim of the idempotent mutation running in
 // ctx, or nil outside one.
 func ClaimFromContext(ctx context.Context) *Claim {
-	c, _ := ctx.Value(claimKey{}).(*Claim)
-	return c
+	c := idembackend.ClaimFromContext(ctx)
+	if c == nil {
+		return nil
+	}
+	return &Claim{Tenant: c.Tenant, Key: c.Key, Attempt: c.Attempt, Mode: Mode(c.Mode),
+		ClaimedAt: c.ClaimedAt, LeaseExpiresAt: c.LeaseExpiresAt}
 }
 
 // KeyFromContext returns the idempotency key of the mutation running in ctx;
@@ -93,19 +74,10 @@ func ClaimFromContext(ctx context.Context) *Claim {
 // crash the hook runs the mutation again with the same key, and only the
 // downstream system can tell that its part was already done.
 func KeyFromContext(ctx context.Context) (string, bool) {
-	if c := ClaimFromContext(ctx); c != nil && c.Key != "" {
+	if c := idembackend.ClaimFromContext(ctx); c != nil && c.Key != "" {
 		return c.Key, true
 	}
 	return "", false
-}
-
-func withClaim(ctx context.Context, c *Claim) context.Context {
-	if c.Key != "" {
-		// What idemschema's interceptor needs to show the caller its own
-		// unfinished claim.
-		ctx = tenancy.WithClaim(ctx, tenancy.Claim{Table: c.Table, Tenant: c.Tenant, Key: c.Key})
-	}
-	return context.WithValue(ctx, claimKey{}, c)
 }
 
 // MarshalGQL implements graphql.Marshaler for the IdempotencyMode enum.

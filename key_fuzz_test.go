@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 )
 
 // validKey is the rule ValidateKey implements, written independently:
@@ -40,7 +41,7 @@ func checkValidateKey(t *testing.T, key string) {
 		if strings.Contains(err.Error(), key) {
 			t.Errorf("error message of ValidateKey contains the %d-byte key", len(key))
 		}
-		var e *idem.Error
+		var e *idemcode.Error
 		if errors.As(err, &e) && strings.Contains(e.Key, key) {
 			t.Errorf("Error.Key of ValidateKey holds the %d-byte key", len(key))
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -114,7 +116,7 @@ func TestDatabaseErrorsNeverReachClients(t *testing.T) {
 			return databaseError(t, ctx, be, s)
 		}
 		r := be.Post("org-1", "db-error", 100)
-		if r.Code() != string(idem.CodeInternal) || r.Outcome("createShipment") != idem.OutcomeReleased {
+		if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createShipment") != idemhttp.OutcomeReleased {
 			t.Fatalf("database error: %s", r.Body)
 		}
 		for _, leak := range []string{"SQLITE", "locked", "SQLSTATE", "lock timeout", "55P03", "provider", "database"} {
@@ -134,7 +136,7 @@ func TestDatabaseErrorsNeverReachClients(t *testing.T) {
 		if !strings.Contains(line, cause) {
 			t.Fatalf("the log has no line with %s and the cause %s:\n%s", id, cause, logs)
 		}
-		if retry := be.Post("org-1", "db-error", 100); len(retry.Errors) > 0 || retry.Outcome("createShipment") != idem.OutcomeExecuted {
+		if retry := be.Post("org-1", "db-error", 100); len(retry.Errors) > 0 || retry.Outcome("createShipment") != idemhttp.OutcomeExecuted {
 			t.Fatalf("retry after a released attempt: %s", retry.Body)
 		}
 	})
@@ -165,24 +167,24 @@ func TestErrorsWrittenForClientsAreKept(t *testing.T) {
 		logMatch string // for the generic answers: the log line with the id has it
 	}{
 		{name: "plain error", err: func() error { return fmt.Errorf("pq: relation %q: %w", "secret_table", errors.New("boom")) },
-			code: string(idem.CodeInternal), outcome: idem.OutcomeReleased, logMatch: "secret_table"},
+			code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased, logMatch: "secret_table"},
 		{name: "panic", panics: "the resolver exploded",
-			code: string(idem.CodeInternal), outcome: idem.OutcomeReleased, logMatch: "the resolver exploded"},
+			code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased, logMatch: "the resolver exploded"},
 		{name: "GraphQL error without a code", err: func() error { return gqlerror.Errorf("the warehouse is busy, try again") },
-			message: "the warehouse is busy, try again", code: string(idem.CodeInternal), outcome: idem.OutcomeReleased},
+			message: "the warehouse is busy, try again", code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased},
 		{name: "GraphQL error with a code", err: func() error {
 			return &gqlerror.Error{Message: "out of stock", Extensions: map[string]any{"code": "OUT_OF_STOCK"}}
-		}, message: "out of stock", code: "OUT_OF_STOCK", outcome: idem.OutcomeReleased},
+		}, message: "out of stock", code: "OUT_OF_STOCK", outcome: idemhttp.OutcomeReleased},
 		{name: "a message over a cause", err: func() error {
 			return &gqlerror.Error{Message: "the carrier is unavailable", Err: errors.New("dial tcp 10.0.0.7:443: refused")}
-		}, message: "the carrier is unavailable", code: string(idem.CodeInternal), outcome: idem.OutcomeReleased},
+		}, message: "the carrier is unavailable", code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased},
 		{name: "final plain error", err: func() error { return idem.Final(errors.New("parcel refused by the carrier")) },
-			message: "parcel refused by the carrier", code: "MUTATION_FAILED", outcome: idem.OutcomeExecuted},
+			message: "parcel refused by the carrier", code: "MUTATION_FAILED", outcome: idemhttp.OutcomeExecuted},
 		{name: "final GraphQL error", err: func() error { return idem.Final(gqlerror.Errorf("too heavy")) },
-			message: "too heavy", code: "MUTATION_FAILED", outcome: idem.OutcomeExecuted},
+			message: "too heavy", code: "MUTATION_FAILED", outcome: idemhttp.OutcomeExecuted},
 		{name: "final GraphQL error with a code", err: func() error {
 			return idem.Final(&gqlerror.Error{Message: "too heavy", Extensions: map[string]any{"code": "TOO_HEAVY"}})
-		}, message: "too heavy", code: "TOO_HEAVY", outcome: idem.OutcomeExecuted},
+		}, message: "too heavy", code: "TOO_HEAVY", outcome: idemhttp.OutcomeExecuted},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -206,10 +208,10 @@ func TestErrorsWrittenForClientsAreKept(t *testing.T) {
 			} else if id == "" || !strings.HasPrefix(msg, "internal server error") || !strings.Contains(logLine(logs.String(), id), c.logMatch) {
 				t.Fatalf("%s\nlog:\n%s", r.Body, logs)
 			}
-			if c.outcome == idem.OutcomeExecuted {
+			if c.outcome == idemhttp.OutcomeExecuted {
 				// Stored and replayed: presented again, unchanged.
 				replay := be.Post("org-1", key, 100)
-				if replay.Outcome("createShipment") != idem.OutcomeReplayed || !sameErrors(string(replay.Body), string(r.Body)) {
+				if replay.Outcome("createShipment") != idemhttp.OutcomeReplayed || !sameErrors(string(replay.Body), string(r.Body)) {
 					t.Fatalf("replay:\n%s\n%s", r.Body, replay.Body)
 				}
 			}
@@ -220,7 +222,7 @@ func TestErrorsWrittenForClientsAreKept(t *testing.T) {
 	// An argument that does not parse (a UUID here) is the client's input,
 	// reported by gqlgen before the resolver runs: BAD_USER_INPUT.
 	r := be.GQL("org-1", `mutation { approveShipment(idempotencyKey: "arg", id: "not-a-uuid") { id } }`, nil)
-	if r.Code() != string(idem.CodeBadInput) || !strings.Contains(strings.ToLower(r.Errors[0].Message), "uuid") {
+	if r.Code() != string(idemcode.BadUserInput) || !strings.Contains(strings.ToLower(r.Errors[0].Message), "uuid") {
 		t.Fatalf("argument error: %s", r.Body)
 	}
 	// A validation error keeps gqlgen's code.
@@ -272,7 +274,7 @@ func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 	}
 	r := be.Post("org-1", "missing", 100)
 	if len(r.Errors) != 1 || r.Code() != "NOT_FOUND" || r.Errors[0].Message != "no such shipment" ||
-		r.Outcome("createShipment") != idem.OutcomeReleased {
+		r.Outcome("createShipment") != idemhttp.OutcomeReleased {
 		t.Fatalf("mapped error: %s", r.Body)
 	}
 	if _, ok := r.Errors[0].Extensions["correlationId"]; ok || len(r.Errors[0].Path) == 0 {
@@ -283,7 +285,7 @@ func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 	}
 
 	be.Resolver.Hook = func(context.Context, *ent.Shipment) error { return errors.New("disk full") }
-	if r := be.Post("org-1", "other", 100); r.Code() != string(idem.CodeInternal) || strings.Contains(string(r.Body), "disk full") {
+	if r := be.Post("org-1", "other", 100); r.Code() != string(idemcode.InternalServerError) || strings.Contains(string(r.Body), "disk full") {
 		t.Fatalf("an error MapError leaves alone: %s", r.Body)
 	}
 }

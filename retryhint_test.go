@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -75,7 +77,7 @@ func TestRetryAfterFollowsRecentDurations(t *testing.T) {
 
 		finish := inFlight(t, be, "org-1", "slow")
 		dup := send(t, be, "org-1", testapp.CreateShipment, map[string]any{"k": "slow", "g": 100}, nil)
-		if dup.Code() != string(idem.CodeInProgress) {
+		if dup.Code() != string(idemcode.InProgress) {
 			t.Fatalf("duplicate: %s", dup.Body)
 		}
 		hint := dup.Errors[0].Extensions["retryAfterSeconds"].(float64)
@@ -93,7 +95,7 @@ func TestRetryAfterFollowsRecentDurations(t *testing.T) {
 			a: createShipment(idempotencyKey: "slow", input: {destination: "Lyon", weightGrams: 100}) { id destination weightGrams label }
 			b: createShipment(idempotencyKey: "train", input: {destination: "Lyon", weightGrams: 100}) { id destination weightGrams label } }`
 		mixed := send(t, be, "org-1", both, nil, nil)
-		if mixed.Idempotency["a"].Outcome != idem.OutcomeRefused || mixed.Idempotency["b"].Outcome != idem.OutcomeReplayed {
+		if mixed.Idempotency["a"].Outcome != idemhttp.OutcomeRefused || mixed.Idempotency["b"].Outcome != idemhttp.OutcomeReplayed {
 			t.Fatalf("mixed: %s", mixed.Body)
 		}
 		if h := mixed.Header.Get("Retry-After"); h != "" {
@@ -106,7 +108,7 @@ func TestRetryAfterFollowsRecentDurations(t *testing.T) {
 		// where the lease must not run out.)
 		be.Clock.Advance(6 * time.Second)
 		late := send(t, be, "org-1", testapp.CreateShipment, map[string]any{"k": "slow", "g": 100}, nil)
-		if late.Code() != string(idem.CodeInProgress) || late.Errors[0].Extensions["retryAfterSeconds"].(float64) != 1 || late.Header.Get("Retry-After") != "1" {
+		if late.Code() != string(idemcode.InProgress) || late.Errors[0].Extensions["retryAfterSeconds"].(float64) != 1 || late.Header.Get("Retry-After") != "1" {
 			t.Fatalf("about 4 s of lease left: %s (Retry-After %q)", late.Body, late.Header.Get("Retry-After"))
 		}
 		be.Clock.Advance(-6 * time.Second)

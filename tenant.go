@@ -3,8 +3,6 @@ package idem
 import (
 	"context"
 
-	"github.com/99designs/gqlgen/graphql"
-
 	"github.com/goovo/idem/internal/tenancy"
 )
 
@@ -21,20 +19,4 @@ func WithTenant(ctx context.Context, tenant string) context.Context {
 // TenantFromContext returns the tenant WithTenant put into ctx.
 func TenantFromContext(ctx context.Context) (string, bool) {
 	return tenancy.Tenant(ctx)
-}
-
-var _ graphql.OperationInterceptor = (*Extension)(nil)
-
-// InterceptOperation implements graphql.OperationInterceptor: it puts the
-// request's tenant (Config.Tenant) into the context of every operation,
-// queries included, where the interceptors of isolated entities find it. A
-// request without a tenant gets none, and those queries fail rather than
-// read every tenant's rows.
-func (e *Extension) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	if _, ok := tenancy.Tenant(ctx); !ok {
-		if t, err := e.cfg.Tenant(ctx); err == nil && t != "" {
-			ctx = tenancy.WithTenant(ctx, t)
-		}
-	}
-	return next(ctx)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -32,10 +34,14 @@ func TestRawBytesInTheDocumentAreBadInput(t *testing.T) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
 		srv.AddTransport(transport.GRAPHQL{})
-		h, err := idem.Install(srv, idem.Config{
+		hook, err := idem.New(idem.Config{
 			Backend: be.Client.IdempotencyBackend(), Tenant: graph.OrgFromContext,
 			Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := hook.Handler(srv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +68,7 @@ func TestRawBytesInTheDocumentAreBadInput(t *testing.T) {
 			return r
 		}
 		first, again := post("Z\xfcrich"), post("Z\xfcrich")
-		if first.Code() != string(idem.CodeBadInput) || !bytes.Equal(first.Body, again.Body) || be.Count() != 0 {
+		if first.Code() != string(idemcode.BadUserInput) || !bytes.Equal(first.Body, again.Body) || be.Count() != 0 {
 			t.Fatalf("Latin-1 in a literal:\n%s\n%s\n%d shipments", first.Body, again.Body, be.Count())
 		}
 		if r := post("Zürich"); len(r.Errors) > 0 || !strings.Contains(string(r.Data), "Zürich") {
@@ -83,7 +89,7 @@ func TestTenantTheDatabaseCannotStoreIsRefused(t *testing.T) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		for range 2 {
 			r := be.Post("org-\xff", "k", 100)
-			if r.Code() != string(idem.CodeUnauthenticated) {
+			if r.Code() != string(idemcode.Unauthenticated) {
 				t.Fatalf("%s", r.Body)
 			}
 		}
@@ -114,7 +120,7 @@ func TestUnstorableTextWrittenByTheResolverIsFinal(t *testing.T) {
 			}
 			first := be.Post("org-1", "nul", 100)
 			again := be.Post("org-1", "nul", 100)
-			if first.Code() != string(idem.CodeBadInput) || first.Outcome("createShipment") != idem.OutcomeExecuted ||
+			if first.Code() != string(idemcode.BadUserInput) || first.Outcome("createShipment") != idemhttp.OutcomeExecuted ||
 				!again.Replayed || !sameErrors(string(first.Body), string(again.Body)) || runs != 1 {
 				t.Fatalf("%d runs:\n%s\n%s", runs, first.Body, again.Body)
 			}

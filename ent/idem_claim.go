@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/pageview"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/ent/refund"
+	"github.com/goovo/idem/idembackend"
 )
 
 // claimResult translates the result of a claim insert: sql.ErrNoRows from
@@ -25,9 +25,9 @@ func claimResult(entity string, err error) (bool, error) {
 	case errors.Is(err, stdsql.ErrNoRows):
 		return false, nil
 	case IsValidationError(err):
-		return false, idem.InvalidInput(err.Error(), err)
+		return false, &idembackend.InputError{Message: err.Error(), Err: err}
 	case IsConstraintError(err):
-		return false, idem.InvalidInput("the input breaks a constraint of "+entity+" (does every record it refers to exist?)", err)
+		return false, &idembackend.InputError{Message: "the input breaks a constraint of " + entity + " (does every record it refers to exist?)", Err: err}
 	}
 	return false, err
 }
@@ -42,13 +42,13 @@ func claimArgError(arg string, v any, field, want string) error {
 // from the mutation's arguments: its input, and those named like its fields.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
 	}
 	create := client.Order.Create()
-	switch input := args[idem.InputArgument].(type) {
+	switch input := args["input"].(type) {
 	case CreateOrderInput:
 		create.SetInput(input)
 	case *CreateOrderInput:
@@ -124,7 +124,7 @@ func setOrderClaimArgs(create *OrderCreate, args map[string]any) error {
 // from the mutation's arguments.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertPageView(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertPageView(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
@@ -198,13 +198,13 @@ func setPageViewClaimArgs(create *PageViewCreate, args map[string]any) error {
 // from the mutation's arguments: its input, and those named like its fields.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
 	}
 	create := client.Payment.Create()
-	switch input := args[idem.InputArgument].(type) {
+	switch input := args["input"].(type) {
 	case CreatePaymentInput:
 		create.SetInput(input)
 	case *CreatePaymentInput:
@@ -280,7 +280,7 @@ func setPaymentClaimArgs(create *PaymentCreate, args map[string]any) error {
 // from the mutation's arguments.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertRefund(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertRefund(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err

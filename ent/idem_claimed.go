@@ -6,11 +6,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/pageview"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/ent/refund"
+	"github.com/goovo/idem/idembackend"
 )
 
 // ClaimedOrder returns the Order that holds the claim of the
@@ -20,7 +20,7 @@ import (
 //
 //	row, err := ent.ClaimedOrder(ctx)
 func ClaimedOrder(ctx context.Context) (*Order, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedOrder called outside an idempotent mutation")
 	}
@@ -47,7 +47,7 @@ func ClaimedOrder(ctx context.Context) (*Order, error) {
 //
 //	row, err := ent.ClaimedPageView(ctx)
 func ClaimedPageView(ctx context.Context) (*PageView, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedPageView called outside an idempotent mutation")
 	}
@@ -74,7 +74,7 @@ func ClaimedPageView(ctx context.Context) (*PageView, error) {
 //
 //	row, err := ent.ClaimedPayment(ctx)
 func ClaimedPayment(ctx context.Context) (*Payment, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedPayment called outside an idempotent mutation")
 	}
@@ -101,7 +101,7 @@ func ClaimedPayment(ctx context.Context) (*Payment, error) {
 //
 //	row, err := ent.ClaimedRefund(ctx)
 func ClaimedRefund(ctx context.Context) (*Refund, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedRefund called outside an idempotent mutation")
 	}

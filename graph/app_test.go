@@ -11,6 +11,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/example/provider"
@@ -163,5 +164,5 @@ func randomKey() string { return rand.Text() }
 // (ent/schema/tenantref.go), on tables partitioned by tenant by the
 // composite foreign key; the resolver never runs.
 func crossTenantRefusal(idemtest.Backend, string) string {
-	return string(idem.CodeBadInput)
+	return string(idemcode.BadUserInput)
 }

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -29,31 +30,31 @@ func TestIdempotencyKeyHeaderForms(t *testing.T) {
 	const noKey = `mutation { createOrder(input: {amount: 300, currency: "EUR"}) { id amount } }`
 	send := func(values ...string) *testkit.Response {
 		t.Helper()
-		r, err := a.Send("acme", noKey, nil, http.Header{idem.HeaderKey: values})
+		r, err := a.Send("acme", noKey, nil, http.Header{idemhttp.HeaderKey: values})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
 	quoted := send(`"8e03978e-40d5"`)
-	if len(quoted.Errors) > 0 || quoted.Header.Get(idem.HeaderKey) != `"8e03978e-40d5"` {
-		t.Fatalf("quoted: %s (echo %q)", quoted.Body, quoted.Header.Get(idem.HeaderKey))
+	if len(quoted.Errors) > 0 || quoted.Header.Get(idemhttp.HeaderKey) != `"8e03978e-40d5"` {
+		t.Fatalf("quoted: %s (echo %q)", quoted.Body, quoted.Header.Get(idemhttp.HeaderKey))
 	}
 	bare := send(`8e03978e-40d5`)
-	if !bare.Replayed || !bytes.Equal(bare.Data, quoted.Data) || bare.Header.Get(idem.HeaderKey) != "8e03978e-40d5" {
-		t.Fatalf("the bare form is another key: %s (echo %q)", bare.Body, bare.Header.Get(idem.HeaderKey))
+	if !bare.Replayed || !bytes.Equal(bare.Data, quoted.Data) || bare.Header.Get(idemhttp.HeaderKey) != "8e03978e-40d5" {
+		t.Fatalf("the bare form is another key: %s (echo %q)", bare.Body, bare.Header.Get(idemhttp.HeaderKey))
 	}
 	byArgument := a.do("acme", `mutation { createOrder(idempotencyKey: "8e03978e-40d5", input: {amount: 300, currency: "EUR"}) { id amount } }`, nil)
-	if !byArgument.Replayed || byArgument.Header.Get(idem.HeaderKey) != `"8e03978e-40d5"` {
-		t.Fatalf("argument: %s (echo %q)", byArgument.Body, byArgument.Header.Get(idem.HeaderKey))
+	if !byArgument.Replayed || byArgument.Header.Get(idemhttp.HeaderKey) != `"8e03978e-40d5"` {
+		t.Fatalf("argument: %s (echo %q)", byArgument.Body, byArgument.Header.Get(idemhttp.HeaderKey))
 	}
 	escaped := send(`"say \"hi\""`)
-	if len(escaped.Errors) > 0 || escaped.Header.Get(idem.HeaderKey) != `"say \"hi\""` {
-		t.Fatalf("escapes: %s (echo %q)", escaped.Body, escaped.Header.Get(idem.HeaderKey))
+	if len(escaped.Errors) > 0 || escaped.Header.Get(idemhttp.HeaderKey) != `"say \"hi\""` {
+		t.Fatalf("escapes: %s (echo %q)", escaped.Body, escaped.Header.Get(idemhttp.HeaderKey))
 	}
 	before := a.allOrders()
 	for _, values := range [][]string{{`"a", "b"`}, {"a, b"}, {`"a";x=1`}, {`"a"`, `"a"`}, {`"unterminated`}} {
-		if r := send(values...); r.Code() != string(idem.CodeKeyInvalid) || r.Header.Get(idem.HeaderKey) != "" {
+		if r := send(values...); r.Code() != string(idemcode.KeyInvalid) || r.Header.Get(idemhttp.HeaderKey) != "" {
 			t.Errorf("%q: %s", values, r.Body)
 		}
 	}
@@ -82,7 +83,7 @@ func TestNoExistenceOracleAcrossTenants(t *testing.T) {
 		for _, p := range probes {
 			none := a.do("tenant-b", p.query, p.vars("987654"))
 			real := a.do("tenant-b", p.query, p.vars(p.real))
-			if none.Code() != string(idem.CodeBadInput) || !bytes.Equal(none.Body, real.Body) {
+			if none.Code() != string(idemcode.BadUserInput) || !bytes.Equal(none.Body, real.Body) {
 				t.Fatalf("%s: an id that does not exist and one of another tenant are told apart:\n%s\n%s", p.name, none.Body, real.Body)
 			}
 		}
@@ -101,7 +102,7 @@ func TestProviderFailureIsAnInternalError(t *testing.T) {
 	order := a.newOrder("acme", 100)
 	a.Provider.FailureRate = 1
 	r := a.pay("acme", "fails", order, 100)
-	if r.Code() != string(idem.CodeInternal) || strings.Contains(string(r.Body), "provider") {
+	if r.Code() != string(idemcode.InternalServerError) || strings.Contains(string(r.Body), "provider") {
 		t.Fatalf("provider failure: %s", r.Body)
 	}
 	id, _ := r.Errors[0].Extensions["correlationId"].(string)
@@ -237,7 +238,7 @@ func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
 		for _, c := range cases {
 			first := a.postRaw("acme", c.body)
 			again := a.postRaw("acme", c.body)
-			if first.Code() != string(idem.CodeBadInput) || !bytes.Equal(first.Body, again.Body) {
+			if first.Code() != string(idemcode.BadUserInput) || !bytes.Equal(first.Body, again.Body) {
 				t.Errorf("%s:\n%s\nretry:\n%s", c.name, first.Body, again.Body)
 			}
 		}
@@ -251,7 +252,7 @@ func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
 			if c.retry == nil {
 				continue
 			}
-			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idem.OutcomeExecuted {
+			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idemhttp.OutcomeExecuted {
 				t.Errorf("%s: the key was spent: %s", c.name, r.Body)
 			}
 		}
@@ -312,7 +313,7 @@ func TestDoubledTenantHeaderIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != http.StatusUnauthorized || r.Code() != string(idem.CodeUnauthenticated) ||
+		if r.Status != http.StatusUnauthorized || r.Code() != string(idemcode.Unauthenticated) ||
 			!strings.Contains(r.Errors[0].Message, graph.TenantHeader+" header was sent 2 times") || r.Data != nil && string(r.Data) != "null" {
 			t.Errorf("%s: HTTP %d %s", op.query, r.Status, r.Body)
 		}
@@ -341,7 +342,7 @@ func TestReleasedAttemptSaysRetryWithTheSameKey(t *testing.T) {
 			order := a.newOrder("acme", 100)
 			a.Provider.FailureRate = 1
 			r := a.pay("acme", "released", order, 100)
-			if r.Code() != string(idem.CodeInternal) || r.Outcome("createPayment") != idem.OutcomeReleased {
+			if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createPayment") != idemhttp.OutcomeReleased {
 				t.Fatalf("provider failure: %s", r.Body)
 			}
 			msg := r.Errors[0].Message

@@ -9,8 +9,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/example/counter"
@@ -119,13 +120,13 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
 		a := newApp(t, b)
 		const noKey = `mutation { createOrder(input: {amount: 300, currency: "EUR"}) { id amount } }`
-		header := func(key string) http.Header { return http.Header{idem.HeaderKey: {key}} }
+		header := func(key string) http.Header { return http.Header{idemhttp.HeaderKey: {key}} }
 
 		byHeader, err := a.Send("acme", noKey, nil, header("h-1"))
 		if err != nil || len(byHeader.Errors) > 0 || byHeader.Replayed {
 			t.Fatalf("header: %v %s", err, byHeader.Body)
 		}
-		if got := byHeader.Header.Get(idem.HeaderKey); got != "h-1" {
+		if got := byHeader.Header.Get(idemhttp.HeaderKey); got != "h-1" {
 			t.Fatalf("the response does not echo the key: %q", got)
 		}
 		again, _ := a.Send("acme", noKey, nil, header("h-1"))
@@ -135,7 +136,7 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 				t.Fatalf("header and argument forms differ:\n%s\n%s", byHeader.Body, r.Body)
 			}
 		}
-		if r, _ := a.Send("acme", `mutation { createOrder(input: {amount: 301, currency: "EUR"}) { id amount } }`, nil, header("h-1")); r.Code() != string(idem.CodeKeyReused) {
+		if r, _ := a.Send("acme", `mutation { createOrder(input: {amount: 301, currency: "EUR"}) { id amount } }`, nil, header("h-1")); r.Code() != string(idemcode.KeyReused) {
 			t.Fatalf("reused by header: %s", r.Body)
 		}
 
@@ -148,23 +149,23 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 		}
 		before := orders()
 		conflict, _ := a.Send("acme", `mutation { createOrder(idempotencyKey: "arg-key", input: {amount: 1, currency: "EUR"}) { id } }`, nil, header("header-key"))
-		if conflict.Code() != string(idem.CodeKeyInvalid) || !strings.Contains(conflict.Errors[0].Message, "differ") {
+		if conflict.Code() != string(idemcode.KeyInvalid) || !strings.Contains(conflict.Errors[0].Message, "differ") {
 			t.Fatalf("conflicting header and argument: %s", conflict.Body)
 		}
 		two, err := a.Send("acme", `mutation { a: createOrder(input: {amount: 1, currency: "EUR"}) { id } b: createOrder(input: {amount: 2, currency: "EUR"}) { id } }`, nil, header("h-2"))
-		if err != nil || two.Code() != string(idem.CodeKeyInvalid) {
+		if err != nil || two.Code() != string(idemcode.KeyInvalid) {
 			t.Fatalf("one header for two fields: %v", err)
 		}
-		if two.Code() != string(idem.CodeKeyInvalid) {
+		if two.Code() != string(idemcode.KeyInvalid) {
 			t.Fatalf("one header for two fields: %s", two.Body)
 		}
 		if after := orders(); after != before {
 			t.Fatalf("a rejected request stored %d orders", after-before)
 		}
-		if r := a.do("acme", noKey, nil); r.Code() != string(idem.CodeKeyMissing) {
+		if r := a.do("acme", noKey, nil); r.Code() != string(idemcode.KeyMissing) {
 			t.Fatalf("no key at all: %s", r.Body)
 		}
-		if r, err := a.Send("acme", noKey, nil, header("clé")); err != nil || r.Code() != string(idem.CodeKeyInvalid) {
+		if r, err := a.Send("acme", noKey, nil, header("clé")); err != nil || r.Code() != string(idemcode.KeyInvalid) {
 			t.Fatalf("invalid key in the header: %s", r.Body)
 		}
 	})
@@ -186,7 +187,7 @@ func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 		// first is replayed, second is new and fails: its error is there.
 		r3 := a.do("acme", both, map[string]any{"a": "k-a", "b": "k-c", "amountB": 0})
 		ext := r3.Extensions["idempotency"].(map[string]any)
-		if ext["first"].(map[string]any)["outcome"] != idem.OutcomeReplayed || ext["second"].(map[string]any)["outcome"] != idem.OutcomeExecuted {
+		if ext["first"].(map[string]any)["outcome"] != idemhttp.OutcomeReplayed || ext["second"].(map[string]any)["outcome"] != idemhttp.OutcomeExecuted {
 			t.Fatalf("outcomes: %s", r3.Body)
 		}
 		if len(r3.Errors) != 1 || r3.Errors[0].Code() != "BAD_USER_INPUT" || r3.Errors[0].Path[0] != "second" || r3.Replayed {
@@ -255,7 +256,7 @@ func TestLosingPaymentVoidsItsCharge(t *testing.T) {
 		var retry *testkit.Response
 		testkit.Eventually(t, func() bool {
 			retry = a.pay("acme", "loser", order, 900)
-			return retry.Code() != string(idem.CodeInProgress)
+			return retry.Code() != string(idemcode.InProgress)
 		}, "the first payment's claim released (its retry told IN_PROGRESS)")
 		if retry.Code() != "ORDER_ALREADY_PAID" {
 			t.Fatalf("the first payment's retry: %s", retry.Body)

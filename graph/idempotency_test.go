@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -34,7 +35,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 			t.Fatalf("replay differs:\nfirst:  %s\nsecond: %s", first.Data, second.Data)
 		}
 		if !second.Replayed {
-			t.Fatalf("replay not marked with %s: %v", idem.HeaderReplayed, second.Header)
+			t.Fatalf("replay not marked with %s: %v", idemhttp.HeaderReplayed, second.Header)
 		}
 		if got := second.Extensions["idempotency"].(map[string]any)["createPayment"].(map[string]any)["replayed"]; got != true {
 			t.Fatalf("replay not marked in extensions: %s", second.Body)
@@ -89,7 +90,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 			switch {
 			case len(r.Errors) == 0 && bytes.Equal(r.Data, final.Data):
 				results++
-			case r.Code() == string(idem.CodeInProgress) && len(r.Errors) == 1:
+			case r.Code() == string(idemcode.InProgress) && len(r.Errors) == 1:
 				inProgress++
 			default:
 				t.Errorf("response %d is neither the result nor IDEMPOTENCY_IN_PROGRESS: %s", i, r.Body)

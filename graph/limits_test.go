@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -76,10 +76,10 @@ func TestHostileOperationsAreRefusedBeforeAnythingRuns(t *testing.T) {
 		cases := []struct {
 			name, query, code string
 		}{
-			{"alias bomb", aliasBomb("bomb", 45000), string(idem.CodeOperationLimit)},
-			{"aliases at the root of a query", "{" + rootAliases(45000) + " }", string(idem.CodeOperationLimit)},
-			{"deep selection", deepPayment("deep", order, 40), string(idem.CodeOperationLimit)},
-			{"fragment bomb", fragmentBomb("frag", 40), string(idem.CodeOperationLimit)},
+			{"alias bomb", aliasBomb("bomb", 45000), string(idemcode.OperationLimitExceeded)},
+			{"aliases at the root of a query", "{" + rootAliases(45000) + " }", string(idemcode.OperationLimitExceeded)},
+			{"deep selection", deepPayment("deep", order, 40), string(idemcode.OperationLimitExceeded)},
+			{"fragment bomb", fragmentBomb("frag", 40), string(idemcode.OperationLimitExceeded)},
 		}
 		for _, c := range cases {
 			r := a.do("mallory", c.query, nil)
@@ -98,11 +98,11 @@ func TestHostileOperationsAreRefusedBeforeAnythingRuns(t *testing.T) {
 		}
 
 		// At the limits, the same shapes run.
-		if r := a.do("acme", aliasBomb("ok-aliases", idem.DefaultMaxAliases), nil); len(r.Errors) > 0 {
-			t.Fatalf("%d aliases, the limit: %.300s", idem.DefaultMaxAliases, r.Body)
+		if r := a.do("acme", aliasBomb("ok-aliases", idemhttp.DefaultMaxAliases), nil); len(r.Errors) > 0 {
+			t.Fatalf("%d aliases, the limit: %.300s", idemhttp.DefaultMaxAliases, r.Body)
 		}
-		if r := a.do("acme", deepPayment("ok-depth", order, idem.DefaultMaxDepth), nil); len(r.Errors) > 0 {
-			t.Fatalf("depth %d, the limit: %.300s", idem.DefaultMaxDepth, r.Body)
+		if r := a.do("acme", deepPayment("ok-depth", order, idemhttp.DefaultMaxDepth), nil); len(r.Errors) > 0 {
+			t.Fatalf("depth %d, the limit: %.300s", idemhttp.DefaultMaxDepth, r.Body)
 		}
 	})
 }
@@ -119,7 +119,7 @@ func rootAliases(n int) string {
 // negative value turns it off.
 func TestLimitsAreConfigurable(t *testing.T) {
 	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
-		o.Limits = idem.Limits{MaxAliases: -1, MaxFields: -1, MaxComplexity: 5, MaxDepth: 2}
+		o.Limits = idemhttp.Limits{MaxAliases: -1, MaxFields: -1, MaxComplexity: 5, MaxDepth: 2}
 	})
 	// 200 aliases: over the default, allowed with the limit off, but over
 	// the complexity of 5.
@@ -131,7 +131,7 @@ func TestLimitsAreConfigurable(t *testing.T) {
 		t.Fatalf("complexity 5: %.300s", r.Body)
 	}
 	order := a.newOrder("acme", 100)
-	if r := a.do("acme", deepPayment("k3", order, 3), nil); r.Code() != string(idem.CodeOperationLimit) || !strings.Contains(r.Errors[0].Message, "limit is 2") {
+	if r := a.do("acme", deepPayment("k3", order, 3), nil); r.Code() != string(idemcode.OperationLimitExceeded) || !strings.Contains(r.Errors[0].Message, "limit is 2") {
 		t.Fatalf("depth 3 over 2: %.300s", r.Body)
 	}
 }
@@ -189,7 +189,7 @@ func checkTooLarge(t *testing.T, what string, res *http.Response) {
 		Errors []testkit.Error `json:"errors"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil || res.StatusCode != http.StatusRequestEntityTooLarge ||
-		len(r.Errors) != 1 || r.Errors[0].Code() != string(idem.CodeBodyTooLarge) {
+		len(r.Errors) != 1 || r.Errors[0].Code() != string(idemcode.BodyTooLarge) {
 		t.Fatalf("%s: %d %s", what, res.StatusCode, body)
 	}
 }
@@ -209,9 +209,9 @@ func (a *app) allOrders() int {
 // IDEMPOTENCY_REQUEST_TOO_LARGE, not 2^40 fields of work.
 func TestFingerprintIsBoundedWithTheLimitsOff(t *testing.T) {
 	a := newApp(t, idemtest.SQLite, func(o *graph.Options) {
-		o.Limits = idem.Limits{MaxTokens: -1, MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxFieldPairs: -1, MaxNodes: -1, MaxComplexity: -1}
+		o.Limits = idemhttp.Limits{MaxTokens: -1, MaxFields: -1, MaxAliases: -1, MaxDepth: -1, MaxFieldPairs: -1, MaxNodes: -1, MaxComplexity: -1}
 	})
-	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.Code() != string(idem.CodeRequestTooLarge) {
+	if r := a.do("mallory", fragmentBomb("frag", 40), nil); r.Code() != string(idemcode.RequestTooLarge) {
 		t.Fatalf("fragment bomb: %.300s", r.Body)
 	}
 	if n := a.allOrders(); n != 0 {
@@ -231,16 +231,16 @@ func TestDocumentsAreMeasuredBeforeValidation(t *testing.T) {
 	cases := []struct {
 		name, query, limit string
 	}{
-		{"tokens", "{ order(id: 1) {" + invalid + strings.Repeat(" id", idem.DefaultMaxTokens) + " } }", "tokens"},
+		{"tokens", "{ order(id: 1) {" + invalid + strings.Repeat(" id", idemhttp.DefaultMaxTokens) + " } }", "tokens"},
 		{"fields", "{ order(id: 1) {" + invalid + strings.Repeat(" id amount currency paid", 300) + " } }", "fields"},
-		{"aliases", "{" + invalid + rootAliases(idem.DefaultMaxAliases+1) + " }", "aliased fields"},
-		{"depth", strings.Replace(deepPayment("deep", order, idem.DefaultMaxDepth+1), "{ id", "{"+invalid+" id", 1), "deep"},
+		{"aliases", "{" + invalid + rootAliases(idemhttp.DefaultMaxAliases+1) + " }", "aliased fields"},
+		{"depth", strings.Replace(deepPayment("deep", order, idemhttp.DefaultMaxDepth+1), "{ id", "{"+invalid+" id", 1), "deep"},
 		{"nodes", chainOfSpreads(300, invalid), "nodes"},
 		{"pairs", "{ order(id: 1) {" + invalid + strings.Repeat(" id", 200) + " } }", "pairs of fields"},
 	}
 	for _, c := range cases {
 		r := a.do("mallory", c.query, nil)
-		if r.Code() != string(idem.CodeOperationLimit) || !strings.Contains(r.Errors[0].Message, c.limit) {
+		if r.Code() != string(idemcode.OperationLimitExceeded) || !strings.Contains(r.Errors[0].Message, c.limit) {
 			t.Errorf("%s: %.300s", c.name, r.Body)
 		}
 	}
@@ -351,7 +351,7 @@ func TestTransportAndBatchRefusalsAreCodedAndSmall(t *testing.T) {
 	}
 	// An argument's value is not quoted back whole either.
 	r := a.do("mallory", `{ order(id: "`+strings.Repeat("9", 100_000)+`") { id } }`, nil)
-	if r.Code() != string(idem.CodeBadInput) || len(r.Body) > 512 {
+	if r.Code() != string(idemcode.BadUserInput) || len(r.Body) > 512 {
 		t.Errorf("a long argument: %.600s", r.Body)
 	}
 }

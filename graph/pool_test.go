@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -174,7 +175,7 @@ func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 		case <-time.After(testkit.WaitBound):
 			t.Fatal("the request did not end with its context")
 		}
-		if !strings.Contains(rec.Body.String(), string(idem.CodeUnavailable)) {
+		if !strings.Contains(rec.Body.String(), string(idemcode.Unavailable)) {
 			t.Fatalf("request whose context ended while it waited for a connection: %s", rec.Body)
 		}
 		giveBack()
@@ -205,7 +206,7 @@ func TestWaitForAConnectionAsLongAsTheClient(t *testing.T) {
 		}()
 		time.Sleep(6 * time.Second) // the pool busy for longer than the bound: a busier machine only makes it longer
 		giveBack()
-		if r := <-paid; r == nil || len(r.Errors) > 0 || r.Outcome("createPayment") != idem.OutcomeExecuted {
+		if r := <-paid; r == nil || len(r.Errors) > 0 || r.Outcome("createPayment") != idemhttp.OutcomeExecuted {
 			if r == nil {
 				t.FailNow()
 			}

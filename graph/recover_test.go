@@ -16,7 +16,9 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -60,7 +62,7 @@ func TestClaimKeepsItsOperation(t *testing.T) {
 			}`
 		vars := map[string]any{"key": "kept-1", "order": order, "amount": 700, "unused": 3}
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idem.OutcomeReleased {
+		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idemhttp.OutcomeReleased {
 			t.Fatalf("payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -140,10 +142,11 @@ func (a *app) abandonPayment(key, order string, amount int) {
 // state.
 func (a *app) awaitFinished(key string) string {
 	a.t.Helper()
-	admin, err := idem.NewAdmin(idem.Config{Backend: a.Client.IdempotencyBackend(), Clock: a.clock})
+	hook, err := idem.New(idem.Config{Backend: a.Client.IdempotencyBackend(), Clock: a.clock})
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	admin := idemctl.New(hook)
 	var state string
 	testkit.Eventually(a.t, func() bool {
 		recs, err := admin.Inspect(context.Background(), "acme", key)
@@ -171,8 +174,8 @@ func (a *app) recoveredKeys() map[string]string {
 		a.t.Fatalf("idemctl recovered: exit %d: %s", code, stderr.String())
 	}
 	var out struct {
-		Complete bool              `json:"complete"`
-		Records  []idem.RecordInfo `json:"records"`
+		Complete bool                 `json:"complete"`
+		Records  []idemctl.RecordInfo `json:"records"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || !out.Complete {
 		a.t.Fatalf("idemctl recovered: %s (%v)", stdout.String(), err)
@@ -305,7 +308,7 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 		})
 		a.Provider.FailureRate = 1 // every charge fails, retryably
 		order := a.newOrder("acme", 300)
-		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeInternal) {
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idemcode.InternalServerError) {
 			t.Fatalf("payment: %s", r.Body)
 		}
 		testkit.Eventually(t, func() bool { return strings.Contains(logs.String(), "idempotency claim not recovered yet") },
@@ -315,7 +318,7 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 		if state := a.awaitFinished("doomed"); state != idemtest.Failed {
 			t.Fatalf("doomed: %s, want failed", state)
 		}
-		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idem.CodeAbandoned) {
+		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idemcode.Abandoned) {
 			t.Fatalf("retry: %s", r.Body)
 		}
 		if !strings.Contains(logs.String(), "idempotency claim abandoned") {
@@ -344,10 +347,10 @@ func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
 			if i == 0 {
 				delete(vars, "key")
 			}
-			header := http.Header{idem.HeaderKey: {idem.FormatKeyHeader(key)}}
+			header := http.Header{idemhttp.HeaderKey: {idemhttp.FormatKeyHeader(key)}}
 			a.Provider.FailureRate = 1 // the claim is released, pending
 			r, err := a.Send("acme", query, vars, header)
-			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 				t.Fatalf("%s: %v %s", key, err, r.Body)
 			}
 			stored, storedVars := a.storedOperation("acme", key)
@@ -399,7 +402,7 @@ func TestRecovererRunsAsTheCaller(t *testing.T) {
 
 		byRecoverer := a.newOrder("acme", 900)
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 			t.Fatalf("alice's payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -434,7 +437,7 @@ func TestRecovererIsFairToOtherTenants(t *testing.T) {
 		a.Provider.FailureRate = 1 // each claim is released, pending
 		for i := range 100 {
 			key := fmt.Sprintf("unrunnable-%03d", i)
-			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 				t.Fatalf("%s: %.300s", key, r.Body)
 			}
 		}

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -36,9 +37,9 @@ func TestRepeatedFieldIsReplayedWhole(t *testing.T) {
 		// The key's first request selected id alone.
 		first := a.do("acme", orderFields("{ id }"), map[string]any{"key": "selected-once"})
 		idemtest.RequireExecuted(t, first.Body, "createOrder")
-		if r := a.do("acme", whole, map[string]any{"key": "selected-once"}); r.Code() != string(idem.CodeKeyReused) ||
+		if r := a.do("acme", whole, map[string]any{"key": "selected-once"}); r.Code() != string(idemcode.KeyReused) ||
 			!strings.Contains(r.Errors[0].Message, "selection set") {
-			t.Fatalf("more fields than the key's first request: %s, want %s", r.Body, idem.CodeKeyReused)
+			t.Fatalf("more fields than the key's first request: %s, want %s", r.Body, idemcode.KeyReused)
 		}
 
 		// The key's first request selected the field twice.
@@ -61,8 +62,8 @@ func TestRepeatedFieldIsReplayedWhole(t *testing.T) {
 			}
 		}
 		// The same fields in another order are other bytes.
-		if r := a.do("acme", orderFields("{ amount currency paid }", "{ id }"), map[string]any{"key": "selected-twice"}); r.Code() != string(idem.CodeKeyReused) {
-			t.Fatalf("the fields in another order: %s, want %s", r.Body, idem.CodeKeyReused)
+		if r := a.do("acme", orderFields("{ amount currency paid }", "{ id }"), map[string]any{"key": "selected-twice"}); r.Code() != string(idemcode.KeyReused) {
+			t.Fatalf("the fields in another order: %s, want %s", r.Body, idemcode.KeyReused)
 		}
 	})
 }
@@ -103,7 +104,7 @@ func TestRecoveredRepeatedFieldKeepsEveryCopy(t *testing.T) {
 		}`
 		vars := map[string]any{"key": "recovered-twice", "order": order}
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := a.do("acme", twice, vars); idemtest.Outcome(t, r.Body, "createPayment") != idem.OutcomeReleased {
+		if r := a.do("acme", twice, vars); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
 			t.Fatalf("payment with a failing provider: %s", r.Body)
 		}
 		if query, _ := a.storedOperation("acme", "recovered-twice"); !strings.Contains(query, "providerChargeID") {

@@ -16,10 +16,11 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
-// Options configure the example server.
+// Options configure the example's hook (NewHook).
 type Options struct {
 	// Lease, WaitForInFlight and Retention are passed to the hook
 	// (idem.Config).
@@ -37,27 +38,20 @@ type Options struct {
 	// never came back. Done stops it.
 	RecoverAfter time.Duration
 	Done         <-chan struct{}
-	// Limits bound each request (idem.Limits: zero fields take their
+	// Limits bound each request (idemhttp.Limits: zero fields take their
 	// defaults, negative ones turn a limit off).
-	Limits idem.Limits
+	Limits idemhttp.Limits
 }
 
-// NewHandler returns the example's HTTP handler: GraphQL at /query, with the
-// idempotency hook and the X-Tenant-ID and X-User-ID authentication, a
-// checkout page at /checkout/ (on the JavaScript client) and a playground
-// at /.
-func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.Handler, error) {
+// NewHook returns the example's idempotency hook: its one configuration,
+// whose handler NewHandler serves and whose records the sweeper
+// (idemctl.New(hook)) maintains with the same lease and retention.
+func NewHook(client *ent.Client, opts Options) (*idem.Hook, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov}}))
-	srv.AddTransport(transport.POST{})
-	// Parsed and validated operations are reused: a retry sends the same
-	// document, and parsing is a seventh of a request's CPU.
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	srv.Use(extension.Introspection{})
-	gql, err := idem.Install(srv, idem.Config{
+	return idem.New(idem.Config{
 		Backend:         client.IdempotencyBackend(),
 		Tenant:          TenantFromContext,
 		Lease:           opts.Lease,
@@ -74,6 +68,20 @@ func NewHandler(client *ent.Client, prov provider.Provider, opts Options) (http.
 		CallerContext: CallerContext,
 		Done:          opts.Done,
 	})
+}
+
+// NewHandler returns the example's HTTP handler with hook (NewHook's):
+// GraphQL at /query, with the idempotency hook and the X-Tenant-ID and
+// X-User-ID authentication, a checkout page at /checkout/ (on the
+// JavaScript client) and a playground at /.
+func NewHandler(client *ent.Client, prov provider.Provider, hook *idem.Hook) (http.Handler, error) {
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov}}))
+	srv.AddTransport(transport.POST{})
+	// Parsed and validated operations are reused: a retry sends the same
+	// document, and parsing is a seventh of a request's CPU.
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.Use(extension.Introspection{})
+	gql, err := hook.Handler(srv)
 	if err != nil {
 		return nil, err
 	}

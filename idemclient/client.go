@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/timer"
 )
 
 // Defaults of the Client fields.
@@ -416,7 +417,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		if c.OnRetry != nil {
 			c.OnRetry(Retry{Key: req.Key, Attempt: attempt, Reason: a.reason, Status: a.status, Code: a.code, Err: a.err, Delay: delay})
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := timer.Sleep(ctx, delay); err != nil {
 			return last, fmt.Errorf("idemclient: %w after %d attempts; the intent may or may not have been carried out: retry later with the same key", err, attempt)
 		}
 	}
@@ -670,18 +671,4 @@ func (c *Client) delay(n int, hint time.Duration) time.Duration {
 		d = max(d, min(hint, maxB))
 	}
 	return d
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -53,7 +53,8 @@ func TestFormerlyUnknownCodesAreFinal(t *testing.T) {
 }
 
 // idemclient stays importable without the server's dependencies: the
-// standard library and idemcode only.
+// standard library, idemcode, and internal/timer (the module's one way to
+// wait, which imports the standard library only) only.
 func TestImportsOnlyTheStandardLibraryAndIdemcode(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Standard", ".").Output()
 	if err != nil {
@@ -69,7 +70,8 @@ func TestImportsOnlyTheStandardLibraryAndIdemcode(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case p.Standard, p.ImportPath == "github.com/goovo/idem/idemclient", p.ImportPath == "github.com/goovo/idem/idemcode":
+		case p.Standard, p.ImportPath == "github.com/goovo/idem/idemclient", p.ImportPath == "github.com/goovo/idem/idemcode",
+			p.ImportPath == "github.com/goovo/idem/internal/timer":
 		default:
 			t.Errorf("idemclient depends on %s", p.ImportPath)
 		}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemclient"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 )
 
 const okBody = `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"executed","replayed":false}}}}`
@@ -418,20 +420,20 @@ func TestNewKey(t *testing.T) {
 // The client mirrors the server's names without importing it.
 func TestNamesMatchTheServer(t *testing.T) {
 	pairs := [][2]string{
-		{idemclient.OutcomeExecuted, idem.OutcomeExecuted},
-		{idemclient.OutcomeReplayed, idem.OutcomeReplayed},
-		{idemclient.OutcomeReleased, idem.OutcomeReleased},
-		{idemclient.OutcomeRefused, idem.OutcomeRefused},
-		{idemclient.CodeKeyMissing, string(idem.CodeKeyMissing)},
-		{idemclient.CodeKeyInvalid, string(idem.CodeKeyInvalid)},
-		{idemclient.CodeKeyReused, string(idem.CodeKeyReused)},
-		{idemclient.CodeInProgress, string(idem.CodeInProgress)},
-		{idemclient.CodeKeyExpired, string(idem.CodeKeyExpired)},
-		{idemclient.CodeUnavailable, string(idem.CodeUnavailable)},
-		{idemclient.CodeUnauthenticated, string(idem.CodeUnauthenticated)},
-		{idemclient.HeaderKey, idem.HeaderKey},
-		{idemclient.HeaderReplayed, idem.HeaderReplayed},
-		{idemclient.HeaderRetry, idem.HeaderRetry},
+		{idemclient.OutcomeExecuted, idemhttp.OutcomeExecuted},
+		{idemclient.OutcomeReplayed, idemhttp.OutcomeReplayed},
+		{idemclient.OutcomeReleased, idemhttp.OutcomeReleased},
+		{idemclient.OutcomeRefused, idemhttp.OutcomeRefused},
+		{idemclient.CodeKeyMissing, string(idemcode.KeyMissing)},
+		{idemclient.CodeKeyInvalid, string(idemcode.KeyInvalid)},
+		{idemclient.CodeKeyReused, string(idemcode.KeyReused)},
+		{idemclient.CodeInProgress, string(idemcode.InProgress)},
+		{idemclient.CodeKeyExpired, string(idemcode.KeyExpired)},
+		{idemclient.CodeUnavailable, string(idemcode.Unavailable)},
+		{idemclient.CodeUnauthenticated, string(idemcode.Unauthenticated)},
+		{idemclient.HeaderKey, idemhttp.HeaderKey},
+		{idemclient.HeaderReplayed, idemhttp.HeaderReplayed},
+		{idemclient.HeaderRetry, idemhttp.HeaderRetry},
 	}
 	for _, p := range pairs {
 		if p[0] != p[1] {

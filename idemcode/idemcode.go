@@ -1,8 +1,9 @@
 // Package idemcode is the list of error codes (a GraphQL error's
 // extensions.code) that a server with the idem hook answers with, and
 // whether each is final or retryable. It depends on nothing but the
-// standard library, so that any client can import it: idemclient does, and
-// the idem package defines its Code constants from it.
+// standard library, so that any client can import it: idemclient does. The
+// hook's refusals are of its type Error (errors.Is against idem's Err*
+// sentinels).
 //
 // A client retries a request, with the same idempotency key and the same
 // body, after a retryable code; a final code is the intent's answer, and the
@@ -18,7 +19,7 @@ package idemcode
 // Code is the value of extensions.code on a GraphQL error.
 type Code string
 
-// The codes of the idempotency hook (CONTRACT.md).
+// The codes of the idempotency hook (docs/contract.md).
 const (
 	// KeyMissing: the mutation needs a key and none was sent. Final.
 	KeyMissing Code = "IDEMPOTENCY_KEY_MISSING"
@@ -82,7 +83,7 @@ const (
 	BadRequest Code = "BAD_REQUEST"
 )
 
-// The codes of the hook's request limits (idem.Limits).
+// The codes of the hook's request limits (idemhttp.Limits).
 const (
 	// BodyTooLarge: the request body is over the limit; refused with HTTP
 	// 413 before it was read. Final.

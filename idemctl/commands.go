@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 )
 
 // DefaultLimit is how many records stuck and failed list per table.
@@ -19,7 +20,7 @@ const DefaultLimit = 50
 // record is a record as inspect reports it: the Admin's view, and what a
 // retry with the key gets now.
 type record struct {
-	idem.RecordInfo
+	RecordInfo
 	// Retry says what a request with the key gets now.
 	Retry string `json:"retry"`
 }
@@ -46,7 +47,7 @@ var inspectCmd = &subcommand{
 				return usagef("-key is required (see %s inspect -h)", e.name)
 			}
 			if err := idem.ValidateKey(*key); err != nil {
-				var ie *idem.Error
+				var ie *idemcode.Error
 				if errors.As(err, &ie) {
 					return usagef("malformed -key: %s", ie.Message)
 				}
@@ -95,7 +96,7 @@ func (e *env) retention(entity string) time.Duration {
 }
 
 // retry says what a request with the record's key gets at now.
-func (e *env) retry(ri idem.RecordInfo, now time.Time) string {
+func (e *env) retry(ri RecordInfo, now time.Time) string {
 	switch ri.State {
 	case "pending":
 		if ri.LeaseExpiresAt != nil && ri.LeaseExpiresAt.After(now) {
@@ -184,9 +185,9 @@ func orDash(s string) string {
 }
 
 type listOutput struct {
-	OlderThan string            `json:"olderThan,omitempty"`
-	Limit     int               `json:"limitPerTable"`
-	Records   []idem.RecordInfo `json:"records"`
+	OlderThan string       `json:"olderThan,omitempty"`
+	Limit     int          `json:"limitPerTable"`
+	Records   []RecordInfo `json:"records"`
 }
 
 func limitFlag(fs *flag.FlagSet) *int {
@@ -204,8 +205,8 @@ var stuckCmd = &subcommand{
 	name: "stuck", args: "[-older D] [-limit N]",
 	summary: "list pending claims whose lease ran out long ago, oldest first: their worker died and no retry came to take them over",
 	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
-		olderV := Duration(idem.StuckAfter * e.cfg.Lease)
-		fs.Var(&olderV, "older", fmt.Sprintf("list claims whose lease ran out more than this `duration` ago (by default %d × -lease)", idem.StuckAfter))
+		olderV := Duration(stuckAfter * e.cfg.Lease)
+		fs.Var(&olderV, "older", fmt.Sprintf("list claims whose lease ran out more than this `duration` ago (by default %d × -lease)", stuckAfter))
 		older := (*time.Duration)(&olderV)
 		limit := limitFlag(fs)
 		check := func() error {
@@ -322,7 +323,7 @@ var recoveredCmd = &subcommand{
 					t.flush()
 				}
 				if !complete {
-					fmt.Fprintf(w, "\nOnly the newest %d finished records of each table were read; use a shorter -since to see older ones.\n", idem.RecoveredScan)
+					fmt.Fprintf(w, "\nOnly the newest %d finished records of each table were read; use a shorter -since to see older ones.\n", recoveredScan)
 				}
 			})
 		}
@@ -334,13 +335,13 @@ type recoveredOutput struct {
 	Since string `json:"since"`
 	Limit int    `json:"limitPerTable"`
 	// Complete is false when older finished records were not read
-	// (idem.RecoveredScan).
-	Complete bool              `json:"complete"`
-	Records  []idem.RecordInfo `json:"records"`
+	// (recoveredScan).
+	Complete bool         `json:"complete"`
+	Records  []RecordInfo `json:"records"`
 }
 
 // errorCode is the code of a failed record's first stored error.
-func errorCode(r idem.RecordInfo) string {
+func errorCode(r RecordInfo) string {
 	if r.Status != "failed" || len(r.Errors) == 0 {
 		return ""
 	}
@@ -348,9 +349,9 @@ func errorCode(r idem.RecordInfo) string {
 	return code
 }
 
-func orEmpty(infos []idem.RecordInfo) []idem.RecordInfo {
+func orEmpty(infos []RecordInfo) []RecordInfo {
 	if infos == nil {
-		return []idem.RecordInfo{}
+		return []RecordInfo{}
 	}
 	return infos
 }
@@ -365,7 +366,7 @@ var statsCmd = &subcommand{
 				return err
 			}
 			if st.Tables == nil {
-				st.Tables = []idem.TableStats{}
+				st.Tables = []TableStats{}
 			}
 			now := e.now()
 			return e.emit(st, func(w io.Writer) {
@@ -388,8 +389,8 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // sweepOutput is what sweep reports.
 type sweepOutput struct {
-	DryRun bool              `json:"dryRun"`
-	Tables []idem.TableSweep `json:"tables"`
+	DryRun bool         `json:"dryRun"`
+	Tables []TableSweep `json:"tables"`
 	// Archived and Purged sum the tables (in a dry run: what a sweep
 	// would do).
 	Archived         int     `json:"archived"`
@@ -410,7 +411,7 @@ var sweepCmd = &subcommand{
 	summary: "archive the responses of records past their retention window (leaving tombstones) and purge tombstones past the horizon, in short batches; safe to interrupt and to run beside other sweepers",
 	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
 		dry := fs.Bool("dry-run", false, "count what a sweep would archive and purge, and change nothing")
-		batch := fs.Int("batch", idem.DefaultSweepBatch, "records per transaction: a batch's locks last one transaction")
+		batch := fs.Int("batch", DefaultSweepBatch, "records per transaction: a batch's locks last one transaction")
 		var pauseV Duration
 		fs.Var(&pauseV, "pause", "pause between batches, a `duration`, to yield to live traffic")
 		pause := (*time.Duration)(&pauseV)
@@ -425,7 +426,7 @@ var sweepCmd = &subcommand{
 		}
 		run := func(ctx context.Context) error {
 			p := &progress{e: e, start: time.Now(), last: time.Now()}
-			report, err := e.admin.Sweep(ctx, idem.SweepOptions{BatchSize: *batch, Pause: *pause, DryRun: *dry, Progress: p.update})
+			report, err := e.admin.Sweep(ctx, SweepOptions{BatchSize: *batch, Pause: *pause, DryRun: *dry, Progress: p.update})
 			out := sweepOutput{DryRun: report.DryRun, Tables: report.Tables, Complete: err == nil}
 			elapsed := report.Elapsed
 			if err != nil {
@@ -433,7 +434,7 @@ var sweepCmd = &subcommand{
 				elapsed = time.Since(p.start)
 			}
 			if out.Tables == nil {
-				out.Tables = []idem.TableSweep{}
+				out.Tables = []TableSweep{}
 			}
 			for _, t := range out.Tables {
 				out.Archived += t.Archived
@@ -495,13 +496,13 @@ type progress struct {
 	start   time.Time
 	last    time.Time
 	order   []string
-	counts  map[string]idem.SweepProgress
+	counts  map[string]SweepProgress
 	printed bool
 }
 
-func (p *progress) update(sp idem.SweepProgress) {
+func (p *progress) update(sp SweepProgress) {
 	if p.counts == nil {
-		p.counts = map[string]idem.SweepProgress{}
+		p.counts = map[string]SweepProgress{}
 	}
 	if _, ok := p.counts[sp.Entity]; !ok {
 		p.order = append(p.order, sp.Entity)
@@ -530,8 +531,8 @@ func (p *progress) done() {
 
 // tables merges the tables a stopped sweep finished with the progress of
 // the one it was in.
-func (p *progress) tables(finished []idem.TableSweep) []idem.TableSweep {
-	out := append([]idem.TableSweep(nil), finished...)
+func (p *progress) tables(finished []TableSweep) []TableSweep {
+	out := append([]TableSweep(nil), finished...)
 	for _, entity := range p.order {
 		seen := false
 		for _, t := range finished {
@@ -541,7 +542,7 @@ func (p *progress) tables(finished []idem.TableSweep) []idem.TableSweep {
 			continue
 		}
 		c := p.counts[entity]
-		ts := idem.TableSweep{Entity: entity, Archived: c.Archived, Purged: c.Purged}
+		ts := TableSweep{Entity: entity, Archived: c.Archived, Purged: c.Purged}
 		if r, ok := p.e.backend.Records(entity); ok {
 			ts.Table = r.Table
 		}

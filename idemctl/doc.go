@@ -1,7 +1,10 @@
-// Package idemctl is the operator's command line of the idempotency records:
-// what one key holds, which claims are stuck, which intents failed, how many
-// records each table holds, and the retention sweep. It is a thin layer over
-// [idem.Admin].
+// Package idemctl is the operator's side of the idempotency records: the
+// [Admin] of an [idem.Hook] (New), which maintains the records with the
+// hook's retention, horizon, lease and clock (the retention sweep, and
+// what one key holds, which claims are stuck, which intents failed, what
+// the recoverer finished, how many records each table holds); the layout
+// of a PostgreSQL schema partitioned by tenant ([PartitionByTenant]); and a
+// command line over the Admin ([Main], [Command]).
 //
 // Only the application can import its generated ent package, so the
 // command is a library that an application embeds in a main of its own:
@@ -14,7 +17,11 @@
 //			log.Fatal(err)
 //		}
 //		client := ent.NewClient(ent.Driver(drv)) // your ent package; import its ent/runtime too
-//		os.Exit(idemctl.Main(context.Background(), client.IdempotencyBackend(), os.Args[1:], os.Stdout, os.Stderr))
+//		hook, err := idem.New(appConfig(client)) // the server's idem.Config (Tenant is not needed)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		os.Exit(idemctl.Main(context.Background(), hook, os.Args[1:], os.Stdout, os.Stderr))
 //	}
 //
 // An application that wants flags of its own (a -db flag, say) or to open
@@ -35,9 +42,9 @@
 //	                               archive responses past retention, purge tombstones past the horizon
 //
 // Global flags: -json (one JSON document on stdout instead of text),
-// -retention, -horizon and -lease (passed to [idem.Config]; they must match
-// the server's, since the sweep expires records by them; durations are
-// written like 90s, 24h or 30d). Every command has -h.
+// -retention, -horizon and -lease (the hook's idem.Config by default; they
+// must match the server's, since the sweep expires records by them;
+// durations are written like 90s, 24h or 30d). Every command has -h.
 //
 // Text output is aligned for reading; times are RFC 3339 in UTC, durations
 // are written like 3m12s or 2d4h. Messages, and the progress of a long

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/store"
 )
 
@@ -32,11 +33,12 @@ const (
 // can be reached before a command runs.
 const PingTimeout = 15 * time.Second
 
-// Main runs the command line args (without the program name) against
-// backend, writes results to stdout and messages to stderr, and returns the
-// exit code (ExitOK, ExitFailure or ExitUsage).
-func Main(ctx context.Context, backend idem.Backend, args []string, stdout, stderr io.Writer) int {
-	return Command{Config: idem.Config{Backend: backend}}.Run(ctx, args, stdout, stderr)
+// Main runs the command line args (without the program name) against the
+// records of hook, writes results to stdout and messages to stderr, and
+// returns the exit code (ExitOK, ExitFailure or ExitUsage). The hook's
+// retention, horizon and lease are the defaults of the global flags.
+func Main(ctx context.Context, hook *idem.Hook, args []string, stdout, stderr io.Writer) int {
+	return Command{Config: hook.Config()}.Run(ctx, args, stdout, stderr)
 }
 
 // Command is the command line with everything Main fixes left open: the
@@ -46,10 +48,10 @@ func Main(ctx context.Context, backend idem.Backend, args []string, stdout, stde
 type Command struct {
 	// Name is the program's name in messages and usage. Default "idemctl".
 	Name string
-	// Config is the base configuration of the idem.Admin: Backend (unless
-	// Open is set), and the defaults of Retention, TombstoneHorizon and
-	// Lease, which the global flags override. Clock and Logger are passed
-	// on as they are.
+	// Config is the base configuration of the hook the Admin is made of:
+	// Backend (unless Open is set), and the defaults of Retention,
+	// TombstoneHorizon and Lease, which the global flags override. Clock and
+	// Logger are passed on as they are.
 	Config idem.Config
 	// Flags, when set, adds the application's own global flags (a -db
 	// flag, say); they are parsed with the others, before the command.
@@ -57,7 +59,7 @@ type Command struct {
 	// Open, when set, returns the backend after the flags were parsed,
 	// when a command needs the database. Its error is reported as a runtime
 	// failure. The caller closes what it opened after Run returns.
-	Open func(ctx context.Context) (idem.Backend, error)
+	Open func(ctx context.Context) (idembackend.Backend, error)
 }
 
 // usageError is a mistake on the command line.
@@ -75,9 +77,9 @@ func (e failure) Error() string { return e.msg }
 // env is what a command runs with.
 type env struct {
 	name           string
-	admin          *idem.Admin
+	admin          *Admin
 	cfg            idem.Config
-	backend        idem.Backend
+	backend        idembackend.Backend
 	json           bool
 	stdout, stderr io.Writer
 }
@@ -208,12 +210,13 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		return fail(ExitFailure, name, errors.New("no database: Command.Config.Backend or Command.Open is required"))
 	}
 	cfg.Backend, e.backend = backend, backend
-	admin, err := idem.NewAdmin(*cfg)
+	hook, err := idem.New(*cfg)
 	if err != nil {
 		// Every other field was checked above: what is left is a
 		// combination of the flags with the application's schema.
 		return fail(ExitUsage, name, errors.New(strings.TrimPrefix(err.Error(), "idem: ")))
 	}
+	admin := New(hook)
 	e.admin = admin
 	if err := ping(ctx, admin); err != nil {
 		return fail(ExitFailure, name, fmt.Errorf("cannot reach the database: %w", describe(err)))
@@ -301,7 +304,7 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-// checkDurations checks the global durations before idem.NewAdmin does,
+// checkDurations checks the global durations before idem.New does,
 // with messages that name the flags.
 func checkDurations(cfg *idem.Config) error {
 	for _, f := range []struct {
@@ -320,7 +323,7 @@ func checkDurations(cfg *idem.Config) error {
 
 // ping runs one statement, so that an unreachable database is reported as
 // such before a command starts.
-func ping(ctx context.Context, admin *idem.Admin) error {
+func ping(ctx context.Context, admin *Admin) error {
 	ctx, cancel := context.WithTimeout(ctx, PingTimeout)
 	defer cancel()
 	return admin.Ping(ctx)

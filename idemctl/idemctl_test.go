@@ -17,6 +17,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
@@ -150,7 +152,7 @@ type inspected struct {
 	Tenant  string
 	Key     string
 	Records []struct {
-		idem.RecordInfo
+		idemctl.RecordInfo
 		Retry string `json:"retry"`
 	}
 }
@@ -282,9 +284,9 @@ func TestStuck(t *testing.T) {
 			t.Fatalf("stuck:\n%s", text)
 		}
 		var doc struct {
-			OlderThan string            `json:"olderThan"`
-			Limit     int               `json:"limitPerTable"`
-			Records   []idem.RecordInfo `json:"records"`
+			OlderThan string               `json:"olderThan"`
+			Limit     int                  `json:"limitPerTable"`
+			Records   []idemctl.RecordInfo `json:"records"`
 		}
 		be.run("-json", "stuck", "-limit", "1").ok(t).json(t, &doc)
 		if doc.OlderThan != "1m30s" || doc.Limit != 1 || len(doc.Records) != 1 || doc.Records[0].Key != "stuck-1" ||
@@ -339,8 +341,8 @@ func TestFailed(t *testing.T) {
 			t.Fatalf("failed:\n%s", text)
 		}
 		var doc struct {
-			Limit   int               `json:"limitPerTable"`
-			Records []idem.RecordInfo `json:"records"`
+			Limit   int                  `json:"limitPerTable"`
+			Records []idemctl.RecordInfo `json:"records"`
 		}
 		be.run("-json", "failed", "-limit", "5").ok(t).json(t, &doc)
 		if doc.Limit != 5 || len(doc.Records) != 2 {
@@ -419,14 +421,14 @@ func TestStats(t *testing.T) {
 }
 
 type sweepDoc struct {
-	DryRun           bool              `json:"dryRun"`
-	Tables           []idem.TableSweep `json:"tables"`
-	Archived         int               `json:"archived"`
-	Purged           int               `json:"purged"`
-	Elapsed          string            `json:"elapsed"`
-	ElapsedSeconds   float64           `json:"elapsedSeconds"`
-	RecordsPerSecond float64           `json:"recordsPerSecond"`
-	Complete         bool              `json:"complete"`
+	DryRun           bool                 `json:"dryRun"`
+	Tables           []idemctl.TableSweep `json:"tables"`
+	Archived         int                  `json:"archived"`
+	Purged           int                  `json:"purged"`
+	Elapsed          string               `json:"elapsed"`
+	ElapsedSeconds   float64              `json:"elapsedSeconds"`
+	RecordsPerSecond float64              `json:"recordsPerSecond"`
+	Complete         bool                 `json:"complete"`
 }
 
 // sweep archives, purges, counts in a dry run, and shows its progress on
@@ -477,7 +479,7 @@ func TestSweep(t *testing.T) {
 		if r := be.run("inspect", "-tenant", "org-1", "-key", "a").ok(t); !strings.Contains(r.stdout, "tombstone") {
 			t.Fatalf("inspect after the sweep:\n%s", r)
 		}
-		if r := be.Post("org-1", "a", 100); r.Code() != string(idem.CodeKeyExpired) {
+		if r := be.Post("org-1", "a", 100); r.Code() != string(idemcode.KeyExpired) {
 			t.Fatalf("a swept key: %s", r.Body)
 		}
 
@@ -621,7 +623,7 @@ func TestBadInput(t *testing.T) {
 // A database that cannot be reached, or is not the application's: one
 // line that names the problem, exit 1, for every command.
 func TestUnreachableDatabase(t *testing.T) {
-	open := func(t *testing.T, dsn string) idem.Backend {
+	open := func(t *testing.T, dsn string) idembackend.Backend {
 		drv, err := idemdb.Open(dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -647,7 +649,11 @@ func TestUnreachableDatabase(t *testing.T) {
 			backend := open(t, c.dsn)
 			for _, args := range [][]string{{"stats"}, {"-json", "inspect", "-tenant", "t", "-key", "k"}, {"stuck"}, {"failed"}, {"sweep"}, {"sweep", "-dry-run"}} {
 				var out, errb bytes.Buffer
-				r := cli{idemctl.Main(context.Background(), backend, args, &out, &errb), out.String(), errb.String()}
+				hook, err := idem.New(idem.Config{Backend: backend})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := cli{idemctl.Main(context.Background(), hook, args, &out, &errb), out.String(), errb.String()}
 				r.fails(t, idemctl.ExitFailure, c.pattern)
 				if r.stdout != "" {
 					t.Fatalf("%q wrote to stdout:\n%s", args, r)
@@ -666,7 +672,11 @@ func TestUnreachableDatabase(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
 			client := ent.NewClient(ent.Driver(c.db.Driver))
-			r := cli{idemctl.Main(context.Background(), client.IdempotencyBackend(), []string{"stats"}, &out, &errb), out.String(), errb.String()}
+			hook, err := idem.New(idem.Config{Backend: client.IdempotencyBackend()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := cli{idemctl.Main(context.Background(), hook, []string{"stats"}, &out, &errb), out.String(), errb.String()}
 			r.fails(t, idemctl.ExitFailure, c.pattern)
 		})
 	}

@@ -27,8 +27,7 @@
 // cache does not survive a pooler that hands each transaction another
 // server connection (see the README's operating section).
 //
-// # Partitions
-//
-// PartitionByTenant turns an ent schema's tables into tables
-// hash-partitioned by tenant on PostgreSQL (docs/scale-out.md).
+// Opening a database sits below the record store (internal/store uses
+// pgxdriver); turning a schema's tables into tables partitioned by tenant
+// is an operator's step above the hook: idemctl.PartitionByTenant.
 package idemdb

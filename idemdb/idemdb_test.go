@@ -142,7 +142,11 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	prov.Latency = 50 * time.Millisecond
-	h, err := graph.NewHandler(client, prov, graph.Options{WaitForInFlight: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hook, err := graph.NewHook(client, graph.Options{WaitForInFlight: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := graph.NewHandler(client, prov, hook)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,7 @@ func WithKeyOptional() Option {
 // WithoutArchive lets an ent package with record entities have no
 // idemschema.Archive entity. Its records then keep their responses past the
 // retention window (a retry still gets IDEMPOTENCY_KEY_EXPIRED), and
-// idem.Admin.Sweep fails with idem.ErrNoArchive. Without this option, a
+// idemctl.Admin.Sweep fails with idemctl.ErrNoArchive. Without this option, a
 // missing archive is an error at generation time.
 func WithoutArchive() Option {
 	return func(e *Extension) error {

@@ -6,6 +6,8 @@ import (
 	"text/template"
 
 	"entgo.io/ent/entc/gen"
+
+	"github.com/goovo/idem/internal/directive"
 )
 
 // The templates of the extension, each generating one idem_*.go file of
@@ -13,7 +15,7 @@ import (
 // entities with the idemRecords function and need ent's SQL storage.
 var (
 	// BackendTemplate generates idem_backend.go: client.IdempotencyBackend(),
-	// the idem.Backend of the runtime hook, which lists every record table.
+	// the idembackend.Backend of the runtime hook, which lists every record table.
 	BackendTemplate = parseT("template/backend.tmpl")
 
 	// ClaimTemplate generates idem_claim.go: for each record entity, the
@@ -52,6 +54,7 @@ var (
 		"idemRecords":          records,
 		"idemArchive":          archiveType,
 		"idemIsolationTargets": isolationTargets,
+		"idemInputArgument":    func() string { return directive.InputArgument },
 	}
 
 	//go:embed template/*.tmpl

@@ -7,9 +7,12 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemctl"
+	"github.com/goovo/idem/idemhttp"
 )
 
-// Record states RequireState checks, as idem.RecordInfo.State spells them.
+// Record states RequireState checks, as idemctl.RecordInfo.State spells them.
 const (
 	Pending   = "pending"
 	Succeeded = "succeeded"
@@ -22,13 +25,13 @@ const (
 // record tables is in state. Use it to assert what a mutation left behind:
 // that a key was claimed and is still pending, that its result was stored,
 // or that a failure was.
-func RequireState(t testing.TB, backend idem.Backend, tenant, key, state string) {
+func RequireState(t testing.TB, backend idembackend.Backend, tenant, key, state string) {
 	t.Helper()
-	admin, err := idem.NewAdmin(idem.Config{Backend: backend})
+	hook, err := idem.New(idem.Config{Backend: backend})
 	if err != nil {
 		t.Fatalf("idemtest: %v", err)
 	}
-	records, err := admin.Inspect(context.Background(), tenant, key)
+	records, err := idemctl.New(hook).Inspect(context.Background(), tenant, key)
 	if err != nil {
 		t.Fatalf("idemtest: inspect %s/%s: %v", tenant, key, err)
 	}
@@ -49,14 +52,14 @@ func RequireState(t testing.TB, backend idem.Backend, tenant, key, state string)
 }
 
 // Outcome returns what a GraphQL response body says happened to the
-// idempotent field of response name field (idem.OutcomeExecuted,
+// idempotent field of response name field (idemhttp.OutcomeExecuted,
 // OutcomeReplayed, OutcomeReleased, OutcomeRefused), or "" if it says
 // nothing of it.
 func Outcome(t testing.TB, body []byte, field string) string {
 	t.Helper()
 	var resp struct {
 		Extensions struct {
-			Idempotency map[string]idem.FieldReport `json:"idempotency"`
+			Idempotency map[string]idemhttp.FieldReport `json:"idempotency"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
@@ -69,7 +72,7 @@ func Outcome(t testing.TB, body []byte, field string) string {
 // replayed from its record.
 func RequireReplayed(t testing.TB, body []byte, field string) {
 	t.Helper()
-	if got := Outcome(t, body, field); got != idem.OutcomeReplayed {
+	if got := Outcome(t, body, field); got != idemhttp.OutcomeReplayed {
 		t.Fatalf("idemtest: %s was %q, want replayed; response: %s", field, got, body)
 	}
 }
@@ -78,7 +81,7 @@ func RequireReplayed(t testing.TB, body []byte, field string) {
 // result was stored.
 func RequireExecuted(t testing.TB, body []byte, field string) {
 	t.Helper()
-	if got := Outcome(t, body, field); got != idem.OutcomeExecuted {
+	if got := Outcome(t, body, field); got != idemhttp.OutcomeExecuted {
 		t.Fatalf("idemtest: %s was %q, want executed; response: %s", field, got, body)
 	}
 }

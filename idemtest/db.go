@@ -15,7 +15,8 @@ import (
 
 	"entgo.io/ent/dialect/sql/schema"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 )
 
@@ -27,7 +28,7 @@ const (
 	SQLite   Backend = "sqlite"
 	Postgres Backend = "postgres"
 	// PostgresPartitioned is PostgreSQL with the ent schema's tables
-	// hash-partitioned by tenant (idemdb.PartitionByTenant, with
+	// hash-partitioned by tenant (idemctl.PartitionByTenant, with
 	// TestPartitions partitions): the layout of docs/scale-out.md. Its
 	// tables are made by DB.Setup, which a suite must call.
 	PostgresPartitioned Backend = "postgres-partitioned"
@@ -83,19 +84,19 @@ type DB struct {
 	Driver Driver
 	// Partitioning is what Setup made of the tables on
 	// PostgresPartitioned; nil on the other backends.
-	Partitioning *idemdb.Partitioning
+	Partitioning *idemctl.Partitioning
 
 	setUp  bool
 	remove func() error // drops what Connect made
 }
 
 // Setup makes the application's tables: create (the ent client's
-// Schema.Create) and then, on PostgresPartitioned, idemdb.PartitionByTenant
+// Schema.Create) and then, on PostgresPartitioned, idemctl.PartitionByTenant
 // on the ent package's backend (client.IdempotencyBackend()). Ent's
 // automatic migration must not run on that database again.
 //
 //	err := db.Setup(ctx, client.IdempotencyBackend(), client.Schema.Create)
-func (db *DB) Setup(ctx context.Context, backend idem.Backend, create func(context.Context, ...schema.MigrateOption) error) error {
+func (db *DB) Setup(ctx context.Context, backend idembackend.Backend, create func(context.Context, ...schema.MigrateOption) error) error {
 	db.setUp = true
 	if err := create(ctx); err != nil {
 		return fmt.Errorf("idemtest: create the schema: %w", err)
@@ -103,7 +104,7 @@ func (db *DB) Setup(ctx context.Context, backend idem.Backend, create func(conte
 	if db.Backend != PostgresPartitioned {
 		return nil
 	}
-	p, err := idemdb.PartitionByTenant(ctx, backend, idemdb.PartitionOptions{Partitions: TestPartitions})
+	p, err := idemctl.PartitionByTenant(ctx, backend, idemctl.PartitionOptions{Partitions: TestPartitions})
 	if err != nil {
 		return fmt.Errorf("idemtest: %w", err)
 	}

@@ -1,6 +1,7 @@
 /*
  * idempotency.pml: the claim protocol of one idempotency key K of one
- * tenant, in LEASE mode (the default Mode), as protocol.go and attempt.go
+ * tenant, in LEASE mode (the default Mode), as internal/protocol (the
+ * decision table), internal/engine/settle.go and internal/engine/attempt.go
  * implement it with the statements of internal/store. Read model/README.md
  * first.
  *
@@ -129,7 +130,7 @@ byte  dbcrashes = 0;
 #endif
 
 /*
- * The fence of COMPLETE (Store.Complete):
+ * The fence of COMPLETE (store.Driver.Complete):
  *   UPDATE … SET status = … WHERE status = 'pending' AND attempt = n
  *   (-DFENCE_CLAIMED_AT: AND claimed_at = c)
  */
@@ -141,7 +142,7 @@ byte  dbcrashes = 0;
 #define COMPLETE_MATCHES(n, c)	(status == PENDING && FENCE(n, c))
 #endif
 
-/* The fence of RELEASE (Store.Release), never broken in this model. */
+/* The fence of RELEASE (store.Driver.Release), never broken in this model. */
 #define RELEASE_MATCHES(n, c)	(status == PENDING && FENCE(n, c))
 
 /*
@@ -178,7 +179,7 @@ inline store_status(st, n, c)
 
 /*
  * One client. Each run of the body from "request" is one request with key K
- * (Extension.run); the client may send it again after an answer that is not
+ * (Engine.settle); the client may send it again after an answer that is not
  * a result, as a real client retries with the same key. A persistent client
  * (the one the liveness property relies on) keeps coming back until it gets
  * the result; the others may give up at any answer.
@@ -204,9 +205,9 @@ request:
 	ran = false;
 	if
 	:: recoverer ->
-		/* The recoverer (recover.go) is one more client of the
+		/* The recoverer (internal/engine/recover.go) is one more client of the
 		 * protocol: a round lists the claims still pending whose lease
-		 * ran out (Store.Abandoned) and sends each one's stored
+		 * ran out (store.Driver.Abandoned) and sends each one's stored
 		 * operation, with its key, through the ordinary request path:
 		 * LOOKUP, then TAKEOVER and RUN, or whatever the row says by
 		 * then. It waits here until there is such a claim. */
@@ -216,15 +217,16 @@ end_idle:
 	fi;
 
 lookup:
-	/* Step 1, LOOKUP (Store.Lookup): one atomic read of the row. (In lease
-	 * mode Extension.run tries the CLAIM first, without a lookup, on its
+	/* Step 1, LOOKUP (store.Driver.Lookup): one atomic read of the row;
+	 * the branches below are the rows of protocol.Decide. (In lease
+	 * mode Engine.settle tries the CLAIM first, without a lookup, on its
 	 * first round; a failed insert changes nothing, so that run is this
 	 * model's run with one LOOKUP more or less.) */
 	atomic { s = status; a = attempt; e = expired; c = claimed_at };
 
 	if
 	:: s == ABSENT && !ran ->
-		/* Step 2, CLAIM (call.begin -> insertClaim -> Records.Insert):
+		/* Step 2, CLAIM (Engine.claim -> attempt.begin -> insertClaim -> RecordTable.Insert):
 		 * INSERT … ON CONFLICT DO NOTHING; in lease mode it commits by
 		 * itself, before the resolver's transaction opens. With
 		 * ASYNC_CLAIM it commits without waiting for the WAL flush:
@@ -265,20 +267,20 @@ lookup:
 		goto not_a_result
 
 	:: s == SUCCEEDED || s == FAILED ->
-		/* Step 3, REPLAY (Extension.replay): the stored result. */
+		/* Step 3, REPLAY (Engine.replay): the stored result. */
 		goto result
 
 	:: s == PENDING && (!e || ran) ->
-		/* Step 4, IN_PROGRESS (Extension.inProgress). Also when the
+		/* Step 4, IN_PROGRESS (Engine.inProgress). Also when the
 		 * lease ran out but this request already ran once: a request
-		 * never runs the resolver twice ("ran" in Extension.run).
+		 * never runs the resolver twice ("ran" in Engine.settle).
 		 * Waiting for the owner (Config.WaitForInFlight) is the same
 		 * as answering IN_PROGRESS and the client asking again. */
 		atomic { s = 0; a = 0; e = false; c = 0 };
 		goto not_a_result
 
 	:: s == PENDING && e && !ran ->
-		/* Step 5, TAKEOVER (Store.TakeOver): compare-and-set on the
+		/* Step 5, TAKEOVER (store.Driver.TakeOver): compare-and-set on the
 		 * attempt that LOOKUP saw; succeeds for exactly one caller. */
 		/* The takeover keeps the claim's claimed_at (attempt.go's
 		 * takenOver copies what the lookup read); with
@@ -307,7 +309,7 @@ lookup:
 	fi;
 
 work:
-	/* Step 6, RUN (Extension.execute -> the resolver): this worker owns
+	/* Step 6, RUN (Engine.run -> the resolver): this worker owns
 	 * attempt n until its COMPLETE, or until its lease runs out and
 	 * someone takes it over; it is never told which. */
 	CRASH_POINT;
@@ -332,7 +334,7 @@ work:
 		fi
 	};
 	CRASH_POINT;
-	/* Business writes in the transaction call.begin opened: invisible to
+	/* Business writes in the transaction attempt.begin opened: invisible to
 	 * everyone until it commits. (On pgx BEGIN travels with the first
 	 * statement: a transaction begins after a crash of the database that
 	 * happened since the claim, on a new connection.) */
@@ -344,7 +346,7 @@ work:
 	CRASH_POINT;
 
 	if
-	:: /* Step 7, COMPLETE (call.complete, status succeeded): the fenced
+	:: /* Step 7, COMPLETE (mode.complete, status succeeded): the fenced
 	    * update runs in the same transaction, and the commit makes the
 	    * business writes and the status visible together, or neither. */
 		atomic {
@@ -374,7 +376,7 @@ work:
 			goto release
 		fi
 
-	:: /* Step 7, final (business) error (call.complete, status failed,
+	:: /* Step 7, final (business) error (mode.complete, status failed,
 	    * lease mode): roll the business writes back, then store the
 	    * failure with the fenced update on its own (autocommit). */
 		tx = false;
@@ -396,7 +398,7 @@ work:
 
 	:: atomic { retryables < MAX_RETRYABLE -> retryables++ };
 		/* Step 7, retryable error (execute's retryable branch, then
-		 * Extension.release): roll back, then RELEASE the claim with a
+		 * Engine.release): roll back, then RELEASE the claim with a
 		 * fenced update so that a retry may take it over at once. */
 		atomic { tx = false; te = 0 };
 release:

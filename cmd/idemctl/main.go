@@ -24,9 +24,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 )
@@ -42,7 +42,7 @@ func main() {
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&dbPath, "db", "idem-example.db", "SQLite file of the example, used when DATABASE_URL is not set")
 		},
-		Open: func(ctx context.Context) (idem.Backend, error) {
+		Open: func(ctx context.Context) (idembackend.Backend, error) {
 			dsn, err := database(dbPath)
 			if err != nil {
 				return nil, err

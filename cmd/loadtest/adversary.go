@@ -391,7 +391,10 @@ func advPost(ctx context.Context, hc *http.Client, url, tenant, query string, va
 		return advAnswer{outcome: advTransportOutcome(ctx, err)}
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return advAnswer{outcome: advTransportOutcome(ctx, err)} // canceled when the phase ended meanwhile, as advSend
+	}
 	var r gqlResponse
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return advAnswer{outcome: fmt.Sprintf("HTTP %d, not JSON", res.StatusCode)}

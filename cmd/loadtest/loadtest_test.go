@@ -7,17 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 )
 
 // The load tool speaks the protocol without importing it (it is a client):
 // its names are the server's.
 func TestNamesMatchTheServer(t *testing.T) {
 	for _, p := range [][2]string{
-		{codeInProgress, string(idem.CodeInProgress)},
-		{codeUnavailable, string(idem.CodeUnavailable)},
-		{outcomeReleased, idem.OutcomeReleased},
-		{headerRetry, idem.HeaderRetry},
+		{codeInProgress, string(idemcode.InProgress)},
+		{codeUnavailable, string(idemcode.Unavailable)},
+		{outcomeReleased, idemhttp.OutcomeReleased},
+		{headerRetry, idemhttp.HeaderRetry},
 	} {
 		if p[0] != p[1] {
 			t.Errorf("load tool %q, server %q", p[0], p[1])

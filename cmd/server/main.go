@@ -37,10 +37,11 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/example/counter"
 	"github.com/goovo/idem/internal/example/provider"
 )
@@ -75,9 +76,9 @@ func run() error {
 		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
 		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 	)
-	// Request limits (idem.Limits): 0 keeps the default, a negative value
+	// Request limits (idemhttp.Limits): 0 keeps the default, a negative value
 	// turns the limit off.
-	var limits idem.Limits
+	var limits idemhttp.Limits
 	flag.Int64Var(&limits.MaxBodyBytes, "max-body-bytes", 0, "largest request body, refused with HTTP 413 before it is read (default 1 MiB)")
 	flag.IntVar(&limits.MaxTokens, "max-tokens", 0, "most tokens in a GraphQL document (default 15000)")
 	flag.IntVar(&limits.MaxFields, "max-fields", 0, "most fields an operation selects, fragments expanded (default 1000)")
@@ -155,16 +156,16 @@ func run() error {
 		}
 		opts.MeterProvider = mp
 	}
-	h, err := graph.NewHandler(client, prov, opts)
+	hook, err := graph.NewHook(client, opts)
+	if err != nil {
+		return err
+	}
+	h, err := graph.NewHandler(client, prov, hook)
 	if err != nil {
 		return err
 	}
 	if *sweepEvery > 0 {
-		admin, err := idem.NewAdmin(idem.Config{Backend: client.IdempotencyBackend(), Lease: *lease, Retention: *retention, Logger: logger})
-		if err != nil {
-			return err
-		}
-		go admin.RunSweeper(ctx, *sweepEvery, idem.SweepOptions{})
+		go idemctl.New(hook).RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
 	}
 	if *foldEvery > 0 {
 		go counter.Run(ctx, client, *foldEvery, *foldBatch, logger)

@@ -6,11 +6,11 @@ import (
 
 	"entgo.io/ent"
 
-	"github.com/goovo/idem"
 	gen "github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/hook"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemschema"
 )
 
@@ -23,14 +23,14 @@ import (
 // cost an insert that fails and its rollback, which made it answer about
 // 0.4 ms slower than a reference to another tenant's row (measured on
 // PostgreSQL; docs/contract.md has the figures). The foreign keys
-// (idemdb.PartitionByTenant's composite ones included) remain the last word;
+// (idemctl.PartitionByTenant's composite ones included) remain the last word;
 // the message is the generated claim's for a broken constraint.
 
 // errNotTheTenants is the reason logged with the refusal, never shown.
 var errNotTheTenants = errors.New("the referred row does not exist or belongs to another tenant")
 
 func refersToNothing(entity string) error {
-	return idem.InvalidInput("the input breaks a constraint of "+entity+" (does every record it refers to exist?)", errNotTheTenants)
+	return &idembackend.InputError{Message: "the input breaks a constraint of " + entity + " (does every record it refers to exist?)", Err: errNotTheTenants}
 }
 
 // Hooks of the Payment: its order must be the tenant's.

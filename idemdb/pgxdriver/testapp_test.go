@@ -10,7 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
@@ -38,7 +39,7 @@ func TestTestAppThroughTheDriver(t *testing.T) {
 
 	// PartitionByTenant's dry run (of a schema with empty tables)
 	// reads the catalog in a transaction (Tx.QueryContext).
-	p, err := idemdb.PartitionByTenant(ctx, backend, idemdb.PartitionOptions{Partitions: 2, DryRun: true})
+	p, err := idemctl.PartitionByTenant(ctx, backend, idemctl.PartitionOptions{Partitions: 2, DryRun: true})
 	must(t, err)
 	if len(p.Tables) == 0 || len(p.Statements) == 0 {
 		t.Errorf("partitioning dry run: %+v", p)
@@ -51,7 +52,7 @@ func TestTestAppThroughTheDriver(t *testing.T) {
 		t.Fatal("no Shipment records")
 	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	claim := &idem.Claim{Tenant: "org-1", Key: "k1", Fingerprint: "fp", Attempt: 1, Mode: idem.ModeAtomic,
+	claim := &idembackend.Claim{Tenant: "org-1", Key: "k1", Fingerprint: "fp", Attempt: 1, Mode: "ATOMIC",
 		ClaimedAt: now, LeaseExpiresAt: now.Add(time.Minute)}
 	args := map[string]any{"input": tent.CreateShipmentInput{Destination: "Lyon", WeightGrams: 900}}
 	txCtx, tx, err := backend.BeginTx(ctx)
@@ -80,9 +81,9 @@ func TestTestAppThroughTheDriver(t *testing.T) {
 		SetIdempotencyResponse([]byte(`{"data":{}}`)).SetIdempotencyClaimedAt(now.Add(-72 * time.Hour)).
 		SetIdempotencyCompletedAt(now.Add(-48 * time.Hour)).Save(ctx)
 	must(t, err)
-	admin, err := idem.NewAdmin(idem.Config{Backend: backend})
+	hook, err := idem.New(idem.Config{Backend: backend})
 	must(t, err)
-	report, err := admin.Sweep(ctx, idem.SweepOptions{})
+	report, err := idemctl.New(hook).Sweep(ctx, idemctl.SweepOptions{})
 	must(t, err)
 	archived := 0
 	for _, ts := range report.Tables {

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
@@ -226,8 +226,8 @@ func sendTwice(t *testing.T, url string) {
 	// record entity. tagBooks' key is new to Author's records, and
 	// another tenant's a-1 is its own; b-1 with other arguments is refused.
 	for _, c := range []struct{ tenant, key, want string }{
-		{"acme", "t-1", idem.OutcomeExecuted},
-		{"globex", "a-1", idem.OutcomeExecuted},
+		{"acme", "t-1", idemhttp.OutcomeExecuted},
+		{"globex", "a-1", idemhttp.OutcomeExecuted},
 	} {
 		r := post(t, url, c.tenant, `mutation($key: String!) { createAuthor(idempotencyKey: $key, input: {name: "Butler"}) { id } }`, map[string]any{"key": c.key})
 		if got := idemtest.Outcome(t, r.body, "createAuthor"); got != c.want {

@@ -2,8 +2,11 @@
 // an idempotency record: the columns the mixin adds, the states a record
 // goes through, and the predicates of the mixin's partial indexes. The
 // schema (idemschema), the store's SQL (internal/store) and the hook (idem)
-// take them from here; it imports nothing, so that any of them can.
+// take them from here; it imports nothing but the standard library, so
+// that any of them can.
 package record
+
+import "time"
 
 // Columns of a record table. They are fixed, so that one store serves every
 // table with the mixin; only the scope column may be renamed (Scope).
@@ -75,3 +78,18 @@ const (
 	// Pending: claims that were made and not completed.
 	Pending = "(" + ClaimedAt + " IS NOT NULL) AND (" + CompletedAt + " IS NULL)"
 )
+
+// Record is the idempotency state of one (scope, key), as the store reads
+// it and the protocol decides on it.
+type Record struct {
+	Status         string
+	Fingerprint    string
+	Response       []byte
+	Attempt        int
+	LeaseExpiresAt time.Time
+	ClaimedAt      time.Time
+	CompletedAt    time.Time
+	// ArchivedAt is set once the sweeper moved the response to the archive:
+	// the record is a tombstone.
+	ArchivedAt time.Time
+}

@@ -1,7 +1,7 @@
 // Package store runs the statements of the idempotency records: one
 // statement per transition of the state machine, and the batches and reads
-// of their administration. Driver is the seam: the protocol (package idem)
-// and the admin call it and know no SQL and no backend; each backend
+// of their administration. Driver is the seam: the engine (internal/engine)
+// and the admin (idemctl) call it and know no SQL and no backend; each backend
 // implements it in a file of its own (postgres.go, sqlite.go), with all of
 // its SQL in one place, and translates its driver's errors into *Error,
 // whose kinds (ErrUnreachable, ErrBusy, …) callers test with errors.Is, so
@@ -17,36 +17,23 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/record"
 )
 
-// Executor runs SQL: *sql.DB, *sql.Tx, or an ent client or transaction
-// (with ent's sql/execquery feature). idem.Executor is this type.
-type Executor interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// Tx is a transaction: the resolver's writes and the stored result commit
-// in one. idem.Tx is this type.
-type Tx interface {
-	Executor
-	Commit() error
-	Rollback() error
-}
-
-// Conn is what a driver runs its statements on: idem.Backend, which
-// generated code implements, is one.
+// Conn is what a driver runs its statements on: idembackend.Backend,
+// which generated code implements, is one.
 type Conn interface {
 	// DB runs statements outside any transaction; each commits by itself.
-	DB() Executor
+	DB() idembackend.Executor
 	// BeginTx starts a transaction; the returned context carries what the
 	// application's code needs to write in it (an ent client).
-	BeginTx(ctx context.Context) (context.Context, Tx, error)
+	BeginTx(ctx context.Context) (context.Context, idembackend.Tx, error)
 }
 
 // Driver runs the record statements of one backend. It is safe for
@@ -66,10 +53,10 @@ type Protocol interface {
 	Now(ctx context.Context) (Reading, error)
 	// Lookup reads the record of ref, with the database clock. The record
 	// is nil when the key is unknown.
-	Lookup(ctx context.Context, ref Ref) (*Record, Reading, error)
+	Lookup(ctx context.Context, ref Ref) (*record.Record, Reading, error)
 	// Begin starts the transaction of an attempt: the claim (in atomic
 	// mode), the resolver's writes and the result commit in it.
-	Begin(ctx context.Context) (context.Context, Tx, error)
+	Begin(ctx context.Context) (context.Context, idembackend.Tx, error)
 	// Claim claims a key with c.Insert, in c.Tx or, when c.Tx is nil, in a
 	// statement that commits by itself. When the key is taken, the result
 	// carries the record that holds it, read after the insert, so that a
@@ -79,7 +66,7 @@ type Protocol interface {
 	Claim(ctx context.Context, c Claim) (Claimed, error)
 	// Savepoint marks, in tx, the end of the claim and the start of the
 	// resolver's writes, which Complete with DiscardWrites undoes.
-	Savepoint(ctx context.Context, tx Tx) error
+	Savepoint(ctx context.Context, tx idembackend.Tx) error
 	// TakeOver gives a pending record whose lease has run out to a new
 	// attempt. It reports false when someone else changed the record first.
 	TakeOver(ctx context.Context, t TakeOver) (bool, error)
@@ -93,7 +80,7 @@ type Protocol interface {
 	// still owns the pending record, and commits tx. With a nil tx the
 	// statement commits by itself. It reports false when the attempt lost
 	// its claim, and then tx is rolled back.
-	Complete(ctx context.Context, tx Tx, c Completion) (bool, error)
+	Complete(ctx context.Context, tx idembackend.Tx, c Completion) (bool, error)
 }
 
 // Maintenance is what the sweeper and operators need. Each batch runs in a
@@ -195,6 +182,20 @@ type Table struct {
 	ID    string
 }
 
+// TableOf is where the store finds the records of t.
+func TableOf(t *idembackend.RecordTable) Table {
+	return Table{Name: t.Table, Scope: t.ScopeColumn, ID: t.IDColumn}
+}
+
+// RetentionOf is the retention window of the records of t: its own, or
+// def (idem.Config.Retention).
+func RetentionOf(t *idembackend.RecordTable, def time.Duration) time.Duration {
+	if t.Retention > 0 {
+		return t.Retention
+	}
+	return def
+}
+
 // Ref names one record: its table and its (tenant, key).
 type Ref struct {
 	Table  Table
@@ -205,30 +206,16 @@ type Ref struct {
 // ID names the record in one string, for the hook's in-memory maps.
 func (r Ref) ID() string { return r.Table.Name + "\x00" + r.Tenant + "\x00" + r.Key }
 
-// Record is the idempotency state of one (scope, key).
-type Record struct {
-	Status         string
-	Fingerprint    string
-	Response       []byte
-	Attempt        int
-	LeaseExpiresAt time.Time
-	ClaimedAt      time.Time
-	CompletedAt    time.Time
-	// ArchivedAt is set once the sweeper moved the response to the archive:
-	// the record is a tombstone.
-	ArchivedAt time.Time
-}
-
 // Claim is a claim to make.
 type Claim struct {
 	Ref Ref
 	// Tx is the attempt's transaction in atomic mode; nil in lease mode,
 	// where the claim commits by itself.
-	Tx Tx
+	Tx idembackend.Tx
 	// Insert inserts the claim's row, with INSERT … ON CONFLICT DO
 	// NOTHING: generated code, which builds the row from the mutation's
 	// arguments. It reports false when the key is taken.
-	Insert func(ctx context.Context, tx Tx) (inserted bool, err error)
+	Insert func(ctx context.Context, tx idembackend.Tx) (inserted bool, err error)
 }
 
 // Claimed is the outcome of a claim.
@@ -238,7 +225,7 @@ type Claimed struct {
 	// Holder is the record that holds the key when the claim lost (nil if
 	// it was gone again by the time it was read), and Reading the database
 	// clock of that read.
-	Holder  *Record
+	Holder  *record.Record
 	Reading Reading
 }
 

@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/internal/record"
 )
 
 // pipelined is PostgreSQL's driver. Over database/sql (an ent client on
@@ -36,7 +38,7 @@ type pipelined struct {
 	*sqlDriver
 
 	mu  sync.Mutex
-	txs map[Tx]*pipeTx // the transactions begun on pgx, until completed
+	txs map[idembackend.Tx]*pipeTx // the transactions begun on pgx, until completed
 }
 
 // pipeTx is a transaction of the protocol on pgx.
@@ -50,12 +52,12 @@ type pipeTx struct {
 const divisionByZero = "22012"
 
 func newPipelined(d *sqlDriver) *pipelined {
-	return &pipelined{sqlDriver: d, txs: map[Tx]*pipeTx{}}
+	return &pipelined{sqlDriver: d, txs: map[idembackend.Tx]*pipeTx{}}
 }
 
 // Begin begins a transaction; on pgx nothing is sent until its first
 // statement, which carries BEGIN.
-func (d *pipelined) Begin(ctx context.Context) (context.Context, Tx, error) {
+func (d *pipelined) Begin(ctx context.Context) (context.Context, idembackend.Tx, error) {
 	var ptx *pgxdriver.Tx
 	txCtx, tx, err := d.conn.BeginTx(pgxdriver.CaptureTx(ctx, &ptx))
 	if err != nil {
@@ -76,7 +78,7 @@ func (d *pipelined) Begin(ctx context.Context) (context.Context, Tx, error) {
 
 // pipe returns the pgx transaction of tx, nil for one of database/sql;
 // with forget, it stops tracking it.
-func (d *pipelined) pipe(tx Tx, forget bool) *pipeTx {
+func (d *pipelined) pipe(tx idembackend.Tx, forget bool) *pipeTx {
 	if tx == nil {
 		return nil
 	}
@@ -94,7 +96,7 @@ func (d *pipelined) pipe(tx Tx, forget bool) *pipeTx {
 // claim.
 func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 	var (
-		holder  *Record
+		holder  *record.Record
 		reading Reading
 		looked  bool
 	)
@@ -136,7 +138,7 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 
 // Savepoint queues SAVEPOINT on pgx: it travels with the resolver's first
 // statement, or is dropped if nothing follows it.
-func (d *pipelined) Savepoint(ctx context.Context, tx Tx) error {
+func (d *pipelined) Savepoint(ctx context.Context, tx idembackend.Tx) error {
 	p := d.pipe(tx, false)
 	if p == nil {
 		return d.sqlDriver.Savepoint(ctx, tx)
@@ -148,7 +150,7 @@ func (d *pipelined) Savepoint(ctx context.Context, tx Tx) error {
 // Complete sends the fenced UPDATE with COMMIT on pgx, in one round trip
 // (with DiscardWrites, ROLLBACK TO SAVEPOINT ahead of them, unless the
 // SAVEPOINT was never sent; without, a SAVEPOINT still queued is dropped).
-func (d *pipelined) Complete(ctx context.Context, tx Tx, c Completion) (bool, error) {
+func (d *pipelined) Complete(ctx context.Context, tx idembackend.Tx, c Completion) (bool, error) {
 	p := d.pipe(tx, true)
 	if p == nil {
 		return d.sqlDriver.Complete(ctx, tx, c)
@@ -179,7 +181,7 @@ func (d *pipelined) Complete(ctx context.Context, tx Tx, c Completion) (bool, er
 // scanLookupPgx is scanLookup on pgx, into pgx's own types: the
 // database/sql types of scanLookup take a detour through driver.Value on
 // pgx, a conversion and an allocation for each column, on every claim.
-func (d *pipelined) scanLookupPgx(row pgx.Row) (*Record, Reading, error) {
+func (d *pipelined) scanLookupPgx(row pgx.Row) (*record.Record, Reading, error) {
 	var (
 		v struct {
 			dbNow, lease, claimed, completed, archived pgtype.Timestamptz

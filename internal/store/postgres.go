@@ -11,13 +11,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/goovo/idem/idembackend"
 )
 
 // postgresSQL is PostgreSQL's SQL: the standard statements (sql.go) as
 // they are, and these. Every batch locks its rows with FOR UPDATE SKIP
 // LOCKED, so that several sweepers share the work instead of repeating or
 // waiting for it, and selects them by (scope, id): on a table whose key is
-// (scope, id) (idemdb.PartitionByTenant) the joins then use the key instead
+// (scope, id) (idemctl.PartitionByTenant) the joins then use the key instead
 // of scanning every partition.
 var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	stmtNow: `SELECT now()`,
@@ -76,10 +78,10 @@ func newPostgres(conn Conn, opts Options) Driver {
 		clock:    &databaseClock{offset: opts.Offset},
 		tables:   map[tableKey]statements{},
 	}
-	d.archive = func(ctx context.Context, tx Tx, st statements, b ArchiveBatch) (int, error) {
+	d.archive = func(ctx context.Context, tx idembackend.Tx, st statements, b ArchiveBatch) (int, error) {
 		return d.affected(ctx, tx, "archive", st[stmtArchive], b.CompletedBefore.UTC(), b.Limit, b.Table.Name, b.Now.UTC())
 	}
-	d.purge = func(ctx context.Context, tx Tx, st statements, b PurgeBatch) (int, error) {
+	d.purge = func(ctx context.Context, tx idembackend.Tx, st statements, b PurgeBatch) (int, error) {
 		return d.count(ctx, tx, "purge", st[stmtPurge], b.ArchivedBefore.UTC(), b.Limit)
 	}
 	return newPipelined(d)
@@ -108,7 +110,7 @@ func (c *databaseClock) observed(dbNow sql.NullTime) (Reading, error) {
 	return r, nil
 }
 
-func (c *databaseClock) now(ctx context.Context, ex Executor, query string) (Reading, error) {
+func (c *databaseClock) now(ctx context.Context, ex idembackend.Executor, query string) (Reading, error) {
 	c.mu.Lock()
 	r := c.last
 	c.mu.Unlock()

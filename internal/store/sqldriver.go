@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"sync"
 	"time"
+
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/record"
 )
 
 // sqlDriver is the implementation the database/sql backends share: the
@@ -21,8 +24,8 @@ type sqlDriver struct {
 	clock    clock
 
 	// archive and purge move one batch in tx, with the table's statements.
-	archive func(ctx context.Context, tx Tx, st statements, b ArchiveBatch) (int, error)
-	purge   func(ctx context.Context, tx Tx, st statements, b PurgeBatch) (int, error)
+	archive func(ctx context.Context, tx idembackend.Tx, st statements, b ArchiveBatch) (int, error)
+	purge   func(ctx context.Context, tx idembackend.Tx, st statements, b PurgeBatch) (int, error)
 
 	mu     sync.Mutex
 	tables map[tableKey]statements
@@ -34,7 +37,7 @@ type clock interface {
 	// (NULL on backends whose lookup does not read it).
 	observed(dbNow sql.NullTime) (Reading, error)
 	// now returns a reading, running stmtNow on ex if it must.
-	now(ctx context.Context, ex Executor, query string) (Reading, error)
+	now(ctx context.Context, ex idembackend.Executor, query string) (Reading, error)
 }
 
 // localClock is the clock of a database that runs in this process: this
@@ -43,7 +46,9 @@ type localClock struct{ offset func() time.Duration }
 
 func (c localClock) observed(sql.NullTime) (Reading, error) { return c.reading(), nil }
 
-func (c localClock) now(context.Context, Executor, string) (Reading, error) { return c.reading(), nil }
+func (c localClock) now(context.Context, idembackend.Executor, string) (Reading, error) {
+	return c.reading(), nil
+}
 
 func (c localClock) reading() Reading {
 	t := time.Now()
@@ -73,14 +78,14 @@ func (d *sqlDriver) Now(ctx context.Context) (Reading, error) {
 	return r, d.err("read clock", err)
 }
 
-func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*Record, Reading, error) {
+func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*record.Record, Reading, error) {
 	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(ref.Table, "")[stmtLookup], ref.Tenant, ref.Key)
 	if err != nil {
 		return nil, Reading{}, d.err("lookup", err)
 	}
 	defer rows.Close()
 	var (
-		rec     *Record
+		rec     *record.Record
 		reading Reading
 	)
 	if rows.Next() {
@@ -99,7 +104,7 @@ func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*Record, Reading, erro
 
 // scanLookup reads the row of stmtLookup: the database time, then the
 // record's columns (NULL when the key is unknown).
-func (d *sqlDriver) scanLookup(scan func(dest ...any) error) (*Record, Reading, error) {
+func (d *sqlDriver) scanLookup(scan func(dest ...any) error) (*record.Record, Reading, error) {
 	var l lookupRow
 	if err := scan(&l.dbNow, &l.status, &l.fingerprint, &l.response, &l.attempt, &l.lease, &l.claimed, &l.completed, &l.archived); err != nil {
 		return nil, Reading{}, err
@@ -119,7 +124,7 @@ type lookupRow struct {
 
 // lookedUp makes the reading and the record (nil: the key is unknown) of
 // a row of stmtLookup.
-func (d *sqlDriver) lookedUp(l *lookupRow) (*Record, Reading, error) {
+func (d *sqlDriver) lookedUp(l *lookupRow) (*record.Record, Reading, error) {
 	reading, err := d.clock.observed(l.dbNow)
 	if err != nil {
 		return nil, Reading{}, err
@@ -127,7 +132,7 @@ func (d *sqlDriver) lookedUp(l *lookupRow) (*Record, Reading, error) {
 	if !l.status.Valid && !l.fingerprint.Valid {
 		return nil, reading, nil
 	}
-	return &Record{
+	return &record.Record{
 		Status:         l.status.String,
 		Fingerprint:    l.fingerprint.String,
 		Response:       l.response,
@@ -139,7 +144,7 @@ func (d *sqlDriver) lookedUp(l *lookupRow) (*Record, Reading, error) {
 	}, reading, nil
 }
 
-func (d *sqlDriver) Begin(ctx context.Context) (context.Context, Tx, error) {
+func (d *sqlDriver) Begin(ctx context.Context) (context.Context, idembackend.Tx, error) {
 	txCtx, tx, err := d.conn.BeginTx(ctx)
 	if err != nil {
 		return ctx, nil, d.err("begin", err)
@@ -175,7 +180,7 @@ func (d *sqlDriver) inserted(ctx context.Context, c Claim, won bool, err error) 
 	return Claimed{Holder: holder, Reading: reading}, nil
 }
 
-func (d *sqlDriver) Savepoint(ctx context.Context, tx Tx) error {
+func (d *sqlDriver) Savepoint(ctx context.Context, tx idembackend.Tx) error {
 	_, err := tx.ExecContext(ctx, d.sql[stmtSavepoint])
 	return d.err("savepoint", err)
 }
@@ -198,7 +203,7 @@ func (d *sqlDriver) setLease(ctx context.Context, op string, l Lease) (bool, err
 	return d.update(ctx, d.conn.DB(), op, d.stmts(l.Ref.Table, "")[stmtSetLease], l.Ref.Tenant, l.Ref.Key, l.Until.UTC(), l.Attempt)
 }
 
-func (d *sqlDriver) Complete(ctx context.Context, tx Tx, c Completion) (bool, error) {
+func (d *sqlDriver) Complete(ctx context.Context, tx idembackend.Tx, c Completion) (bool, error) {
 	if tx == nil {
 		return d.complete(ctx, d.conn.DB(), c)
 	}
@@ -219,13 +224,13 @@ func (d *sqlDriver) Complete(ctx context.Context, tx Tx, c Completion) (bool, er
 	return true, nil
 }
 
-func (d *sqlDriver) complete(ctx context.Context, ex Executor, c Completion) (bool, error) {
+func (d *sqlDriver) complete(ctx context.Context, ex idembackend.Executor, c Completion) (bool, error) {
 	return d.update(ctx, ex, "complete", d.stmts(c.Ref.Table, "")[stmtComplete],
 		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt)
 }
 
 // update runs a fenced transition and reports whether it changed the row.
-func (d *sqlDriver) update(ctx context.Context, ex Executor, op, query string, args ...any) (bool, error) {
+func (d *sqlDriver) update(ctx context.Context, ex idembackend.Executor, op, query string, args ...any) (bool, error) {
 	n, err := d.affected(ctx, ex, op, query, args...)
 	return n == 1, err
 }
@@ -240,7 +245,7 @@ func (d *sqlDriver) ArchiveBatch(ctx context.Context, b ArchiveBatch) (int, erro
 	if b.DryRun {
 		return d.count(ctx, d.conn.DB(), "count archivable", st[stmtCountArchivable], b.CompletedBefore.UTC())
 	}
-	return d.inTx(ctx, "archive", func(tx Tx) (int, error) { return d.archive(ctx, tx, st, b) })
+	return d.inTx(ctx, "archive", func(tx idembackend.Tx) (int, error) { return d.archive(ctx, tx, st, b) })
 }
 
 func (d *sqlDriver) PurgeBatch(ctx context.Context, b PurgeBatch) (int, error) {
@@ -249,11 +254,11 @@ func (d *sqlDriver) PurgeBatch(ctx context.Context, b PurgeBatch) (int, error) {
 		return d.count(ctx, d.conn.DB(), "count purgeable", st[stmtCountPurgeable], b.ArchivedBefore.UTC())
 	}
 	if b.RecordOnly {
-		return d.inTx(ctx, "purge", func(tx Tx) (int, error) {
+		return d.inTx(ctx, "purge", func(tx idembackend.Tx) (int, error) {
 			return d.affected(ctx, tx, "purge", st[stmtPurgeRecordOnly], b.ArchivedBefore.UTC(), b.Limit)
 		})
 	}
-	return d.inTx(ctx, "purge", func(tx Tx) (int, error) { return d.purge(ctx, tx, st, b) })
+	return d.inTx(ctx, "purge", func(tx idembackend.Tx) (int, error) { return d.purge(ctx, tx, st, b) })
 }
 
 func (d *sqlDriver) PurgeAbandoned(ctx context.Context, b AbandonedBatch) (int, error) {
@@ -261,14 +266,14 @@ func (d *sqlDriver) PurgeAbandoned(ctx context.Context, b AbandonedBatch) (int, 
 	if b.DryRun {
 		return d.count(ctx, d.conn.DB(), "count abandoned", st[stmtCountAbandoned], b.LeaseEndedBefore.UTC())
 	}
-	return d.inTx(ctx, "purge abandoned", func(tx Tx) (int, error) {
+	return d.inTx(ctx, "purge abandoned", func(tx idembackend.Tx) (int, error) {
 		return d.affected(ctx, tx, "purge abandoned", st[stmtPurgeAbandoned], b.LeaseEndedBefore.UTC(), b.Limit)
 	})
 }
 
 // inTx runs one batch in a transaction of its own: a record is moved
 // entirely or not at all.
-func (d *sqlDriver) inTx(ctx context.Context, op string, batch func(tx Tx) (int, error)) (int, error) {
+func (d *sqlDriver) inTx(ctx context.Context, op string, batch func(tx idembackend.Tx) (int, error)) (int, error) {
 	_, tx, err := d.conn.BeginTx(ctx)
 	if err != nil {
 		return 0, d.err(op+": begin", err)
@@ -394,7 +399,7 @@ func (d *sqlDriver) rows(ctx context.Context, table string, archived bool, q str
 }
 
 // affected runs a statement and returns the number of rows it changed.
-func (d *sqlDriver) affected(ctx context.Context, ex Executor, op, q string, args ...any) (int, error) {
+func (d *sqlDriver) affected(ctx context.Context, ex idembackend.Executor, op, q string, args ...any) (int, error) {
 	res, err := ex.ExecContext(ctx, q, args...)
 	if err != nil {
 		return 0, d.err(op, err)
@@ -407,7 +412,7 @@ func (d *sqlDriver) affected(ctx context.Context, ex Executor, op, q string, arg
 }
 
 // count runs a statement that returns one number.
-func (d *sqlDriver) count(ctx context.Context, ex Executor, op, q string, args ...any) (int, error) {
+func (d *sqlDriver) count(ctx context.Context, ex idembackend.Executor, op, q string, args ...any) (int, error) {
 	rows, err := ex.QueryContext(ctx, q, args...)
 	if err != nil {
 		return 0, d.err(op, err)

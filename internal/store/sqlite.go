@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/goovo/idem/idembackend"
 )
 
 // sqlitePlaceholders rewrites the standard statements' placeholders into
@@ -57,14 +59,14 @@ func newSQLite(conn Conn, opts Options) Driver {
 		clock:    localClock{offset: opts.Offset},
 		tables:   map[tableKey]statements{},
 	}
-	d.archive = func(ctx context.Context, tx Tx, st statements, b ArchiveBatch) (int, error) {
+	d.archive = func(ctx context.Context, tx idembackend.Tx, st statements, b ArchiveBatch) (int, error) {
 		args := []any{b.CompletedBefore.UTC(), b.Limit, b.Table.Name, b.Now.UTC()}
 		if _, err := d.affected(ctx, tx, "archive", st[stmtArchiveCopy], args...); err != nil {
 			return 0, err
 		}
 		return d.affected(ctx, tx, "archive", st[stmtArchiveClear], args...)
 	}
-	d.purge = func(ctx context.Context, tx Tx, st statements, b PurgeBatch) (int, error) {
+	d.purge = func(ctx context.Context, tx idembackend.Tx, st statements, b PurgeBatch) (int, error) {
 		ids, err := d.ids(ctx, tx, st[stmtPurgeSelect], b.ArchivedBefore.UTC(), b.Limit)
 		if err != nil {
 			return 0, err
@@ -107,7 +109,7 @@ func classifySQLite(err error) (kind error, detail, hint string) {
 }
 
 // ids reads a batch's ids as a JSON array, for json_each.
-func (d *sqlDriver) ids(ctx context.Context, ex Executor, q string, args ...any) (string, error) {
+func (d *sqlDriver) ids(ctx context.Context, ex idembackend.Executor, q string, args ...any) (string, error) {
 	rows, err := ex.QueryContext(ctx, q, args...)
 	if err != nil {
 		return "", d.err("purge", err)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/store"
@@ -69,10 +69,10 @@ func open(t *testing.T, b idemtest.Backend, pgx bool) *storetest.Env {
 		}
 		return storetest.Table{
 			Table: store.Table{Name: recs.Table, Scope: recs.ScopeColumn, ID: recs.IDColumn},
-			Insert: func(ctx context.Context, tx store.Tx, c storetest.Claim) (bool, error) {
-				return recs.Insert(ctx, tx, &idem.Claim{
-					Tenant: c.Tenant, Key: c.Key, Table: recs.Table, Fingerprint: c.Fingerprint,
-					Attempt: 1, Mode: idem.ModeLease, ClaimedAt: c.ClaimedAt, LeaseExpiresAt: c.LeaseUntil,
+			Insert: func(ctx context.Context, tx idembackend.Tx, c storetest.Claim) (bool, error) {
+				return recs.Insert(ctx, tx, &idembackend.Claim{
+					Tenant: c.Tenant, Key: c.Key, Fingerprint: c.Fingerprint,
+					Attempt: 1, Mode: "LEASE", ClaimedAt: c.ClaimedAt, LeaseExpiresAt: c.LeaseUntil,
 					Operation: c.Operation,
 				}, args)
 			},

@@ -25,7 +25,8 @@ import (
 
 	"entgo.io/ent/dialect/sql/schema"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 )
 
@@ -49,7 +50,7 @@ var setupMu sync.Mutex
 // then, on PostgresPartitioned, the partitioning), or fails the test.
 //
 //	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
-func Setup(t testing.TB, db *idemtest.DB, backend idem.Backend, create func(context.Context, ...schema.MigrateOption) error) {
+func Setup(t testing.TB, db *idemtest.DB, backend idembackend.Backend, create func(context.Context, ...schema.MigrateOption) error) {
 	t.Helper()
 	setupMu.Lock()
 	err := db.Setup(context.Background(), backend, create)
@@ -94,7 +95,7 @@ type Response struct {
 	Extensions map[string]any  `json:"extensions"`
 	// Idempotency is extensions.idempotency: what the hook did with each
 	// idempotent field, by response name.
-	Idempotency map[string]idem.FieldReport `json:"-"`
+	Idempotency map[string]idemhttp.FieldReport `json:"-"`
 	// Replayed is the Idempotent-Replayed header.
 	Replayed bool `json:"-"`
 }
@@ -118,7 +119,7 @@ func (r *Response) Code() string {
 }
 
 // Outcome is what the hook reports it did with the idempotent field of
-// response name field (idem.OutcomeExecuted, …), or "".
+// response name field (idemhttp.OutcomeExecuted, …), or "".
 func (r *Response) Outcome(field string) string { return r.Idempotency[field].Outcome }
 
 // Send posts a GraphQL request as tenant ("" for none), with header added.
@@ -140,14 +141,14 @@ func (s *Server) Send(tenant, query string, vars map[string]any, header http.Hea
 		return nil, err
 	}
 	defer res.Body.Close()
-	r := &Response{Status: res.StatusCode, Header: res.Header, Replayed: res.Header.Get(idem.HeaderReplayed) == "true"}
+	r := &Response{Status: res.StatusCode, Header: res.Header, Replayed: res.Header.Get(idemhttp.HeaderReplayed) == "true"}
 	if r.Body, err = io.ReadAll(res.Body); err != nil {
 		return nil, err
 	}
 	var parts struct {
 		Errors     json.RawMessage `json:"errors"`
 		Extensions struct {
-			Idempotency map[string]idem.FieldReport `json:"idempotency"`
+			Idempotency map[string]idemhttp.FieldReport `json:"idempotency"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(r.Body, r); err != nil {

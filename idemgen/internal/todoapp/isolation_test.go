@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/todo"
 	"github.com/goovo/idem/idemschema"
@@ -61,7 +62,7 @@ func TestTenantIsolation(t *testing.T) {
 			}
 			other := a.GQL("globex", create, map[string]any{"key": "link-" + edge, "in": map[string]any{"text": "x", edge: target}})
 			none := a.GQL("globex", create, map[string]any{"key": "none-" + edge, "in": map[string]any{"text": "x", edge: missing}})
-			if other.Code() != string(idem.CodeBadInput) {
+			if other.Code() != string(idemcode.BadUserInput) {
 				t.Fatalf("createTodo linking %s to another tenant's row: %s", edge, other.Body)
 			}
 			sameAnswer(t, "createTodo "+edge, other, none)

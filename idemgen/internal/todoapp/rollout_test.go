@@ -17,10 +17,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemgen/internal/todoapp"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/testkit"
 )
 
@@ -45,7 +48,7 @@ func TestRolloutOfKeys(t *testing.T) {
 		// Without a key: runs, twice, as before.
 		for range 2 {
 			r := a.GQL("acme", createCategoryQuery, map[string]any{"text": "legacy"})
-			if len(r.Errors) > 0 || r.Outcome("createCategory") != idem.OutcomeKeyless {
+			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemhttp.OutcomeKeyless {
 				t.Fatalf("keyless call: %s", r.Body)
 			}
 		}
@@ -68,7 +71,7 @@ func TestRolloutOfKeys(t *testing.T) {
 			t.Fatalf("keyless calls not logged: %s", logs.String())
 		}
 		// A keyless call that fails leaves nothing behind.
-		if r := a.GQL("acme", createCategoryQuery, map[string]any{"text": ""}); r.Code() != string(idem.CodeBadInput) {
+		if r := a.GQL("acme", createCategoryQuery, map[string]any{"text": ""}); r.Code() != string(idemcode.BadUserInput) {
 			t.Fatalf("keyless call with an invalid input: %s", r.Body)
 		}
 		if n := countCategories(t, a.client); n != 2 {
@@ -90,7 +93,7 @@ func TestRolloutOfKeys(t *testing.T) {
 		// The key required: the directive without keyRequired: false.
 		es := keyRequired(todoapp.Schema(a.client), "createCategory")
 		required := serve(t, es, a.client, idem.Config{})
-		if r := required.GQL("acme", createCategoryQuery, map[string]any{"text": "late"}); r.Code() != string(idem.CodeKeyMissing) {
+		if r := required.GQL("acme", createCategoryQuery, map[string]any{"text": "late"}); r.Code() != string(idemcode.KeyMissing) {
 			t.Fatalf("keyless call once the key is required: %s", r.Body)
 		}
 		idemtest.RequireReplayed(t, required.GQL("acme", createCategoryQuery, map[string]any{"key": "cat-1", "text": "keyed"}).Body, "createCategory")
@@ -114,7 +117,7 @@ func TestKeylessCallReadsItsEdgesInItsTransaction(t *testing.T) {
 		for round := range 3 {
 			td := a.createTodo("acme", fmt.Sprint("todo-", round), "read", nil)
 			r := a.GQL("acme", q, map[string]any{"in": map[string]any{"text": fmt.Sprint("edges-", round), "todoIDs": []string{td}}})
-			if len(r.Errors) > 0 || r.Outcome("createCategory") != idem.OutcomeKeyless || !strings.Contains(string(r.Data), `"t29":[{"id":"`+td+`"`) {
+			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemhttp.OutcomeKeyless || !strings.Contains(string(r.Data), `"t29":[{"id":"`+td+`"`) {
 				t.Fatalf("round %d: %.500s", round, r.Body)
 			}
 		}
@@ -143,7 +146,7 @@ func keyRequired(es graphql.ExecutableSchema, field string) graphql.ExecutableSc
 			continue
 		}
 		fc := *f
-		d := *f.Directives.ForName(idem.Directive)
+		d := *f.Directives.ForName(directive.Name)
 		d.Arguments = slices.DeleteFunc(slices.Clone(d.Arguments), func(a *ast.Argument) bool { return a.Name == "keyRequired" })
 		fc.Directives = ast.DirectiveList{&d}
 		m.Fields[i] = &fc

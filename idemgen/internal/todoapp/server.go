@@ -46,7 +46,11 @@ func Serve(es graphql.ExecutableSchema, client *ent.Client, cfg idem.Config) (ht
 	srv := handler.New(es)
 	srv.AddTransport(transport.POST{})
 	cfg.Backend, cfg.Tenant = client.IdempotencyBackend(), Tenant
-	h, err := idem.Install(srv, cfg)
+	hook, err := idem.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h, err := hook.Handler(srv)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/store"
 )
@@ -42,7 +43,7 @@ type Table struct {
 	store.Table
 	// Insert inserts the pending row of c with INSERT … ON CONFLICT DO
 	// NOTHING (the generated claim insert), in tx or by itself.
-	Insert func(ctx context.Context, tx store.Tx, c Claim) (bool, error)
+	Insert func(ctx context.Context, tx idembackend.Tx, c Claim) (bool, error)
 }
 
 // Claim is a claim to insert: attempt 1 of (Tenant, Key).
@@ -114,7 +115,7 @@ func (s *suite) claim(t Table, tenant, key string, leaseUntil time.Time) {
 	}
 }
 
-func (s *suite) claimIn(tx store.Tx, t Table, tenant, key string, leaseUntil time.Time) (store.Claimed, error) {
+func (s *suite) claimIn(tx idembackend.Tx, t Table, tenant, key string, leaseUntil time.Time) (store.Claimed, error) {
 	now := s.now()
 	c := Claim{Tenant: tenant, Key: key, Fingerprint: "fp-" + key, ClaimedAt: now, LeaseUntil: leaseUntil,
 		Operation: []byte(`{"query":"mutation { ` + key + ` }"}`)}
@@ -122,7 +123,7 @@ func (s *suite) claimIn(tx store.Tx, t Table, tenant, key string, leaseUntil tim
 		c.Operation = nil
 	}
 	return s.Driver.Claim(s.ctx, store.Claim{Ref: ref(t, tenant, key), Tx: tx,
-		Insert: func(ctx context.Context, tx store.Tx) (bool, error) { return t.Insert(ctx, tx, c) }})
+		Insert: func(ctx context.Context, tx idembackend.Tx) (bool, error) { return t.Insert(ctx, tx, c) }})
 }
 
 // complete stores a result of attempt by itself; it fails the test on an
@@ -137,7 +138,7 @@ func (s *suite) complete(t Table, tenant, key string, attempt int, status, respo
 	return ok
 }
 
-func (s *suite) lookup(t Table, tenant, key string) *store.Record {
+func (s *suite) lookup(t Table, tenant, key string) *record.Record {
 	s.t.Helper()
 	rec, _, err := s.Driver.Lookup(s.ctx, ref(t, tenant, key))
 	if err != nil {
@@ -146,7 +147,7 @@ func (s *suite) lookup(t Table, tenant, key string) *store.Record {
 	return rec
 }
 
-func (s *suite) begin() store.Tx {
+func (s *suite) begin() idembackend.Tx {
 	s.t.Helper()
 	_, tx, err := s.Driver.Begin(s.ctx)
 	if err != nil {
@@ -379,7 +380,7 @@ func testRenewAndRelease(t *testing.T, s *suite) {
 
 // atomicAttempt is an atomic-mode attempt that has claimed key k in its
 // transaction, marked the savepoint, and written (a row of key "write").
-func (s *suite) atomicAttempt() store.Tx {
+func (s *suite) atomicAttempt() idembackend.Tx {
 	s.t.Helper()
 	now := s.now()
 	tx := s.begin()

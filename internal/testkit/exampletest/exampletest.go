@@ -103,7 +103,11 @@ func (a *App) Handler(client *ent.Client, opts graph.Options) http.Handler {
 		a.t.Cleanup(func() { close(done) })
 		opts.Done = done
 	}
-	h, err := graph.NewHandler(client, a.prov, opts)
+	hook, err := graph.NewHook(client, opts)
+	if err != nil {
+		a.t.Fatalf("hook: %v", err)
+	}
+	h, err := graph.NewHandler(client, a.prov, hook)
 	if err != nil {
 		a.t.Fatalf("handler: %v", err)
 	}

@@ -1,6 +1,6 @@
 // Package hostile is the catalogue of the most expensive requests one
 // tenant can send the example server (cmd/server): for each of the
-// server's default request limits (idem.Limits), the worst request just
+// server's default request limits (idemhttp.Limits), the worst request just
 // over it and, where one fits, the worst just under it, which the server
 // parses, validates and answers. docs/limits.md publishes what each costs;
 // graph's benchmark measures that cost, graph's tests bound it, and
@@ -52,7 +52,7 @@ func (r Request) NewHTTPRequest(url, tenant string) *http.Request {
 
 // Fresh returns r with a document no server has seen: its query starts
 // with a comment naming n. A server remembers the documents it let
-// through (idem.OperationLimits) and the valid ones it parsed (gqlgen's
+// through (idemhttp.OperationLimits) and the valid ones it parsed (gqlgen's
 // query cache); the same text again costs it little.
 func (r Request) Fresh(n int) Request {
 	r.Body = bytes.Replace(r.Body, []byte(`"query":"`), fmt.Appendf(nil, `"query":"# %d\n`, n), 1)

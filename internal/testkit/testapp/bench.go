@@ -105,7 +105,11 @@ func (be *Bench) Handler(client *ent.Client, resolver *graph.Resolver, cfg idem.
 	if cfg.Logger == nil {
 		cfg.Logger = testkit.Logger(be.t)
 	}
-	h, err := idem.Install(srv, cfg)
+	hook, err := idem.New(cfg)
+	if err != nil {
+		be.t.Fatal(err)
+	}
+	h, err := hook.Handler(srv)
 	if err != nil {
 		be.t.Fatal(err)
 	}

@@ -17,7 +17,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -72,12 +75,12 @@ func TestTelemetry(t *testing.T) {
 		first := make(chan *testkit.Response)
 		go func() { first <- be.Post("org-1", "blocked", 1) }() // claim
 		<-started
-		if r := be.Post("org-1", "blocked", 1); r.Code() != string(idem.CodeInProgress) { // in progress
+		if r := be.Post("org-1", "blocked", 1); r.Code() != string(idemcode.InProgress) { // in progress
 			t.Fatalf("%s", r.Body)
 		}
 		unblock()
 		<-first
-		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idem.OutcomeExecuted { // claim, final failure
+		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idemhttp.OutcomeExecuted { // claim, final failure
 			t.Fatalf("%s", r.Body)
 		}
 
@@ -139,7 +142,7 @@ func TestTelemetry(t *testing.T) {
 		if strings.Contains(out, secretKey) || strings.Contains(out, "weightGrams") || strings.Contains(out, "Lyon") || strings.Contains(out, "no such route") {
 			t.Fatalf("logs carry a key or a stored response:\n%s", out)
 		}
-		if !strings.Contains(out, idem.KeyHash("blocked")) {
+		if !strings.Contains(out, idemkey.Hash("blocked")) {
 			t.Fatalf("logs do not identify keys by hash:\n%s", out)
 		}
 	})
@@ -156,7 +159,7 @@ func TestLimits(t *testing.T) {
 
 		long := be.GQL("org-1", `mutation($k: String!, $d: String!) { createShipment(idempotencyKey: $k, input: {destination: $d, weightGrams: 1}) { id } }`,
 			map[string]any{"k": "big-args", "d": strings.Repeat("x", 100)})
-		if long.Code() != string(idem.CodeRequestTooLarge) || calls != 0 || be.Count() != 0 {
+		if long.Code() != string(idemcode.RequestTooLarge) || calls != 0 || be.Count() != 0 {
 			t.Fatalf("oversized arguments: %s (calls %d)", long.Body, calls)
 		}
 
@@ -165,7 +168,7 @@ func TestLimits(t *testing.T) {
 			t.Fatalf("oversized result: %s", first.Body)
 		}
 		again := be.Post("org-1", "big-result", 1)
-		if again.Code() != string(idem.CodeResponseNotStored) || calls != 1 {
+		if again.Code() != string(idemcode.ResponseNotStored) || calls != 1 {
 			t.Fatalf("retry of an unstored result: %s (calls %d)", again.Body, calls)
 		}
 	})

@@ -17,7 +17,9 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -44,14 +46,14 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 		}
 
 		other := be.Post("org-1", "k", 800)
-		if other.Code() != string(idem.CodeKeyReused) || !strings.Contains(other.Errors[0].Message, "arguments") {
+		if other.Code() != string(idemcode.KeyReused) || !strings.Contains(other.Errors[0].Message, "arguments") {
 			t.Fatalf("different weight: %s", other.Body)
 		}
 		if other.Errors[0].Extensions["idempotencyKey"] != "k" {
 			t.Fatalf("error does not carry the key: %s", other.Body)
 		}
 		narrower := be.GQL("org-1", `mutation { createShipment(idempotencyKey: "k", input: {destination: "Lyon", weightGrams: 700}) { id } }`, nil)
-		if narrower.Code() != string(idem.CodeKeyReused) || !strings.Contains(narrower.Errors[0].Message, "selection set") {
+		if narrower.Code() != string(idemcode.KeyReused) || !strings.Contains(narrower.Errors[0].Message, "selection set") {
 			t.Fatalf("different selection: %s", narrower.Body)
 		}
 		if other.Replayed || narrower.Replayed {
@@ -81,7 +83,7 @@ func TestInvalidKeysAreRejectedBeforeAnything(t *testing.T) {
 			"non-ASCII":      "clé-42",
 			"DEL":            "abc\x7f",
 		} {
-			if r := be.Post("org-1", key, 100); r.Code() != string(idem.CodeKeyInvalid) {
+			if r := be.Post("org-1", key, 100); r.Code() != string(idemcode.KeyInvalid) {
 				t.Errorf("%s key: %s", name, r.Body)
 			}
 		}
@@ -96,7 +98,7 @@ func TestInvalidKeysAreRejectedBeforeAnything(t *testing.T) {
 			t.Fatalf("255-character key: %s", r.Body)
 		}
 		// No tenant: nothing runs either.
-		if r := be.Post("", "anonymous", 100); r.Code() != string(idem.CodeUnauthenticated) {
+		if r := be.Post("", "anonymous", 100); r.Code() != string(idemcode.Unauthenticated) {
 			t.Fatalf("no tenant: %s", r.Body)
 		}
 		// A key that is not a string is the request's error, before anything.
@@ -128,7 +130,7 @@ func TestStoreDownAnswersUnavailable(t *testing.T) {
 		be.Server.Config.Handler = be.Handler(down, resolver, idem.Config{})
 
 		r := be.Post("org-1", "ship-down", 100)
-		if r.Code() != string(idem.CodeUnavailable) {
+		if r.Code() != string(idemcode.Unavailable) {
 			t.Fatalf("store down: %s", r.Body)
 		}
 		msg := strings.ToLower(r.Errors[0].Message)
@@ -259,7 +261,7 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 		}
 		retry := func(s *testkit.Server, query string, vars map[string]any) *testkit.Response {
 			t.Helper()
-			r, err := s.Send("org-1", query, vars, http.Header{idem.HeaderRetry: {"1"}})
+			r, err := s.Send("org-1", query, vars, http.Header{idemhttp.HeaderRetry: {"1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,11 +270,11 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 		const atomicCreate = `mutation($k: String!) { createShipmentAtomic(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: 990}) { id destination } }`
 
 		r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "new", "g": 1})
-		if r.Outcome("createShipment") != idem.OutcomeExecuted || r.Replayed || runs.Load() != 1 {
+		if r.Outcome("createShipment") != idemhttp.OutcomeExecuted || r.Replayed || runs.Load() != 1 {
 			t.Fatalf("new key sent as a retry: %s (runs %d)", r.Body, runs.Load())
 		}
 		r = retry(elsewhere(), atomicCreate, map[string]any{"k": "new-atomic"})
-		if r.Outcome("createShipmentAtomic") != idem.OutcomeExecuted || r.Replayed {
+		if r.Outcome("createShipmentAtomic") != idemhttp.OutcomeExecuted || r.Replayed {
 			t.Fatalf("new atomic key sent as a retry: %s", r.Body)
 		}
 
@@ -288,11 +290,11 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 				t.Fatalf("%s: %s", c.field, first.Body)
 			}
 			r := retry(elsewhere(), c.query, c.vars)
-			if !r.Replayed || r.Outcome(c.field) != idem.OutcomeReplayed || !bytes.Equal(r.Data, first.Data) {
+			if !r.Replayed || r.Outcome(c.field) != idemhttp.OutcomeReplayed || !bytes.Equal(r.Data, first.Data) {
 				t.Fatalf("%s: retry in another process %s, first answer %s", c.field, r.Body, first.Body)
 			}
 		}
-		if r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "done", "g": 3}); r.Code() != string(idem.CodeKeyReused) {
+		if r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "done", "g": 3}); r.Code() != string(idemcode.KeyReused) {
 			t.Fatalf("key reused for other arguments, sent as a retry: %s", r.Body)
 		}
 
@@ -310,7 +312,7 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 		firstDone := make(chan *testkit.Response)
 		go func() { firstDone <- be.Post("org-1", "blocked", 4) }()
 		<-started
-		if r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "blocked", "g": 4}); r.Code() != string(idem.CodeInProgress) {
+		if r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "blocked", "g": 4}); r.Code() != string(idemcode.InProgress) {
 			t.Fatalf("retry of a key in flight elsewhere: %s", r.Body)
 		}
 		unblock()

@@ -17,7 +17,12 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemctl"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/engine"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -52,7 +57,7 @@ func TestRecoverOptOut(t *testing.T) {
 				map[string]any{"k": key, "id": created.CreateShipment.ID})
 		}
 		for field, key := range map[string]string{"approveShipmentLive": "live", "approveShipment": "recoverable"} {
-			if r := approve(field, key); r.Code() != string(idem.CodeInternal) {
+			if r := approve(field, key); r.Code() != string(idemcode.InternalServerError) {
 				t.Fatalf("%s: %s", field, r.Body)
 			}
 		}
@@ -71,10 +76,11 @@ func TestRecoverOptOut(t *testing.T) {
 		idemtest.RequireState(t, be.Client.IdempotencyBackend(), "org-1", "live", idemtest.Pending)
 
 		be.Clock.Advance(2 * time.Hour) // past the retention window
-		admin, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
+		hook, err := idem.New(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
 		if err != nil {
 			t.Fatal(err)
 		}
+		admin := idemctl.New(hook)
 		for _, key := range []string{"live", "recoverable"} {
 			testkit.Eventually(t, func() bool {
 				recs, err := admin.Inspect(context.Background(), "org-1", key)
@@ -85,7 +91,7 @@ func TestRecoverOptOut(t *testing.T) {
 			}, "%s abandoned", key)
 		}
 		for field, key := range map[string]string{"approveShipmentLive": "live", "approveShipment": "recoverable"} {
-			if r := approve(field, key); r.Code() != string(idem.CodeAbandoned) {
+			if r := approve(field, key); r.Code() != string(idemcode.Abandoned) {
 				t.Fatalf("%s: %s", field, r.Body)
 			}
 		}
@@ -104,7 +110,7 @@ func TestAtomicClaimKeepsNoOperation(t *testing.T) {
 			key, _ := idem.KeyFromContext(ctx)
 			mu.Lock()
 			defer mu.Unlock()
-			kept[key] = idem.ClaimFromContext(ctx).Operation
+			kept[key] = idembackend.ClaimFromContext(ctx).Operation
 			return nil
 		}
 		for _, field := range []string{"createShipmentLease", "createShipmentAtomic"} {
@@ -127,26 +133,33 @@ func TestAtomicClaimKeepsNoOperation(t *testing.T) {
 }
 
 // manualRecoverer serves be's application with the recoverer on but not
-// running by itself: the test runs its rounds (Extension.Recover), so
-// that it can count them. cfg is completed as NewBench completes it.
-func manualRecoverer(t *testing.T, be *testapp.Bench, cfg idem.Config) *idem.Extension {
+// running by itself: the test runs its rounds (Engine.Recover), so that it
+// can count them. The engine is configured as idem.Config's defaults and
+// NewBench would configure it, with cfg's RecoverAfter, Retention, Caller
+// and CallerContext.
+func manualRecoverer(t *testing.T, be *testapp.Bench, cfg idem.Config) *engine.Engine {
 	t.Helper()
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
 	srv.AddTransport(transport.POST{})
-	cfg.Backend = be.Client.IdempotencyBackend()
-	cfg.Tenant = graph.OrgFromContext
-	cfg.Clock = be.Clock
-	if cfg.CallerContext == nil {
-		cfg.TenantContext = graph.OrgContext
+	ecfg := engine.Config{
+		Backend: be.Client.IdempotencyBackend(), Tenant: graph.OrgFromContext, Offset: be.Clock.Offset,
+		Lease: idem.DefaultLease, Retention: cfg.Retention,
+		MaxResponseBytes: idem.DefaultMaxResponseBytes, MaxArgumentBytes: idem.DefaultMaxArgumentBytes,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RecoverAfter: cfg.RecoverAfter, Caller: cfg.Caller, CallerContext: cfg.CallerContext,
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	ext, err := idem.New(cfg)
+	if cfg.CallerContext == nil {
+		ecfg.TenantContext = graph.OrgContext
+	}
+	eng, err := engine.New(ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Use(ext)
-	be.Server.Config.Handler = graph.WithOrg(ext.Middleware(srv))
-	return ext
+	srv.Use(eng)
+	h := idemhttp.Middleware(srv, idemhttp.Limits{})
+	eng.SetHandler(h)
+	be.Server.Config.Handler = graph.WithOrg(h)
+	return eng
 }
 
 // The recoverer is fair. One tenant left 100 abandoned claims that can
@@ -194,7 +207,7 @@ func TestRecovererIsFair(t *testing.T) {
 		abandon := func(org, field, key string) {
 			r := be.GQL(org, `mutation($k: String!, $id: ID!) { `+field+`(idempotencyKey: $k, id: $id) { id } }`,
 				map[string]any{"k": key, "id": ids[org]})
-			if r.Outcome(field) != idem.OutcomeReleased {
+			if r.Outcome(field) != idemhttp.OutcomeReleased {
 				t.Fatalf("%s %s: %s", org, key, r.Body)
 			}
 		}
@@ -212,10 +225,11 @@ func TestRecovererIsFair(t *testing.T) {
 		failing.Store(false)
 		be.Clock.Advance(after + time.Second) // every lease ended more than RecoverAfter ago
 
-		admin, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend()})
+		hook, err := idem.New(idem.Config{Backend: be.Client.IdempotencyBackend()})
 		if err != nil {
 			t.Fatal(err)
 		}
+		admin := idemctl.New(hook)
 		state := func(org, key string) string {
 			recs, err := admin.Inspect(context.Background(), org, key)
 			if err != nil || len(recs) != 1 {
@@ -223,7 +237,7 @@ func TestRecovererIsFair(t *testing.T) {
 			}
 			return recs[0].State
 		}
-		round := func() idem.RecoverReport {
+		round := func() engine.RecoverReport {
 			rep, err := ext.Recover(context.Background())
 			if err != nil {
 				t.Fatalf("round: %v", err)

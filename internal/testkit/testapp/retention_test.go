@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -21,12 +23,13 @@ import (
 )
 
 // admin is an Admin over the bench's database, with its clock.
-func admin(t testing.TB, be *testapp.Bench) *idem.Admin {
+func admin(t testing.TB, be *testapp.Bench) *idemctl.Admin {
 	t.Helper()
-	a, err := idem.NewAdmin(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
+	hook, err := idem.New(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
+	a := idemctl.New(hook)
 	return a
 }
 
@@ -48,11 +51,11 @@ func TestRecordExpiresAndIsArchived(t *testing.T) {
 			t.Fatalf("inside the window: %s", r.Body)
 		}
 		be.Clock.Advance(2 * time.Minute)
-		if r := be.Post("org-1", "old", 100); r.Code() != string(idem.CodeKeyExpired) || r.Errors[0].Extensions["idempotencyKey"] != "old" {
+		if r := be.Post("org-1", "old", 100); r.Code() != string(idemcode.KeyExpired) || r.Errors[0].Extensions["idempotencyKey"] != "old" {
 			t.Fatalf("past the window, not yet swept: %s", r.Body)
 		}
 
-		report, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{})
+		report, err := admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{})
 		if err != nil || report.Archived() != 1 || report.Purged() != 0 {
 			t.Fatalf("sweep: %+v %v", report, err)
 		}
@@ -65,10 +68,10 @@ func TestRecordExpiresAndIsArchived(t *testing.T) {
 		if err != nil || archived.RecordTable != shipment.Table || archived.TenantID != "org-1" || !bytes.Contains(archived.IdempotencyResponse, []byte(`"destination":"Lyon","weightGrams":100,"label":"attempt-1"`)) {
 			t.Fatalf("archive: %+v %v", archived, err)
 		}
-		if r := be.Post("org-1", "old", 100); r.Code() != string(idem.CodeKeyExpired) {
+		if r := be.Post("org-1", "old", 100); r.Code() != string(idemcode.KeyExpired) {
 			t.Fatalf("after the sweep: %s", r.Body)
 		}
-		if again, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{}); err != nil || again.Archived() != 0 {
+		if again, err := admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || again.Archived() != 0 {
 			t.Fatalf("a second sweep archived again: %+v %v", again, err)
 		}
 		if calls.Load() != 1 {
@@ -94,19 +97,19 @@ func TestTombstonesArePurgedAfterTheHorizon(t *testing.T) {
 			t.Fatalf("approve: %s", approve.Body)
 		}
 		be.Clock.Advance(idem.DefaultRetention + time.Hour)
-		if _, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{}); err != nil {
+		if _, err := admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		dry, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{DryRun: true})
+		dry, err := admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{DryRun: true})
 		if err != nil || dry.Purged() != 0 {
 			t.Fatalf("dry run before the horizon: %+v %v", dry, err)
 		}
 		be.Clock.Advance(idem.DefaultTombstoneHorizon)
-		dry, err = admin(t, be).Sweep(context.Background(), idem.SweepOptions{DryRun: true})
+		dry, err = admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{DryRun: true})
 		if err != nil || dry.Purged() != 2 {
 			t.Fatalf("dry run past the horizon: %+v %v", dry, err)
 		}
-		report, err := admin(t, be).Sweep(context.Background(), idem.SweepOptions{})
+		report, err := admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{})
 		if err != nil || report.Purged() != 2 {
 			t.Fatalf("purge: %+v %v", report, err)
 		}
@@ -165,7 +168,7 @@ func TestInterruptedSweepFinishesItsBatch(t *testing.T) {
 			// locked: the next batch waits for it.
 			var locked sync.Once
 			lockErr := make(chan error, 1)
-			progress := func(p idem.SweepProgress) {
+			progress := func(p idemctl.SweepProgress) {
 				if p.Entity == "Shipment" && p.Archived == 1 {
 					locked.Do(func() {
 						_, err := hold.ExecContext(bg, `LOCK TABLE idempotency_archives IN EXCLUSIVE MODE`)
@@ -176,12 +179,12 @@ func TestInterruptedSweepFinishesItsBatch(t *testing.T) {
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
 			type result struct {
-				report idem.SweepReport
+				report idemctl.SweepReport
 				err    error
 			}
 			done := make(chan result, 1)
 			go func() {
-				r, err := admin(t, be).Sweep(ctx, idem.SweepOptions{BatchSize: 1, Progress: progress})
+				r, err := admin(t, be).Sweep(ctx, idemctl.SweepOptions{BatchSize: 1, Progress: progress})
 				done <- result{r, err}
 			}()
 			select {

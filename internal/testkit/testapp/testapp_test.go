@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -35,12 +37,12 @@ func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
 		if len(other.Errors) > 0 || other.Replayed || bytes.Equal(other.Data, first.Data) {
 			t.Fatalf("another org with the same key: %s", other.Body)
 		}
-		if r := be.Post("org-1", "ship-1", 2000); r.Code() != string(idem.CodeKeyReused) {
+		if r := be.Post("org-1", "ship-1", 2000); r.Code() != string(idemcode.KeyReused) {
 			t.Fatalf("reused key: %s", r.Body)
 		}
 		// The entity's own validator rejects the input at the claim:
 		// nothing is stored, the answer says why.
-		if r := be.Post("org-1", "ship-2", 0); r.Code() != string(idem.CodeBadInput) || !strings.Contains(r.Errors[0].Message, "weight_grams") {
+		if r := be.Post("org-1", "ship-2", 0); r.Code() != string(idemcode.BadUserInput) || !strings.Contains(r.Errors[0].Message, "weight_grams") {
 			t.Fatalf("invalid weight: %s", r.Body)
 		}
 		if n := be.Count(); n != 2 {
@@ -88,7 +90,7 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		}
 
 		busy := be.Post("org-1", "k", 100)
-		if busy.Code() != string(idem.CodeInProgress) {
+		if busy.Code() != string(idemcode.InProgress) {
 			t.Fatalf("live lease: %s", busy.Body)
 		}
 		if ra := busy.Errors[0].Extensions["retryAfterSeconds"].(float64); ra < 1 || ra > 60 {
@@ -163,7 +165,7 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 			return nil
 		}
 		first := be.Post("org-1", "k", 100)
-		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idem.OutcomeReleased {
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idemhttp.OutcomeReleased {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if rec := be.Record("org-1", "k"); rec.Label != "" {
@@ -217,10 +219,10 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "k", id: $id) { id label } }`,
 			map[string]any{"id": shipmentID(t, created)})
 	}
-	if first := approve(); first.Outcome("approveShipment") != idem.OutcomeReleased {
+	if first := approve(); first.Outcome("approveShipment") != idemhttp.OutcomeReleased {
 		t.Fatalf("first: %s", first.Body)
 	}
-	if blocked := approve(); blocked.Code() != string(idem.CodeInProgress) {
+	if blocked := approve(); blocked.Code() != string(idemcode.InProgress) {
 		t.Fatalf("the release went through although it was blocked: %s", blocked.Body)
 	}
 	if _, err := db.ExecContext(ctx, `DELETE FROM releases_blocked`); err != nil {
@@ -229,9 +231,9 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 	var res *testkit.Response
 	testkit.Eventually(t, func() bool {
 		res = approve()
-		return res.Code() != string(idem.CodeInProgress)
+		return res.Code() != string(idemcode.InProgress)
 	}, "the key free again once the releases could go through")
-	if len(res.Errors) > 0 || res.Outcome("approveShipment") != idem.OutcomeExecuted || calls.Load() != 2 {
+	if len(res.Errors) > 0 || res.Outcome("approveShipment") != idemhttp.OutcomeExecuted || calls.Load() != 2 {
 		t.Fatalf("retry: %s (runs: %d)", res.Body, calls.Load())
 	}
 }
@@ -277,7 +279,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 		}
 		first := be.Post("org-1", "k", 100)
 		second := be.Post("org-1", "k", 100)
-		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idem.OutcomeExecuted {
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idemhttp.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {
@@ -353,7 +355,7 @@ func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
 			t.Fatalf("approve: %s", final.Body)
 		}
 		for i, r := range results {
-			if !bytes.Equal(r.Data, final.Data) && r.Code() != string(idem.CodeInProgress) {
+			if !bytes.Equal(r.Data, final.Data) && r.Code() != string(idemcode.InProgress) {
 				t.Fatalf("concurrent approval %d: %s", i, r.Body)
 			}
 		}
@@ -424,7 +426,7 @@ func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
 				}
 				return renewed
 			}, "the claim's lease (until %v) past, and renewed", claimedUntil)
-			if r := approve(); r.Code() != string(idem.CodeInProgress) {
+			if r := approve(); r.Code() != string(idemcode.InProgress) {
 				t.Fatalf("a retry during a long run: %s", r.Body)
 			}
 			free()

@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/idempotencyarchive"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/idempotencyrecord"
@@ -15,7 +15,7 @@ import (
 
 // IdempotencyBackend returns the backend of the idempotency hook for this
 // client: idem.Config{Backend: client.IdempotencyBackend()}.
-func (c *Client) IdempotencyBackend() idem.Backend {
+func (c *Client) IdempotencyBackend() idembackend.Backend {
 	return &idempotencyBackend{client: c}
 }
 
@@ -23,15 +23,15 @@ type idempotencyBackend struct {
 	client *Client
 }
 
-// Dialect implements idem.Backend.
+// Dialect implements idembackend.Backend.
 func (b *idempotencyBackend) Dialect() string { return b.client.driver.Dialect() }
 
-// DB implements idem.Backend.
-func (b *idempotencyBackend) DB() idem.Executor { return b.client }
+// DB implements idembackend.Backend.
+func (b *idempotencyBackend) DB() idembackend.Executor { return b.client }
 
-// BeginTx implements idem.Backend: the returned context carries the
+// BeginTx implements idembackend.Backend: the returned context carries the
 // transaction's client, which FromContext returns to resolvers.
-func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem.Tx, error) {
+func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idembackend.Tx, error) {
 	tx, err := b.client.Tx(ctx)
 	if err != nil {
 		return ctx, nil, err
@@ -40,8 +40,8 @@ func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem
 	return NewContext(ctx, tx.Client()), tx, nil
 }
 
-// Records implements idem.Backend.
-func (b *idempotencyBackend) Records(entity string) (*idem.RecordTable, bool) {
+// Records implements idembackend.Backend.
+func (b *idempotencyBackend) Records(entity string) (*idembackend.RecordTable, bool) {
 	for _, r := range b.RecordTables() {
 		if r.Entity == entity {
 			return r, true
@@ -50,9 +50,9 @@ func (b *idempotencyBackend) Records(entity string) (*idem.RecordTable, bool) {
 	return nil, false
 }
 
-// RecordTables implements idem.Backend.
-func (b *idempotencyBackend) RecordTables() []*idem.RecordTable {
-	return []*idem.RecordTable{
+// RecordTables implements idembackend.Backend.
+func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
+	return []*idembackend.RecordTable{
 		{
 			Entity:      "Category",
 			Table:       category.Table,
@@ -78,13 +78,13 @@ func (b *idempotencyBackend) RecordTables() []*idem.RecordTable {
 	}
 }
 
-// ArchiveTable implements idem.Backend.
+// ArchiveTable implements idembackend.Backend.
 func (b *idempotencyBackend) ArchiveTable() string {
 	return idempotencyarchive.Table
 }
 
 // clientFor returns the client of tx, or the non-transactional client.
-func (b *idempotencyBackend) clientFor(tx idem.Tx) (*Client, error) {
+func (b *idempotencyBackend) clientFor(tx idembackend.Tx) (*Client, error) {
 	if tx == nil {
 		return b.client, nil
 	}

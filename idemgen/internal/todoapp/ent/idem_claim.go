@@ -9,7 +9,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/todo"
@@ -25,9 +25,9 @@ func claimResult(entity string, err error) (bool, error) {
 	case errors.Is(err, stdsql.ErrNoRows):
 		return false, nil
 	case IsValidationError(err):
-		return false, idem.InvalidInput(err.Error(), err)
+		return false, &idembackend.InputError{Message: err.Error(), Err: err}
 	case IsConstraintError(err):
-		return false, idem.InvalidInput("the input breaks a constraint of "+entity+" (does every record it refers to exist?)", err)
+		return false, &idembackend.InputError{Message: "the input breaks a constraint of " + entity + " (does every record it refers to exist?)", Err: err}
 	}
 	return false, err
 }
@@ -42,13 +42,13 @@ func claimArgError(arg string, v any, field, want string) error {
 // from the mutation's arguments: its input, and those named like its fields.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertCategory(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertCategory(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
 	}
 	create := client.Category.Create()
-	switch input := args[idem.InputArgument].(type) {
+	switch input := args["input"].(type) {
 	case CreateCategoryInput:
 		create.SetInput(input)
 	case *CreateCategoryInput:
@@ -132,7 +132,7 @@ func setCategoryClaimArgs(create *CategoryCreate, args map[string]any) error {
 // from the mutation's arguments.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
@@ -173,13 +173,13 @@ type idemIdempotencyRecordArgs struct {
 // from the mutation's arguments: its input, and those named like its fields.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertTodo(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertTodo(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
 	}
 	create := client.Todo.Create()
-	switch input := args[idem.InputArgument].(type) {
+	switch input := args["input"].(type) {
 	case CreateTodoInput:
 		create.SetInput(input)
 	case *CreateTodoInput:

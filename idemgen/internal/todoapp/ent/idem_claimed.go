@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/todo"
@@ -19,7 +19,7 @@ import (
 //
 //	row, err := ent.ClaimedCategory(ctx)
 func ClaimedCategory(ctx context.Context) (*Category, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedCategory called outside an idempotent mutation")
 	}
@@ -46,7 +46,7 @@ func ClaimedCategory(ctx context.Context) (*Category, error) {
 //
 //	row, err := ent.ClaimedIdempotencyRecord(ctx)
 func ClaimedIdempotencyRecord(ctx context.Context) (*IdempotencyRecord, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedIdempotencyRecord called outside an idempotent mutation")
 	}
@@ -73,7 +73,7 @@ func ClaimedIdempotencyRecord(ctx context.Context) (*IdempotencyRecord, error) {
 //
 //	row, err := ent.ClaimedTodo(ctx)
 func ClaimedTodo(ctx context.Context) (*Todo, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedTodo called outside an idempotent mutation")
 	}

@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
@@ -14,7 +14,7 @@ import (
 
 // IdempotencyBackend returns the backend of the idempotency hook for this
 // client: idem.Config{Backend: client.IdempotencyBackend()}.
-func (c *Client) IdempotencyBackend() idem.Backend {
+func (c *Client) IdempotencyBackend() idembackend.Backend {
 	return &idempotencyBackend{client: c}
 }
 
@@ -22,15 +22,15 @@ type idempotencyBackend struct {
 	client *Client
 }
 
-// Dialect implements idem.Backend.
+// Dialect implements idembackend.Backend.
 func (b *idempotencyBackend) Dialect() string { return b.client.driver.Dialect() }
 
-// DB implements idem.Backend.
-func (b *idempotencyBackend) DB() idem.Executor { return b.client }
+// DB implements idembackend.Backend.
+func (b *idempotencyBackend) DB() idembackend.Executor { return b.client }
 
-// BeginTx implements idem.Backend: the returned context carries the
+// BeginTx implements idembackend.Backend: the returned context carries the
 // transaction's client, which FromContext returns to resolvers.
-func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem.Tx, error) {
+func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idembackend.Tx, error) {
 	tx, err := b.client.Tx(ctx)
 	if err != nil {
 		return ctx, nil, err
@@ -39,8 +39,8 @@ func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem
 	return NewContext(ctx, tx.Client()), tx, nil
 }
 
-// Records implements idem.Backend.
-func (b *idempotencyBackend) Records(entity string) (*idem.RecordTable, bool) {
+// Records implements idembackend.Backend.
+func (b *idempotencyBackend) Records(entity string) (*idembackend.RecordTable, bool) {
 	for _, r := range b.RecordTables() {
 		if r.Entity == entity {
 			return r, true
@@ -49,9 +49,9 @@ func (b *idempotencyBackend) Records(entity string) (*idem.RecordTable, bool) {
 	return nil, false
 }
 
-// RecordTables implements idem.Backend.
-func (b *idempotencyBackend) RecordTables() []*idem.RecordTable {
-	return []*idem.RecordTable{
+// RecordTables implements idembackend.Backend.
+func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
+	return []*idembackend.RecordTable{
 		{
 			Entity:      "IdempotencyRecord",
 			Table:       idempotencyrecord.Table,
@@ -70,13 +70,13 @@ func (b *idempotencyBackend) RecordTables() []*idem.RecordTable {
 	}
 }
 
-// ArchiveTable implements idem.Backend.
+// ArchiveTable implements idembackend.Backend.
 func (b *idempotencyBackend) ArchiveTable() string {
 	return idempotencyarchive.Table
 }
 
 // clientFor returns the client of tx, or the non-transactional client.
-func (b *idempotencyBackend) clientFor(tx idem.Tx) (*Client, error) {
+func (b *idempotencyBackend) clientFor(tx idembackend.Tx) (*Client, error) {
 	if tx == nil {
 		return b.client, nil
 	}

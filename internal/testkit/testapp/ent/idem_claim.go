@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
@@ -24,9 +24,9 @@ func claimResult(entity string, err error) (bool, error) {
 	case errors.Is(err, stdsql.ErrNoRows):
 		return false, nil
 	case IsValidationError(err):
-		return false, idem.InvalidInput(err.Error(), err)
+		return false, &idembackend.InputError{Message: err.Error(), Err: err}
 	case IsConstraintError(err):
-		return false, idem.InvalidInput("the input breaks a constraint of "+entity+" (does every record it refers to exist?)", err)
+		return false, &idembackend.InputError{Message: "the input breaks a constraint of " + entity + " (does every record it refers to exist?)", Err: err}
 	}
 	return false, err
 }
@@ -41,7 +41,7 @@ func claimArgError(arg string, v any, field, want string) error {
 // from the mutation's arguments.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
@@ -82,13 +82,13 @@ type idemIdempotencyRecordArgs struct {
 // from the mutation's arguments: its input, and those named like its fields.
 // Without a key (a call while the key is optional) it inserts an ordinary
 // row.
-func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idem.Tx, c *idem.Claim, args map[string]any) (bool, error) {
+func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idembackend.Tx, c *idembackend.Claim, args map[string]any) (bool, error) {
 	client, err := b.clientFor(tx)
 	if err != nil {
 		return false, err
 	}
 	create := client.Shipment.Create()
-	switch input := args[idem.InputArgument].(type) {
+	switch input := args["input"].(type) {
 	case CreateShipmentInput:
 		create.SetInput(input)
 	case *CreateShipmentInput:

@@ -6,7 +6,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/goovo/idem"
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
 )
@@ -18,7 +18,7 @@ import (
 //
 //	row, err := ent.ClaimedIdempotencyRecord(ctx)
 func ClaimedIdempotencyRecord(ctx context.Context) (*IdempotencyRecord, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedIdempotencyRecord called outside an idempotent mutation")
 	}
@@ -45,7 +45,7 @@ func ClaimedIdempotencyRecord(ctx context.Context) (*IdempotencyRecord, error) {
 //
 //	row, err := ent.ClaimedShipment(ctx)
 func ClaimedShipment(ctx context.Context) (*Shipment, error) {
-	c := idem.ClaimFromContext(ctx)
+	c := idembackend.ClaimFromContext(ctx)
 	if c == nil {
 		return nil, errors.New("ent: ClaimedShipment called outside an idempotent mutation")
 	}

@@ -1,0 +1,104 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/99designs/gqlgen/graphql/handler"
+
+	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/engine"
+)
+
+// Hook is the idempotency hook of one configuration. Its Handler makes a
+// gqlgen server's @idempotent mutations retry-safe; package idemctl's Admin
+// (idemctl.New(hook)) maintains the records with the same retention,
+// horizon, lease and clock, so that the server and its sweeper cannot
+// disagree.
+type Hook struct {
+	cfg    Config
+	eng    *engine.Engine
+	served atomic.Bool
+}
+
+// New checks cfg and returns its hook. Errors name the Config field at
+// fault. Config.Tenant is needed to serve (Handler), not by an operator's
+// program that only maintains the records.
+func New(cfg Config) (*Hook, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(cfg.engine())
+	if err != nil {
+		return nil, err
+	}
+	return &Hook{cfg: cfg, eng: eng}, nil
+}
+
+// Config returns the hook's configuration, with its defaults filled in.
+func (h *Hook) Config() Config { return h.cfg }
+
+// Handler makes srv's @idempotent mutations retry-safe, bounds what a
+// request may ask for, and returns the handler to serve. It puts the HTTP
+// edge on srv (idemhttp.Configure: the error presenter, put your own in
+// Config.ErrorPresenter; the recover function; the document and complexity
+// limits of Config.Limits; a last transport for what no other takes), adds
+// the hook, wraps srv in idemhttp.Middleware (the body limit, the
+// Idempotency-Key header, the response headers), and starts the recoverer
+// when Config.RecoverAfter is set.
+//
+//	srv := handler.New(graph.NewExecutableSchema(cfg))
+//	srv.AddTransport(transport.POST{})
+//	hook, err := idem.New(idem.Config{
+//		Backend: client.IdempotencyBackend(),
+//		Tenant:  tenantFromContext,
+//	})
+//	h, err := hook.Handler(srv)
+//	http.Handle("/query", h)
+//
+// Add transports before Handler, and extensions that work on the operation
+// (a complexity limit of your own, say) after it, so that the limits see the
+// operation first; an extension that rewrites the query
+// (extension.AutomaticPersistedQuery) goes before Handler. A hook serves
+// one server: make one Hook for each.
+func (h *Hook) Handler(srv *handler.Server) (_ http.Handler, err error) {
+	if h.cfg.Tenant == nil {
+		return nil, errors.New("idem: Config.Tenant is required to serve")
+	}
+	if !h.served.CompareAndSwap(false, true) {
+		return nil, errors.New("idem: Hook.Handler was called already: a hook serves one server, make one Hook for each")
+	}
+	defer func() {
+		// gqlgen panics when an extension rejects the schema.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	cfg := h.cfg
+	idemhttp.Configure(srv, cfg.Limits, &idemhttp.Presenter{Logger: cfg.Logger, MapError: cfg.MapError, Next: cfg.ErrorPresenter})
+	srv.Use(h.eng)
+	hh := idemhttp.Middleware(srv, cfg.Limits)
+	h.eng.SetHandler(hh) // the recoverer runs abandoned claims through it
+	if cfg.RecoverAfter > 0 {
+		go h.eng.RunRecoverer(doneContext(cfg.Done))
+	}
+	return hh, nil
+}
+
+// doneContext is a context that ends when done is closed (never, when it
+// is nil).
+func doneContext(done <-chan struct{}) context.Context {
+	if done == nil {
+		return context.Background()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-done
+		cancel()
+	}()
+	return ctx
+}

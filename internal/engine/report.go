@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/reqstate"
+)
+
+type operationKey struct{}
+
+// operation collects the idempotent fields of one GraphQL operation.
+type operation struct {
+	http       *reqstate.State
+	mu         sync.Mutex
+	fields     map[string]idemhttp.FieldReport
+	inProgress map[string]time.Duration // fields answered IDEMPOTENCY_IN_PROGRESS, their retry delay
+}
+
+func operationFrom(ctx context.Context) *operation {
+	op, _ := ctx.Value(operationKey{}).(*operation)
+	return op
+}
+
+func (op *operation) record(alias, key, outcome string) {
+	if op == nil {
+		return
+	}
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if op.fields == nil {
+		op.fields = map[string]idemhttp.FieldReport{}
+	}
+	op.fields[alias] = idemhttp.FieldReport{Key: key, Outcome: outcome, Replayed: outcome == idemhttp.OutcomeReplayed}
+}
+
+// report hands the headers' facts to the HTTP layer: replayed when every
+// idempotent field was, the key echoed when there was one field (in the
+// form of the request's header, or as the draft's quoted string), and a
+// retry delay when every field is in progress.
+func (op *operation) report() {
+	if op.http == nil {
+		return
+	}
+	all := len(op.fields) > 0
+	var echo string
+	for _, f := range op.fields {
+		all = all && f.Replayed
+		echo = f.Key
+	}
+	if len(op.fields) != 1 {
+		echo = ""
+	}
+	var retryAfter time.Duration
+	if len(op.inProgress) == len(op.fields) {
+		for _, d := range op.inProgress {
+			retryAfter = max(retryAfter, d)
+		}
+	}
+	op.http.SetAnswer(reqstate.Answer{AllReplayed: all, EchoKey: echo, RetryAfter: retryAfter,
+		EchoQuoted: echo != "" && !(op.http.HasKey && echo == op.http.Key && !op.http.KeyQuoted)})
+}
+
+// inProgressFor records that the field answered IDEMPOTENCY_IN_PROGRESS
+// with this retry delay.
+func (op *operation) inProgressFor(alias string, retryAfter time.Duration) {
+	if op == nil {
+		return
+	}
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if op.inProgress == nil {
+		op.inProgress = map[string]time.Duration{}
+	}
+	op.inProgress[alias] = retryAfter
+}
