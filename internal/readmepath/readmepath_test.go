@@ -25,13 +25,17 @@ import (
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
-// step is one marked block of the README: a file to write or commands to
-// run, in the README's order.
+// guide is the file whose marked blocks the test follows: the adoption
+// guide's "Add it to your app", relative to the module's root.
+const guide = "docs/adopting.md"
+
+// step is one marked block of the guide: a file to write or commands to
+// run, in the guide's order.
 type step struct {
 	file     string   // path in the module, for a file block
 	content  string   // the file's text
 	commands []string // for a command block, one command a line
-	line     int      // where the block starts in README.md
+	line     int      // where the block starts in the guide
 }
 
 var (
@@ -39,11 +43,12 @@ var (
 	commandMarker = regexp.MustCompile(`^<!-- commands -->$`)
 )
 
-// readmeSteps returns the marked blocks of the README's section "Add it to
-// your app". A marker must be followed by a fenced block.
-func readmeSteps(t *testing.T, readme string) []step {
+// markedSteps returns the marked blocks of the file at path, in order. A
+// marker must be followed by a fenced block.
+func markedSteps(t *testing.T, path string) []step {
 	t.Helper()
-	text, err := os.ReadFile(readme)
+	name := filepath.Base(path)
+	text, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +74,13 @@ func readmeSteps(t *testing.T, readme string) []step {
 		start := n
 		fence, ok := next()
 		if !ok || !strings.HasPrefix(fence, "```") {
-			t.Fatalf("README.md:%d: a marker must be followed by a fenced block, found %q", start, fence)
+			t.Fatalf("%s:%d: a marker must be followed by a fenced block, found %q", name, start, fence)
 		}
 		var body []string
 		for {
 			l, ok := next()
 			if !ok {
-				t.Fatalf("README.md:%d: unterminated block", start)
+				t.Fatalf("%s:%d: unterminated block", name, start)
 			}
 			if l == "```" {
 				break
@@ -100,7 +105,7 @@ func readmeSteps(t *testing.T, readme string) []step {
 	return steps
 }
 
-// TestReadmePath builds the app the README's "Add it to your app" describes,
+// TestReadmePath builds the app the guide's "Add it to your app" describes,
 // in a new module whose schema is testdata's, and checks that a mutation
 // sent twice is executed once and replayed once, on SQLite and PostgreSQL.
 //
@@ -108,7 +113,7 @@ func readmeSteps(t *testing.T, readme string) []step {
 // GOFLAGS is cleared of the caller's -mod, GOSUMDB is off (the cache
 // verified the modules when it was filled; a temporary module has no
 // go.sum of its own to check against), GOPROXY is the environment's, so a
-// cold cache fills from the module proxy. The README's one step that
+// cold cache fills from the module proxy. The guide's one step that
 // cannot run as written, `go get github.com/goovo/idem@latest`, runs
 // against this checkout: a replace directive, then go get of it.
 func TestReadmePath(t *testing.T) {
@@ -117,16 +122,16 @@ func TestReadmePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := readmeSteps(t, filepath.Join(root, "README.md"))
+	steps := markedSteps(t, filepath.Join(root, guide))
 	if len(steps) == 0 {
-		t.Fatal("README.md marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
+		t.Fatal(guide + " marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
 	}
 
 	app := appDir(t, root)
 	goVersion := goDirective(t, filepath.Join(root, "go.mod"))
 	writeFile(t, app, "go.mod", "module example.com/app\n\ngo "+goVersion+"\n")
-	// The app's schema: what the README shows only in part (a user's
-	// entities, with the mixin the README shows).
+	// The app's schema: what the guide shows only in part (a user's
+	// entities, with the mixin the guide shows).
 	copyTree(t, "testdata/ent", filepath.Join(app, "ent"))
 
 	env := append(os.Environ(),
@@ -140,9 +145,9 @@ func TestReadmePath(t *testing.T) {
 		cmd.Dir, cmd.Env = app, env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("README.md:%d: %s: %v\n%s", line, strings.Join(args, " "), err, out)
+			t.Fatalf("%s:%d: %s: %v\n%s", guide, line, strings.Join(args, " "), err, out)
 		}
-		t.Logf("README.md:%d: %s (%.1fs)", line, strings.Join(args, " "), time.Since(began).Seconds())
+		t.Logf("%s:%d: %s (%.1fs)", guide, line, strings.Join(args, " "), time.Since(began).Seconds())
 	}
 	for _, s := range steps {
 		if s.file != "" {
@@ -157,11 +162,11 @@ func TestReadmePath(t *testing.T) {
 				continue
 			}
 			if args[0] != "go" {
-				t.Fatalf("README.md:%d: %q: the test runs go commands only", s.line, c)
+				t.Fatalf("%s:%d: %q: the test runs go commands only", guide, s.line, c)
 			}
 			run(s.line, args...)
 			if c == "go generate ./..." {
-				// The app's own root resolver, which the README leaves to
+				// The app's own root resolver, which the guide leaves to
 				// it. It comes after the first generation because it
 				// imports the ent package, which a new module has only
 				// then (gqlgen wrote a default resolver.go meanwhile).
@@ -184,7 +189,7 @@ func TestReadmePath(t *testing.T) {
 			sendTwice(t, "http://"+addr+"/query")
 		})
 	}
-	t.Logf("README path: %.1fs in all", time.Since(start).Seconds())
+	t.Logf("the guide's path: %.1fs in all", time.Since(start).Seconds())
 }
 
 // sendTwice creates an author, then a book and tags the author's books,
@@ -222,7 +227,7 @@ func sendTwice(t *testing.T, url string) {
 		t.Logf("%s: %s", m.field, first.Data)
 	}
 
-	// The key scope the README states: a key belongs to a tenant and a
+	// The key scope the guide states: a key belongs to a tenant and a
 	// record entity. tagBooks' key is new to Author's records, and
 	// another tenant's a-1 is its own; b-1 with other arguments is refused.
 	for _, c := range []struct{ tenant, key, want string }{
