@@ -176,6 +176,7 @@ func TestReadmePath(t *testing.T) {
 	}
 	t.Logf("generated and built in %.1fs", time.Since(start).Seconds())
 	bin := filepath.Join(app, "server")
+	idemctl := filepath.Join(app, "idemctl")
 
 	for _, backend := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(backend), func(t *testing.T) {
@@ -183,10 +184,13 @@ func TestReadmePath(t *testing.T) {
 			if backend == idemtest.Postgres {
 				dsn = idemtest.Open(t, backend).DSN // a schema of its own, dropped at the end
 			}
-			addr := proctest.FreeAddr(t)
-			p := proctest.Start(t, bin, []string{"DATABASE_URL=" + dsn, "ADDR=" + addr}, nil)
+			addr, metrics := proctest.FreeAddr(t), proctest.FreeAddr(t)
+			p := proctest.Start(t, bin, []string{"DATABASE_URL=" + dsn, "ADDR=" + addr, "METRICS_ADDR=" + metrics}, nil)
 			p.WaitListening(t, addr, time.Minute)
 			sendTwice(t, "http://"+addr+"/query")
+			sendInHeader(t, "http://"+addr+"/query")
+			exported(t, "http://"+metrics+"/metrics")
+			stats(t, idemctl, dsn)
 		})
 	}
 	t.Logf("the guide's path: %.1fs in all", time.Since(start).Seconds())
@@ -245,6 +249,84 @@ func sendTwice(t *testing.T, url string) {
 	}
 }
 
+// sendInHeader sends createBook and tagBooks twice each with the key in
+// the Idempotency-Key header, as the guide's "The key in a header" says:
+// the first runs, the second replays the same data, and the answer
+// repeats the key in the form it was sent.
+func sendInHeader(t *testing.T, url string) {
+	t.Helper()
+	for _, m := range []struct{ field, key, query string }{
+		{"createBook", `"b-2"`, `mutation { createBook(input: {title: "Emma"}) { id headline } }`},
+		{"tagBooks", `t-2`, `mutation($author: ID!) { tagBooks(authorID: $author, tag: "header") }`},
+	} {
+		var vars map[string]any
+		if m.field == "tagBooks" {
+			a := post(t, url, "acme", `mutation { createAuthor(idempotencyKey: "a-2", input: {name: "Austen"}) { id } }`, nil)
+			var r struct{ CreateAuthor struct{ ID string } }
+			if err := json.Unmarshal(a.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			vars = map[string]any{"author": r.CreateAuthor.ID}
+		}
+		first := postKeyed(t, url, "acme", m.key, m.query, vars)
+		idemtest.RequireExecuted(t, first.body, m.field)
+		second := postKeyed(t, url, "acme", m.key, m.query, vars)
+		idemtest.RequireReplayed(t, second.body, m.field)
+		if !bytes.Equal(first.Data, second.Data) {
+			t.Errorf("%s, key in the header: the replay's data differ:\n%s\n%s", m.field, first.Data, second.Data)
+		}
+		if got := second.header.Get(idemhttp.HeaderKey); got != m.key {
+			t.Errorf("%s: the answer's %s header is %q, want %q", m.field, idemhttp.HeaderKey, got, m.key)
+		}
+	}
+	// Neither header nor argument: the key is still required.
+	r := send(t, url, "acme", `mutation { createBook(input: {title: "Persuasion"}) { id } }`, nil)
+	if len(r.Errors) != 1 || !bytes.Contains(r.Errors[0], []byte(idemcode.KeyMissing)) {
+		t.Errorf("no key at all: want %s, got %s", idemcode.KeyMissing, r.body)
+	}
+}
+
+// exported checks that the server exports the hook's metrics as the
+// guide's "Exporting the metrics" says: in Prometheus format, with the
+// replays counted.
+func exported(t *testing.T, url string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"idem_claims_total", "idem_replays_total"} {
+		if res.StatusCode != http.StatusOK || !regexp.MustCompile(`(?m)^`+name+`\{.*\} [1-9]`).Match(b) {
+			t.Errorf("GET %s: %d, no %s counted:\n%.2000s", url, res.StatusCode, name, b)
+		}
+	}
+}
+
+// stats runs the guide's idemctl against the server's database: the
+// records of the requests sent are counted per entity.
+func stats(t *testing.T, idemctl, dsn string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, idemctl, "stats")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("idemctl stats: %v\n%s", err, out)
+	}
+	for _, entity := range []string{"Author", "Book", "IdempotencyRecord"} {
+		if !regexp.MustCompile(`(?m)^` + entity + `\s`).Match(out) {
+			t.Errorf("idemctl stats has no line for %s:\n%s", entity, out)
+		}
+	}
+	t.Logf("idemctl stats:\n%s", out)
+}
+
 type response struct {
 	body   []byte
 	header http.Header
@@ -263,9 +345,26 @@ func post(t *testing.T, url, tenant, query string, vars map[string]any) response
 	return r
 }
 
+// postKeyed is post with the key in the Idempotency-Key header.
+func postKeyed(t *testing.T, url, tenant, key, query string, vars map[string]any) response {
+	t.Helper()
+	r := sendKeyed(t, url, tenant, key, query, vars)
+	if len(r.Errors) > 0 {
+		t.Fatalf("errors: %s", r.body)
+	}
+	return r
+}
+
 // send sends a GraphQL request as tenant and returns the answer, which
 // must be HTTP 200 and JSON.
 func send(t *testing.T, url, tenant, query string, vars map[string]any) response {
+	t.Helper()
+	return sendKeyed(t, url, tenant, "", query, vars)
+}
+
+// sendKeyed is send with the Idempotency-Key header set to key, unless
+// key is empty.
+func sendKeyed(t *testing.T, url, tenant, key, query string, vars map[string]any) response {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {
@@ -277,6 +376,9 @@ func send(t *testing.T, url, tenant, query string, vars map[string]any) response
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Tenant-ID", tenant)
+	if key != "" {
+		req.Header.Set(idemhttp.HeaderKey, key)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
