@@ -25,7 +25,7 @@
 // Behind PgBouncer in transaction pooling mode, add
 // default_query_exec_mode=exec to the URL: pgx's default prepared-statement
 // cache does not survive a pooler that hands each transaction another
-// server connection (see the README's operating section).
+// server connection (docs/operations.md, "Connections, start-up and PgBouncer").
 //
 // Opening a database sits below the record store (internal/store uses
 // pgxdriver); turning a schema's tables into tables partitioned by tenant

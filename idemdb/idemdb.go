@@ -80,7 +80,7 @@ func Open(dsn string) (Driver, error) { return OpenPool(dsn, Pool{}) }
 //
 // A PostgreSQL URL may carry pgx's settings besides libpq's: behind
 // PgBouncer in transaction pooling mode, add
-// default_query_exec_mode=exec (see the README's operating section); a
+// default_query_exec_mode=exec (docs/operations.md, "Connections, start-up and PgBouncer"); a
 // URL's pool_max_conns and pool_max_conn_idle_time apply where p leaves
 // MaxConns and MaxIdleTime zero. A URL that pgx cannot parse is an error
 // here, not at the first query. Nothing is connected yet: see WaitReady.

@@ -224,7 +224,7 @@ func startPrivate(ctx context.Context, cfg *config) (pg private, db *database, s
 		// The provider's ledger gets a pool of its own: a lease-mode
 		// payment holds its server connection while it calls the
 		// provider, so sharing one pool could fill it with transactions
-		// that wait for the provider's statements (see the README).
+		// that wait for the provider's statements (docs/operations.md).
 		const providerAlias = name + "_provider"
 		bouncer, err = pgcluster.StartBouncer(ctx, c, pgcluster.BouncerOptions{
 			PoolMode:  "transaction",

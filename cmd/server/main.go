@@ -6,7 +6,7 @@
 //
 // The simulated payment provider keeps its ledger in the same database, or
 // in PROVIDER_DATABASE_URL when set (behind PgBouncer, a pool of its own:
-// see the README's operating section).
+// see docs/operations.md).
 //
 // GraphQL is served at /query and a playground at /. The caller's tenant is
 // the X-Tenant-ID header, sent once (a request that sends it twice is
