@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
@@ -169,6 +171,50 @@ func TestRetentionLongerThanTheTableIsRefused(t *testing.T) {
 	}
 	_, err = hook.Handler(handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}})))
 	if err == nil || !strings.Contains(err.Error(), "approveShipmentBrief") || !strings.Contains(err.Error(), "retentionSeconds: 3600 (1h) exceeds the retention of its record entity IdempotencyRecord (30m)") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// withSchema serves an executable schema under another schema: a schema
+// written by hand, which no generation checked.
+type withSchema struct {
+	graphql.ExecutableSchema
+	schema *ast.Schema
+}
+
+func (w withSchema) Schema() *ast.Schema { return w.schema }
+
+// A fingerprintExclude path that is not an argument of its mutation, in a
+// schema that generation did not check, stops the server from starting,
+// naming the mutation and the path.
+func TestExclusionOfAMissingPathIsRefusedAtStart(t *testing.T) {
+	db := idemtest.Open(t, idemtest.SQLite)
+	client := ent.NewClient(ent.Driver(db.Driver))
+	es := graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}})
+	orig := es.Schema()
+	mutation := *orig.Mutation
+	mutation.Fields = nil
+	for _, f := range orig.Mutation.Fields {
+		if f.Name == "createShipmentStamped" {
+			cp := *f
+			cp.Directives = ast.DirectiveList{{Name: "idempotent", Arguments: ast.ArgumentList{
+				{Name: "record", Value: &ast.Value{Kind: ast.StringValue, Raw: "Shipment"}},
+				{Name: "fingerprintExclude", Value: &ast.Value{Kind: ast.ListValue, Children: ast.ChildValueList{
+					{Value: &ast.Value{Kind: ast.StringValue, Raw: "input.clientTme"}},
+				}}},
+			}}}
+			f = &cp
+		}
+		mutation.Fields = append(mutation.Fields, f)
+	}
+	schema := *orig
+	schema.Mutation = &mutation
+	hook, err := idem.New(idem.Config{Backend: client.IdempotencyBackend(), Tenant: graph.OrgFromContext})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = hook.Handler(handler.New(withSchema{es, &schema}))
+	if err == nil || !strings.Contains(err.Error(), `Mutation.createShipmentStamped: fingerprintExclude: "input.clientTme": input (CreateShipmentInput) has no field clientTme`) {
 		t.Fatalf("got %v", err)
 	}
 }
