@@ -92,3 +92,32 @@ func TestCheckPaths(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOfLeavingOut measures the fingerprint of a create with a nested
+// input, leaving out the key alone (every mutation) and the key with
+// excluded input fields, side by side.
+func BenchmarkOfLeavingOut(b *testing.B) {
+	schema, err := gqlparser.LoadSchema(&ast.Source{Name: "x.graphql", Input: excludeSDL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, field, err := loadField(schema, `mutation { createOrder(idempotencyKey: "k", token: "t1", input: {amount: 5, clientTime: "10:00",
+		lines: [{sku: "a", addedAt: "1"}, {sku: "b", addedAt: "2"}], meta: {sdk: "1.0", trace: "x"}}) { id } }`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		leaveOut []string
+	}{
+		{"key", []string{keyArg}},
+		{"key+exclusions", []string{keyArg, "token", "input.clientTime", "input.lines.addedAt"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				fingerprint.Of(schema, "Mutation", field, nil, c.leaveOut...)
+			}
+		})
+	}
+}

@@ -160,22 +160,32 @@ type canon struct {
 	schema *ast.Schema
 	vars   map[string]any
 	// leaveOut are the argument paths left out of the root field's
-	// arguments (see Of); nil for the arguments of the selection set.
-	leaveOut map[string]bool
+	// arguments (see Of); nil for the arguments of the selection set. They
+	// are few: a linear search allocates nothing.
+	leaveOut []string
+	// nested: some path of leaveOut names an input field, so the paths of
+	// input fields are built and looked up (only then: the common request
+	// excludes its key argument alone, and pays nothing for the others).
+	nested bool
 }
 
 func (c canon) withLeaveOut(paths []string) canon {
-	if len(paths) > 0 {
-		c.leaveOut = make(map[string]bool, len(paths))
-		for _, p := range paths {
-			c.leaveOut[p] = true
-		}
-	}
+	c.leaveOut = paths
+	c.nested = slices.ContainsFunc(paths, func(p string) bool { return strings.Contains(p, ".") })
 	return c
 }
 
 // left reports whether the value at path is left out.
-func (c canon) left(path string) bool { return c.leaveOut[path] }
+func (c canon) left(path string) bool { return slices.Contains(c.leaveOut, path) }
+
+// child is the path of an input object's field name at path, when paths
+// of input fields are looked up at all (nested); "" otherwise.
+func (c canon) child(path, name string) string {
+	if !c.nested {
+		return ""
+	}
+	return path + "." + name
+}
 
 // arguments writes the arguments sorted by name, each with the value given
 // or, when it is absent, its default; absent arguments without a default are
@@ -314,7 +324,7 @@ func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]an
 	}
 	var list []entry
 	for _, f := range def.Fields {
-		if c.left(path + "." + f.Name) {
+		if c.nested && c.left(c.child(path, f.Name)) {
 			continue
 		}
 		if v, ok := m[f.Name]; ok {
@@ -324,7 +334,7 @@ func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]an
 		}
 	}
 	for name, v := range m {
-		if def.Fields.ForName(name) == nil && !c.left(path+"."+name) {
+		if def.Fields.ForName(name) == nil && !(c.nested && c.left(c.child(path, name))) {
 			list = append(list, entry{name, nil, v})
 		}
 	}
@@ -336,7 +346,7 @@ func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]an
 		}
 		b.WriteString(strconv.Quote(e.name))
 		b.WriteByte(':')
-		c.typed(b, e.typ, e.val, path+"."+e.name)
+		c.typed(b, e.typ, e.val, c.child(path, e.name))
 	}
 	b.WriteByte('}')
 }
