@@ -259,6 +259,9 @@ type FieldReport struct {
 	Outcome string `json:"outcome"`
 	// Replayed is Outcome == OutcomeReplayed.
 	Replayed bool `json:"replayed"`
+	// ExpiresAt is when the key stops being replayable (RFC 3339), when
+	// the key holds a result; "" otherwise.
+	ExpiresAt string `json:"expiresAt,omitempty"`
 }
 
 // Error is one GraphQL error of a response.

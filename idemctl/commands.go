@@ -109,7 +109,9 @@ func (e *env) retry(ri RecordInfo, now time.Time) string {
 		}
 		until := ri.CompletedAt.Add(e.retention(ri.Entity))
 		if until.After(now) {
-			return "replays the stored response until " + stamp(&until)
+			// A mutation's @idempotent(retentionSeconds:), in the GraphQL
+			// schema this command does not read, may end it sooner.
+			return "replays the stored response until " + stamp(&until) + " at the latest (its mutation's retentionSeconds, if any, ends it sooner)"
 		}
 		return "IDEMPOTENCY_KEY_EXPIRED (past retention since " + stamp(&until) + "; the next sweep archives the response)"
 	case "tombstone":

@@ -24,8 +24,12 @@
 // (entgql.Skip(entgql.SkipMutationCreateInput)) is never set from an
 // argument. In the GraphQL schema it declares
 //
-//	directive @idempotent(record: String, mode: IdempotencyMode, leaseSeconds: Int, keyRequired: Boolean) on FIELD_DEFINITION
+//	directive @idempotent(record: String, mode: IdempotencyMode, leaseSeconds: Int, keyRequired: Boolean,
+//		recover: Boolean, fingerprintExclude: [String!], retentionSeconds: Int) on FIELD_DEFINITION
 //
+// (fingerprintExclude: argument paths, like "input.clientTime", that a
+// retry may change and still replay; retentionSeconds: a replay window
+// shorter than the record entity's)
 // and gives every record entity (unless idemschema.NoCreateMutation) the
 // mutation
 //
@@ -58,9 +62,13 @@
 //   - ent's step: a record entity without the archive entity, a scope field
 //     that is missing, optional or not a string, an unknown mode, a create
 //     mutation on an entity entgql skips, two fields with one GraphQL name,
-//     a storage other than SQL;
+//     an idemschema.FingerprintExclude path that is not in the create
+//     input, a storage other than SQL;
 //   - gqlgen's step: @idempotent outside Mutation or without the key
-//     argument; keyRequired: false on a key declared String!; no record:
+//     argument; keyRequired: false on a key declared String!; a
+//     fingerprintExclude path that is not among the mutation's arguments
+//     (named, with what is missing); a retentionSeconds that is not
+//     positive; no record:
 //     and no IdempotencyRecord entity; a record entity without the mixin or
 //     unknown to ent; an argument that sets a field of the record entity
 //     but whose Go type is not the field's (or a pointer to it); two

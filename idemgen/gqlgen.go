@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/types"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/99designs/gqlgen/codegen"
@@ -14,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem/internal/directive"
+	"github.com/goovo/idem/internal/fingerprint"
 )
 
 // Plugin is the gqlgen side of the generator. Run gqlgen with it, in either
@@ -57,9 +59,10 @@ func (*Plugin) MutateConfig(cfg *config.Config) error {
 }
 
 // CheckSchema reports the first @idempotent field that cannot work: one
-// outside Mutation, one without an idempotencyKey: String argument, or one
+// outside Mutation, one without an idempotencyKey: String argument, one
 // whose key is optional for a rollout (keyRequired: false) but whose
-// argument is String!.
+// argument is String!, one whose fingerprintExclude names a path that is
+// not among its arguments, or one whose retentionSeconds is not positive.
 func CheckSchema(s *ast.Schema) error {
 	for _, def := range s.Types {
 		for _, f := range def.Fields {
@@ -78,6 +81,16 @@ func CheckSchema(s *ast.Schema) error {
 			if a := d.Arguments.ForName(directive.ArgKeyRequired); a != nil && a.Value != nil && a.Value.Raw == "false" && arg.Type.NonNull {
 				return fmt.Errorf("%s.%s has @%s(%s: false) but its %s is String!, so no call can omit it: make it String",
 					def.Name, f.Name, directive.Name, directive.ArgKeyRequired, directive.KeyArgument)
+			}
+			if err := fingerprint.CheckPaths(s, f, directive.FingerprintExclude(d)); err != nil {
+				return fmt.Errorf("%s.%s: @%s(%s:) names a path that is not an argument of the mutation: %w",
+					def.Name, f.Name, directive.Name, directive.ArgFingerprintExclude, err)
+			}
+			if a := d.Arguments.ForName(directive.ArgRetentionSeconds); a != nil && a.Value != nil {
+				if n, err := strconv.Atoi(a.Value.Raw); err != nil || n <= 0 {
+					return fmt.Errorf("%s.%s: @%s(%s:) must be a positive number of seconds, got %s",
+						def.Name, f.Name, directive.Name, directive.ArgRetentionSeconds, a.Value.Raw)
+				}
 			}
 		}
 	}

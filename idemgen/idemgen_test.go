@@ -9,6 +9,9 @@ import (
 	"entgo.io/ent/entc/gen"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/goovo/idem/idemschema"
+	"github.com/goovo/idem/internal/directive"
 )
 
 func TestRecordsOfAGraph(t *testing.T) {
@@ -113,8 +116,10 @@ func TestRecordsRejectsABadScope(t *testing.T) {
 }
 
 func TestCheckSchema(t *testing.T) {
-	const directive = `directive @idempotent(record: String) on FIELD_DEFINITION
+	const directive = `directive @idempotent(record: String, fingerprintExclude: [String!], retentionSeconds: Int) on FIELD_DEFINITION
 type Query { x: Int }
+input Booking { clientTime: String amount: Int lines: [Line!] }
+input Line { sku: String addedAt: String }
 `
 	for name, c := range map[string]struct {
 		schema string
@@ -126,6 +131,15 @@ type Query { x: Int }
 		"key of wrong type": {`type Mutation { pay(idempotencyKey: Int!): Int @idempotent }`, "needs the argument idempotencyKey"},
 		"list key":          {`type Mutation { pay(idempotencyKey: [String!]): Int @idempotent }`, "needs the argument idempotencyKey"},
 		"not a mutation":    {`type Mutation { pay: Int } extend type Query { y(idempotencyKey: String!): Int @idempotent }`, "mutation fields only"},
+		"excluded paths": {`type Mutation { book(idempotencyKey: String!, input: Booking!, token: String): Int
+			@idempotent(fingerprintExclude: ["input.clientTime", "input.lines.addedAt", "token"]) }`, ""},
+		"one excluded path": {`type Mutation { book(idempotencyKey: String!, input: Booking!): Int @idempotent(fingerprintExclude: "input.clientTime") }`, ""},
+		"excluded path that is not there": {`type Mutation { book(idempotencyKey: String!, input: Booking!): Int @idempotent(fingerprintExclude: ["input.clientTme"]) }`,
+			`Mutation.book: @idempotent(fingerprintExclude:) names a path that is not an argument of the mutation: "input.clientTme": input (Booking) has no field clientTme`},
+		"excluded argument that is not there": {`type Mutation { book(idempotencyKey: String!, input: Booking!): Int @idempotent(fingerprintExclude: ["clientTime"]) }`,
+			`"clientTime": book has no argument clientTime`},
+		"retention":      {`type Mutation { pay(idempotencyKey: String!): Int @idempotent(retentionSeconds: 3600) }`, ""},
+		"zero retention": {`type Mutation { pay(idempotencyKey: String!): Int @idempotent(retentionSeconds: 0) }`, "must be a positive number of seconds"},
 	} {
 		s, gerr := gqlparser.LoadSchema(&ast.Source{Input: directive + c.schema})
 		if gerr != nil {
@@ -166,5 +180,51 @@ func TestCreateFieldOptsOutOfRecovery(t *testing.T) {
 	r.NoRecover = true
 	if a := e.createField(r).Directives.ForName("idempotent").Arguments.ForName("recover"); a == nil || a.Value.Raw != "false" {
 		t.Fatalf("recover: %v with NoRecover", a)
+	}
+}
+
+// idemschema.FingerprintExclude puts its paths into the generated create's
+// directive, and generation fails, naming the entity, the mutation and the
+// path, when a path is not a field of the entity's create input.
+func TestCreateFieldExcludesPaths(t *testing.T) {
+	for _, c := range []struct {
+		paths []string
+		err   string
+	}{
+		{[]string{"input.createdAt"}, ""},
+		{[]string{"input.clientTime"}, `Shipment: idemschema.FingerprintExclude names a path that is not an argument of createShipment: "input.clientTime": input (CreateShipmentInput) has no field clientTime`},
+	} {
+		g, err := entc.LoadGraph("../internal/testkit/testapp/ent/schema", &gen.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range g.Nodes {
+			if n.Name == "Shipment" {
+				var ant idemschema.Annotation
+				if err := ant.Decode(n.Annotations[ant.Name()]); err != nil {
+					t.Fatal(err)
+				}
+				n.Annotations[ant.Name()] = ant.Merge(idemschema.FingerprintExclude(c.paths...))
+			}
+		}
+		input := &ast.Definition{Kind: ast.InputObject, Name: "CreateShipmentInput", Fields: ast.FieldList{
+			{Name: "destination", Type: ast.NonNullNamedType("String", nil)},
+			{Name: "createdAt", Type: ast.NamedType("Time", nil)},
+		}}
+		s := &ast.Schema{Types: map[string]*ast.Definition{input.Name: input}}
+		err = (&Extension{}).schemaHook(g, s)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%v: error %v, want %q", c.paths, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", c.paths, err)
+		}
+		d := s.Mutation.Fields.ForName("createShipment").Directives.ForName(directive.Name)
+		if got := directive.FingerprintExclude(d); fmt.Sprint(got) != fmt.Sprint(c.paths) {
+			t.Errorf("directive's fingerprintExclude %v, want %v", got, c.paths)
+		}
 	}
 }

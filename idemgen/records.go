@@ -39,6 +39,9 @@ type Record struct {
 	NoRecover bool
 	// RetentionSeconds overrides the hook's retention window; 0 keeps it.
 	RetentionSeconds int
+	// FingerprintExclude are the create mutation's argument paths that do
+	// not count in the fingerprint (idemschema.FingerprintExclude).
+	FingerprintExclude []string
 	// Isolate is idemschema.Mixin.Isolate.
 	Isolate bool
 	// Args are the fields and edges a claim row takes from the mutation's
@@ -113,7 +116,7 @@ func records(g *gen.Graph) ([]*Record, error) {
 		r := &Record{
 			Type: t, GQLType: t.Name, Create: !ant.NoCreate, Mode: ant.Mode, LeaseSeconds: ant.LeaseSeconds,
 			RetentionSeconds: ant.RetentionSeconds, KeyOptional: ant.KeyOptional, Isolate: ant.Isolate,
-			NoRecover: ant.NoRecover,
+			NoRecover: ant.NoRecover, FingerprintExclude: ant.FingerprintExclude,
 		}
 		switch ant.Mode {
 		case "", directive.ModeLease, directive.ModeAtomic:

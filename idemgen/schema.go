@@ -7,6 +7,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem/internal/directive"
+	"github.com/goovo/idem/internal/fingerprint"
 )
 
 // ModeEnum is the GraphQL enum of the directive's mode argument.
@@ -36,7 +37,11 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 		if s.Types[r.CreateInput()] == nil {
 			return errorf("%s: entgql did not generate %s; is entgql's mutation input generation on?", r.Type.Name, r.CreateInput())
 		}
-		fields = append(fields, e.createField(r))
+		f := e.createField(r)
+		if err := fingerprint.CheckPaths(s, f, r.FingerprintExclude); err != nil {
+			return errorf("%s: idemschema.FingerprintExclude names a path that is not an argument of %s: %v", r.Type.Name, f.Name, err)
+		}
+		fields = append(fields, f)
 	}
 	if len(fields) == 0 {
 		return nil
@@ -84,6 +89,13 @@ func (e *Extension) createField(r *Record) *ast.FieldDefinition {
 	if r.NoRecover {
 		dir.Arguments = append(dir.Arguments, arg(directive.ArgRecover, ast.BooleanValue, "false"))
 	}
+	if len(r.FingerprintExclude) > 0 {
+		list := &ast.Value{Kind: ast.ListValue}
+		for _, p := range r.FingerprintExclude {
+			list.Children = append(list.Children, &ast.ChildValue{Value: &ast.Value{Kind: ast.StringValue, Raw: p}})
+		}
+		dir.Arguments = append(dir.Arguments, &ast.Argument{Name: directive.ArgFingerprintExclude, Value: list})
+	}
 	return &ast.FieldDefinition{
 		Name:        "create" + r.GQLType,
 		Description: "Creates one " + r.GQLType + ", at most once per idempotency key.",
@@ -112,6 +124,10 @@ func directiveDefinition() *ast.DirectiveDefinition {
 				Description: "false while clients adopt keys: a call without a key runs as before, without idempotency (default true)."},
 			{Name: directive.ArgRecover, Type: ast.NamedType("Boolean", nil),
 				Description: "false for a mutation that must not run without a live client: the server never runs a claim its client abandoned again (default true)."},
+			{Name: directive.ArgFingerprintExclude, Type: ast.ListType(ast.NonNullNamedType("String", nil), nil),
+				Description: "Argument paths that do not count when a retry is compared with the first request, like \"input.clientTime\": a retry that changes only them replays the first result (default none)."},
+			{Name: directive.ArgRetentionSeconds, Type: ast.NamedType("Int", nil),
+				Description: "How long a finished result replays, in seconds, at most its record entity's retention (default: the record entity's retention)."},
 		},
 		Locations: []ast.DirectiveLocation{ast.LocationFieldDefinition},
 	}

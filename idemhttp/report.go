@@ -33,4 +33,11 @@ type FieldReport struct {
 	Outcome string `json:"outcome"`
 	// Replayed is Outcome == OutcomeReplayed.
 	Replayed bool `json:"replayed"`
+	// ExpiresAt is when the key stops being replayable, in RFC 3339 (UTC,
+	// whole seconds, rounded down): the result's completion plus the
+	// mutation's retention. Set when the key holds a result (executed,
+	// replayed, and IDEMPOTENCY_KEY_EXPIRED, where it is past); absent
+	// otherwise. A retry after it gets IDEMPOTENCY_KEY_EXPIRED, and the
+	// key never runs again.
+	ExpiresAt string `json:"expiresAt,omitempty"`
 }

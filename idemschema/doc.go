@@ -15,7 +15,8 @@
 //		return []ent.Mixin{idemschema.Mixin{}}
 //	}
 //
-// Atomic, Lease, Retention, KeyOptional and NoCreateMutation are
+// Atomic, Lease, Retention, FingerprintExclude, KeyOptional and
+// NoCreateMutation are
 // annotations that configure the entity's records and its generated
 // mutation (KeyOptional and NoCreateMutation serve the rollout of keys to
 // existing clients: see idemgen):

@@ -3,6 +3,7 @@ package idemschema
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"entgo.io/contrib/entgql"
@@ -257,6 +258,8 @@ type Annotation struct {
 	Isolate bool `json:"isolate,omitempty"`
 	// NoRecover: see NoRecover.
 	NoRecover bool `json:"no_recover,omitempty"`
+	// FingerprintExclude: see FingerprintExclude.
+	FingerprintExclude []string `json:"fingerprint_exclude,omitempty"`
 }
 
 // Atomic makes the generated create mutation run in atomic mode: claim,
@@ -300,6 +303,17 @@ func KeyOptional() Annotation { return Annotation{KeyOptional: true} }
 // is stored as failed with IDEMPOTENCY_ABANDONED.
 func NoRecover() Annotation { return Annotation{NoRecover: true} }
 
+// FingerprintExclude names argument paths of the generated create mutation
+// that do not count when a retry is compared with the first request
+// (@idempotent(fingerprintExclude:)): fields that change on every retry, a
+// client timestamp or SDK metadata, as "input.clientTime". A retry that
+// changes only them replays the first result instead of being refused
+// with IDEMPOTENCY_KEY_REUSED; the trade-off is that a changed excluded
+// field is never seen, and the retry gets the first request's result. Each
+// path must be a field of the entity's create input: generation fails
+// otherwise.
+func FingerprintExclude(paths ...string) Annotation { return Annotation{FingerprintExclude: paths} }
+
 // Name implements schema.Annotation.
 func (Annotation) Name() string { return annotationName }
 
@@ -333,6 +347,7 @@ func (a Annotation) Merge(other schema.Annotation) schema.Annotation {
 	a.KeyOptional = a.KeyOptional || o.KeyOptional
 	a.Isolate = a.Isolate || o.Isolate
 	a.NoRecover = a.NoRecover || o.NoRecover
+	a.FingerprintExclude = append(slices.Clip(a.FingerprintExclude), o.FingerprintExclude...)
 	return a
 }
 

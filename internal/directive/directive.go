@@ -5,6 +5,8 @@
 // package, so that the generator does not link the hook's runtime.
 package directive
 
+import "github.com/vektah/gqlparser/v2/ast"
+
 // Names in the GraphQL schema.
 const (
 	// Name of the directive that marks a mutation idempotent.
@@ -36,6 +38,13 @@ const (
 	// client, keeps the recoverer from running its abandoned claims again:
 	// they wait for their client, then are stored as abandoned.
 	ArgRecover = "recover"
+	// ArgFingerprintExclude lists argument paths ("input.clientTime") that
+	// do not count in the fingerprint: a retry that changes only them
+	// replays the first result instead of being refused as a reuse.
+	ArgFingerprintExclude = "fingerprintExclude"
+	// ArgRetentionSeconds shortens the replay window of the mutation's
+	// records below their record entity's retention.
+	ArgRetentionSeconds = "retentionSeconds"
 )
 
 // Values of ModeEnum.
@@ -43,3 +52,23 @@ const (
 	ModeLease  = "LEASE"
 	ModeAtomic = "ATOMIC"
 )
+
+// FingerprintExclude returns the paths of an @idempotent directive's
+// fingerprintExclude argument (a list of strings, or one string, which
+// GraphQL reads as a list of one).
+func FingerprintExclude(d *ast.Directive) []string {
+	a := d.Arguments.ForName(ArgFingerprintExclude)
+	if a == nil || a.Value == nil {
+		return nil
+	}
+	if a.Value.Kind == ast.StringValue {
+		return []string{a.Value.Raw}
+	}
+	var paths []string
+	for _, c := range a.Value.Children {
+		if c.Value != nil {
+			paths = append(paths, c.Value.Raw)
+		}
+	}
+	return paths
+}

@@ -46,6 +46,8 @@ type attempt struct {
 	fresh   bool // a new claim, to insert; else one taken over, already held
 	reading store.Reading
 	mode    mode
+	// completedAt is the completion's time, once completion was called.
+	completedAt time.Time
 
 	// begun is what became of the claim when the field reached its
 	// resolver; nil if it never did. Set once, on the resolver's
@@ -180,6 +182,7 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 			r, slog.Int("bytes", tooLarge))
 	}
 	addErrors(ctx, errs)
+	r.expiresAt = a.completedAt.Add(r.spec.retention)
 	return ended{res: answer.marshaler(), report: idemhttp.OutcomeExecuted}
 }
 
@@ -328,8 +331,9 @@ func (atomicMode) complete(ctx context.Context, a *attempt, status string, respo
 }
 
 func (a *attempt) completion(status string, response []byte, discardWrites bool) store.Completion {
+	a.completedAt = a.reading.Now()
 	return store.Completion{Ref: a.req.ref(), Attempt: a.claim.Attempt, Status: status, Response: response,
-		At: a.reading.Now(), DiscardWrites: discardWrites}
+		At: a.completedAt, DiscardWrites: discardWrites}
 }
 
 // begin starts the attempt when the field reaches its resolver, where the

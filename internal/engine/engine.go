@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -19,7 +20,9 @@ import (
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/document"
+	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/idemkey"
+	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/reqstate"
 	"github.com/goovo/idem/internal/store"
@@ -77,13 +80,20 @@ const (
 
 // fieldSpec is what the hook knows of one idempotent mutation field.
 type fieldSpec struct {
-	name      string
-	records   *idembackend.RecordTable
-	table     store.Table
-	mode      string // modeLease or modeAtomic
-	lease     time.Duration
-	retention time.Duration
-	pace      *pace // how long the mutation has recently been taking
+	name    string
+	records *idembackend.RecordTable
+	table   store.Table
+	mode    string // modeLease or modeAtomic
+	lease   time.Duration
+	// retention is how long a finished record of the mutation replays:
+	// @idempotent(retentionSeconds:), or its table's (tableRetention),
+	// after which the sweeper archives the table's records.
+	retention      time.Duration
+	tableRetention time.Duration
+	// leaveOut are the argument paths the fingerprint leaves out: the key,
+	// and @idempotent(fingerprintExclude:).
+	leaveOut []string
+	pace     *pace // how long the mutation has recently been taking
 	// keyOptional: @idempotent(keyRequired: false), during a rollout; a
 	// call without a key runs without idempotency (keyless.go).
 	keyOptional bool
@@ -123,6 +133,7 @@ func (e *Engine) ExtensionName() string { return "Idempotency" }
 // record table in the backend. gqlgen calls it from srv.Use.
 func (e *Engine) Validate(es graphql.ExecutableSchema) error {
 	schema := es.Schema()
+	e.schema = schema
 	fields := map[string]*fieldSpec{}
 	if schema.Mutation != nil {
 		for _, f := range schema.Mutation.Fields {
@@ -137,7 +148,7 @@ func (e *Engine) Validate(es graphql.ExecutableSchema) error {
 			fields[f.Name] = spec
 		}
 	}
-	e.schema, e.fields = schema, fields
+	e.fields = fields
 	return nil
 }
 
@@ -173,6 +184,10 @@ func (e *Engine) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldSpec
 	if a := d.Arguments.ForName(directive.ArgRecover); a != nil && a.Value != nil {
 		spec.recoverable = a.Value.Raw != "false"
 	}
+	spec.leaveOut = append([]string{directive.KeyArgument}, directive.FingerprintExclude(d)...)
+	if err := fingerprint.CheckPaths(e.schema, f, spec.leaveOut[1:]); err != nil {
+		return nil, fmt.Errorf("%s: %w", directive.ArgFingerprintExclude, err)
+	}
 	spec.tel = newFieldTelemetry(f.Name, spec.mode)
 	recs, ok := e.cfg.Backend.Records(entity)
 	if !ok {
@@ -180,8 +195,51 @@ func (e *Engine) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldSpec
 	}
 	spec.records = recs
 	spec.table = store.TableOf(recs)
-	spec.retention = store.RetentionOf(recs, e.cfg.Retention)
+	spec.tableRetention = store.RetentionOf(recs, e.cfg.Retention)
+	spec.retention = spec.tableRetention
+	if a := d.Arguments.ForName(directive.ArgRetentionSeconds); a != nil && a.Value != nil {
+		n, err := strconv.Atoi(a.Value.Raw)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%s must be a positive integer, got %q", directive.ArgRetentionSeconds, a.Value.Raw)
+		}
+		// The sweeper (idemctl), which reads no GraphQL schema, archives a
+		// table's records by the table's retention: a longer one here would
+		// be archived before its end.
+		if spec.retention = time.Duration(n) * time.Second; spec.retention > spec.tableRetention {
+			return nil, fmt.Errorf("%s: %s (%s) exceeds the retention of its record entity %s (%s), after which the sweeper archives its records: "+
+				"give %s idemschema.Retention(%s), or name a record entity of its own with that retention",
+				directive.ArgRetentionSeconds, a.Value.Raw, humanDuration(spec.retention), entity, humanDuration(spec.tableRetention), entity, humanDuration(spec.retention))
+		}
+	}
 	return spec, nil
+}
+
+// humanDuration writes d for people: 24h, 1h30m, 45s.
+func humanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// retentionOf is how long rec, a record of spec's table, replays: the
+// retention of the mutation that made it (named in its fingerprint), or
+// spec's when that mutation is gone or keeps its records elsewhere.
+func (e *Engine) retentionOf(spec *fieldSpec, rec *record.Record) time.Duration {
+	if rec == nil {
+		return spec.retention
+	}
+	if fp, ok := fingerprint.Parse(rec.Fingerprint); ok && e.schema.Mutation != nil {
+		name := strings.TrimPrefix(fp.Field, e.schema.Mutation.Name+".")
+		if other := e.fields[name]; other != nil && other.table == spec.table {
+			return other.retention
+		}
+	}
+	return spec.retention
 }
 
 // MutateOperationContext implements graphql.OperationContextMutator: it

@@ -161,7 +161,7 @@ func (e *Engine) Recover(ctx context.Context) (RecoverReport, error) {
 			continue
 		}
 		seen[spec.table.Name] = true
-		t := recoveryTable{table: spec.table, retention: spec.retention}
+		t := recoveryTable{table: spec.table, retention: spec.tableRetention}
 		if err := e.recoverTable(ctx, h, t, &rep); err != nil {
 			errs = append(errs, err)
 		}

@@ -24,7 +24,9 @@ func operationFrom(ctx context.Context) *operation {
 	return op
 }
 
-func (op *operation) record(alias, key, outcome string) {
+// record reports one field; expiresAt, when the key holds a result, is
+// when it stops replaying.
+func (op *operation) record(alias, key, outcome string, expiresAt time.Time) {
 	if op == nil {
 		return
 	}
@@ -33,7 +35,11 @@ func (op *operation) record(alias, key, outcome string) {
 	if op.fields == nil {
 		op.fields = map[string]idemhttp.FieldReport{}
 	}
-	op.fields[alias] = idemhttp.FieldReport{Key: key, Outcome: outcome, Replayed: outcome == idemhttp.OutcomeReplayed}
+	report := idemhttp.FieldReport{Key: key, Outcome: outcome, Replayed: outcome == idemhttp.OutcomeReplayed}
+	if !expiresAt.IsZero() {
+		report.ExpiresAt = expiresAt.UTC().Truncate(time.Second).Format(time.RFC3339)
+	}
+	op.fields[alias] = report
 }
 
 // report hands the headers' facts to the HTTP layer: replayed when every

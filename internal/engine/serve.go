@@ -64,6 +64,9 @@ type request struct {
 	// id is ref().ID(), made once the request is validated: it names the
 	// record in the hook's in-memory maps.
 	id string
+	// expiresAt is when the key's result stops replaying, once the key
+	// holds one (extensions.idempotency's expiresAt); zero otherwise.
+	expiresAt time.Time
 }
 
 // ref names the request's record.
@@ -104,7 +107,7 @@ func (e *Engine) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Operati
 		spec.pace.observe(time.Since(start))
 	}
 	finishSpan(span, r, outcome, err)
-	operationFrom(ctx).record(r.alias, r.key, outcome)
+	operationFrom(ctx).record(r.alias, r.key, outcome, r.expiresAt)
 	if err != nil {
 		return e.refuse(ctx, r, err)
 	}
@@ -125,7 +128,7 @@ func (e *Engine) validate(ctx context.Context, r *request, oc *graphql.Operation
 	if n := document.ExpandedFields(r.executed.SelectionSet); n > maxSelectionFields {
 		return refusal.Errorf(idemcode.RequestTooLarge, key, "the mutation's selection has %s fields, fragments expanded; the limit is %d", document.Count(n), maxSelectionFields)
 	}
-	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.executed, oc.Variables, directive.KeyArgument)
+	fp := fingerprint.Of(e.schema, e.schema.Mutation.Name, r.executed, oc.Variables, r.spec.leaveOut...)
 	if fp.ArgumentsSize > e.cfg.MaxArgumentBytes {
 		return refusal.Errorf(idemcode.RequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
 	}

@@ -77,7 +77,7 @@ func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graph
 			}
 			return res, idemhttp.OutcomeReplayed, err
 		case protocol.Refuse:
-			return nil, "", e.refusal(r, d)
+			return nil, "", e.refusal(r, d, seen.rec)
 		case protocol.InProgress:
 			return nil, "", e.inProgress(r, seen.rec, seen.now)
 		case protocol.Claim:
@@ -146,7 +146,7 @@ func (e *Engine) decide(ctx context.Context, r *request, seen *sight, ran bool, 
 			seen = &sight{rec: rec, reading: reading, now: reading.Now()}
 		}
 		wait := time.Until(waitUntil)
-		d := protocol.Decide(seen.rec, protocol.Request{Fingerprint: r.fingerprint, Retention: r.spec.retention, Ran: ran, MayWait: wait > 0}, seen.now)
+		d := protocol.Decide(seen.rec, protocol.Request{Fingerprint: r.fingerprint, Retention: e.retentionOf(r.spec, seen.rec), Ran: ran, MayWait: wait > 0}, seen.now)
 		if d.Kind != protocol.Wait {
 			return seen, d, nil
 		}
@@ -169,13 +169,15 @@ func (e *Engine) claim(ctx context.Context, r *request, seen *sight, next graphq
 	return e.run(ctx, e.newAttempt(r, seen), next)
 }
 
-// refusal is the error of a Refuse decision.
-func (e *Engine) refusal(r *request, d protocol.Decision) error {
+// refusal is the error of a Refuse decision on rec.
+func (e *Engine) refusal(r *request, d protocol.Decision, rec *record.Record) error {
 	switch {
 	case d.Code == idemcode.KeyExpired:
+		retention := e.retentionOf(r.spec, rec)
+		r.expiresAt = rec.CompletedAt.Add(retention)
 		return refusal.Errorf(idemcode.KeyExpired, r.key,
-			"idempotency key expired: its result was kept for %v and is archived; the key will not run again, use a new key for a new intent",
-			r.spec.retention)
+			"idempotency key expired: its result was kept for %s (until %s) and is no longer replayed; the key will not run again, use a new key for a new intent",
+			humanDuration(retention), r.expiresAt.UTC().Format(time.RFC3339))
 	case d.Foreign:
 		return refusal.Errorf(idemcode.KeyReused, r.key,
 			"idempotency key belongs to a row written outside the idempotency hook")
@@ -261,6 +263,7 @@ func pollInterval(round int) time.Duration {
 }
 
 func (e *Engine) replay(ctx context.Context, r *request, rec *record.Record) (graphql.Marshaler, error) {
+	r.expiresAt = rec.CompletedAt.Add(e.retentionOf(r.spec, rec))
 	stored, err := decodeResponse(rec.Response)
 	if err != nil {
 		return nil, e.unavailable(r, fmt.Errorf("stored response is unreadable: %w", err))

@@ -77,29 +77,63 @@ func Differences(stored, got string) []string {
 }
 
 // Of returns the fingerprint of field, a field of the root type typeName,
-// leaving out the argument named skipArg (the idempotency key).
-func Of(schema *ast.Schema, typeName string, field *ast.Field, vars map[string]any, skipArg string) Fingerprint {
+// leaving out the argument paths leaveOut: the idempotency key's argument,
+// and the paths a mutation excludes (@idempotent(fingerprintExclude:)). A
+// path is an argument's name, then input-object field names, dotted
+// ("input.clientTime"); through a list it names the field of every element.
+// A path left out counts as absent, whatever its value.
+func Of(schema *ast.Schema, typeName string, field *ast.Field, vars map[string]any, leaveOut ...string) Fingerprint {
 	var args, sel bytes.Buffer
 	c := canon{schema: schema, vars: vars}
 	var defs ast.ArgumentDefinitionList
 	if field.Definition != nil {
 		defs = field.Definition.Arguments
 	}
-	c.arguments(&args, defs, field.Arguments, skipArg)
+	c.withLeaveOut(leaveOut).arguments(&args, defs, field.Arguments)
 	c.selectionSet(&sel, resultType(field), field.SelectionSet)
 	return Fingerprint{Field: typeName + "." + field.Name, Arguments: digest(args.Bytes()), Selection: digest(sel.Bytes()), ArgumentsSize: args.Len()}
 }
 
-// CanonicalArguments returns the canonical text of field's arguments, for
-// tests and debugging.
-func CanonicalArguments(schema *ast.Schema, field *ast.Field, vars map[string]any, skipArg string) string {
+// CanonicalArguments returns the canonical text of field's arguments, the
+// paths leaveOut left out (see Of), for tests and debugging.
+func CanonicalArguments(schema *ast.Schema, field *ast.Field, vars map[string]any, leaveOut ...string) string {
 	var b bytes.Buffer
 	var defs ast.ArgumentDefinitionList
 	if field.Definition != nil {
 		defs = field.Definition.Arguments
 	}
-	canon{schema: schema, vars: vars}.arguments(&b, defs, field.Arguments, skipArg)
+	canon{schema: schema, vars: vars}.withLeaveOut(leaveOut).arguments(&b, defs, field.Arguments)
 	return b.String()
+}
+
+// CheckPaths reports the first of paths that names no argument path of the
+// field definition f (see Of): its first name must be an argument of f,
+// and every next one a field of the input object before it (lists are
+// looked through).
+func CheckPaths(schema *ast.Schema, f *ast.FieldDefinition, paths []string) error {
+	for _, p := range paths {
+		names := strings.Split(p, ".")
+		if slices.Contains(names, "") {
+			return fmt.Errorf("%q is not a path: argument and field names joined by dots, like input.clientTime", p)
+		}
+		arg := f.Arguments.ForName(names[0])
+		if arg == nil {
+			return fmt.Errorf("%q: %s has no argument %s", p, f.Name, names[0])
+		}
+		typ, where := arg.Type, names[0]
+		for _, name := range names[1:] {
+			def := schema.Types[typ.Name()]
+			if def == nil || def.Kind != ast.InputObject {
+				return fmt.Errorf("%q: %s is a %s, not an input object with fields", p, where, typ.Name())
+			}
+			field := def.Fields.ForName(name)
+			if field == nil {
+				return fmt.Errorf("%q: %s (%s) has no field %s", p, where, def.Name, name)
+			}
+			typ, where = field.Type, where+"."+name
+		}
+	}
+	return nil
 }
 
 // CanonicalSelection returns the canonical text of field's selection set.
@@ -125,12 +159,39 @@ func digest(b []byte) string {
 type canon struct {
 	schema *ast.Schema
 	vars   map[string]any
+	// leaveOut are the argument paths left out of the root field's
+	// arguments (see Of); nil for the arguments of the selection set. They
+	// are few: a linear search allocates nothing.
+	leaveOut []string
+	// nested: some path of leaveOut names an input field, so the paths of
+	// input fields are built and looked up (only then: the common request
+	// excludes its key argument alone, and pays nothing for the others).
+	nested bool
+}
+
+func (c canon) withLeaveOut(paths []string) canon {
+	c.leaveOut = paths
+	c.nested = slices.ContainsFunc(paths, func(p string) bool { return strings.Contains(p, ".") })
+	return c
+}
+
+// left reports whether the value at path is left out.
+func (c canon) left(path string) bool { return slices.Contains(c.leaveOut, path) }
+
+// child is the path of an input object's field name at path, when paths
+// of input fields are looked up at all (nested); "" otherwise.
+func (c canon) child(path, name string) string {
+	if !c.nested {
+		return ""
+	}
+	return path + "." + name
 }
 
 // arguments writes the arguments sorted by name, each with the value given
 // or, when it is absent, its default; absent arguments without a default are
-// left out (GraphQL tells them apart from an explicit null).
-func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args ast.ArgumentList, skip string) {
+// left out (GraphQL tells them apart from an explicit null), and so are the
+// paths of c.leaveOut.
+func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args ast.ArgumentList) {
 	type arg struct {
 		name string
 		typ  *ast.Type
@@ -140,7 +201,7 @@ func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args 
 	seen := map[string]bool{}
 	for _, d := range defs {
 		seen[d.Name] = true
-		if d.Name == skip {
+		if c.left(d.Name) {
 			continue
 		}
 		if a := args.ForName(d.Name); a != nil && !c.unset(a.Value) {
@@ -152,7 +213,7 @@ func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args 
 	// Arguments the schema does not declare cannot pass validation; they are
 	// still hashed, so that nothing a request says is ignored.
 	for _, a := range args {
-		if !seen[a.Name] && a.Name != skip {
+		if !seen[a.Name] && !c.left(a.Name) {
 			list = append(list, arg{a.Name, nil, c.value(a.Value)})
 		}
 	}
@@ -164,7 +225,7 @@ func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args 
 		}
 		b.WriteString(a.name)
 		b.WriteByte(':')
-		c.typed(b, a.typ, a.val)
+		c.typed(b, a.typ, a.val, a.name)
 	}
 	b.WriteByte(')')
 }
@@ -207,8 +268,9 @@ func (c canon) value(v *ast.Value) any {
 	return val
 }
 
-// typed writes v coerced to the input type t (nil when unknown).
-func (c canon) typed(b *bytes.Buffer, t *ast.Type, v any) {
+// typed writes v, the value at path, coerced to the input type t (nil when
+// unknown).
+func (c canon) typed(b *bytes.Buffer, t *ast.Type, v any, path string) {
 	if v == nil {
 		b.WriteString("null")
 		return
@@ -229,7 +291,7 @@ func (c canon) typed(b *bytes.Buffer, t *ast.Type, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			c.typed(b, t.Elem, e)
+			c.typed(b, t.Elem, e, path)
 		}
 		b.WriteByte(']')
 		return
@@ -246,7 +308,7 @@ func (c canon) typed(b *bytes.Buffer, t *ast.Type, v any) {
 			c.generic(b, v)
 			return
 		}
-		c.inputObject(b, def, m)
+		c.inputObject(b, def, m, path)
 	case ast.Enum:
 		c.generic(b, v)
 	default:
@@ -254,7 +316,7 @@ func (c canon) typed(b *bytes.Buffer, t *ast.Type, v any) {
 	}
 }
 
-func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]any) {
+func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]any, path string) {
 	type entry struct {
 		name string
 		typ  *ast.Type
@@ -262,6 +324,9 @@ func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]an
 	}
 	var list []entry
 	for _, f := range def.Fields {
+		if c.nested && c.left(c.child(path, f.Name)) {
+			continue
+		}
 		if v, ok := m[f.Name]; ok {
 			list = append(list, entry{f.Name, f.Type, v})
 		} else if f.DefaultValue != nil {
@@ -269,7 +334,7 @@ func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]an
 		}
 	}
 	for name, v := range m {
-		if def.Fields.ForName(name) == nil {
+		if def.Fields.ForName(name) == nil && !(c.nested && c.left(c.child(path, name))) {
 			list = append(list, entry{name, nil, v})
 		}
 	}
@@ -281,7 +346,7 @@ func (c canon) inputObject(b *bytes.Buffer, def *ast.Definition, m map[string]an
 		}
 		b.WriteString(strconv.Quote(e.name))
 		b.WriteByte(':')
-		c.typed(b, e.typ, e.val)
+		c.typed(b, e.typ, e.val, c.child(path, e.name))
 	}
 	b.WriteByte('}')
 }
@@ -494,7 +559,7 @@ func (c canon) collected(b *bytes.Buffer, objType string, set ast.SelectionSet) 
 			defs = f.Definition.Arguments
 		}
 		if len(f.Arguments) > 0 || len(defs) > 0 {
-			c.arguments(b, defs, f.Arguments, "")
+			c.arguments(b, defs, f.Arguments)
 		}
 		c.directives(b, f.Directives)
 		if subs := fields[alias].subs; len(subs) > 0 {
@@ -558,6 +623,6 @@ func (c canon) directives(b *bytes.Buffer, dirs ast.DirectiveList) {
 		if d.Definition != nil {
 			defs = d.Definition.Arguments
 		}
-		c.arguments(b, defs, d.Arguments, "")
+		c.arguments(b, defs, d.Arguments)
 	}
 }

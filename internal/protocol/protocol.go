@@ -64,7 +64,8 @@ func (k Kind) String() string {
 type Request struct {
 	// Fingerprint is the request's (fingerprint.Fingerprint.String()).
 	Fingerprint string
-	// Retention is how long a finished record of the key's table replays.
+	// Retention is how long the record replays once finished: its
+	// mutation's, or its table's.
 	Retention time.Duration
 	// Ran: this request already ran the mutation once, and lost its claim
 	// to a takeover; it never runs it a second time.

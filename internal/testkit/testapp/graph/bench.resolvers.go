@@ -68,3 +68,17 @@ func (r *mutationResolver) ApproveShipment(ctx context.Context, idempotencyKey s
 func (r *mutationResolver) ApproveShipmentLive(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error) {
 	return r.ApproveShipment(ctx, idempotencyKey, id)
 }
+
+// CreateShipmentStamped is the resolver for the createShipmentStamped field.
+func (r *mutationResolver) CreateShipmentStamped(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) (*ent.Shipment, error) {
+	s, err := ent.ClaimedShipment(ctx)
+	if err == nil && r.Hook != nil {
+		err = r.Hook(ctx, s)
+	}
+	return s, err
+}
+
+// ApproveShipmentBrief is the resolver for the approveShipmentBrief field.
+func (r *mutationResolver) ApproveShipmentBrief(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error) {
+	return r.ApproveShipment(ctx, idempotencyKey, id)
+}

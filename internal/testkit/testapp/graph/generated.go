@@ -40,12 +40,14 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	Mutation struct {
-		ApproveShipment      func(childComplexity int, idempotencyKey string, id uuid.UUID) int
-		ApproveShipmentLive  func(childComplexity int, idempotencyKey string, id uuid.UUID) int
-		CreateShipment       func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
-		CreateShipmentAtomic func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
-		CreateShipmentLease  func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
-		CreateShipmentPlain  func(childComplexity int, input ent.CreateShipmentInput) int
+		ApproveShipment       func(childComplexity int, idempotencyKey string, id uuid.UUID) int
+		ApproveShipmentBrief  func(childComplexity int, idempotencyKey string, id uuid.UUID) int
+		ApproveShipmentLive   func(childComplexity int, idempotencyKey string, id uuid.UUID) int
+		CreateShipment        func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentAtomic  func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentLease   func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentPlain   func(childComplexity int, input ent.CreateShipmentInput) int
+		CreateShipmentStamped func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) int
 	}
 
 	Query struct {
@@ -73,6 +75,8 @@ type MutationResolver interface {
 	CreateShipmentAtomic(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	ApproveShipment(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
 	ApproveShipmentLive(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
+	CreateShipmentStamped(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) (*ent.Shipment, error)
+	ApproveShipmentBrief(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
 }
 type QueryResolver interface {
 	Shipments(ctx context.Context) ([]*ent.Shipment, error)
@@ -107,6 +111,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ApproveShipment(childComplexity, args["idempotencyKey"].(string), args["id"].(uuid.UUID)), true
+	case "Mutation.approveShipmentBrief":
+		if e.ComplexityRoot.Mutation.ApproveShipmentBrief == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_approveShipmentBrief_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ApproveShipmentBrief(childComplexity, args["idempotencyKey"].(string), args["id"].(uuid.UUID)), true
 	case "Mutation.approveShipmentLive":
 		if e.ComplexityRoot.Mutation.ApproveShipmentLive == nil {
 			break
@@ -162,6 +177,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateShipmentPlain(childComplexity, args["input"].(ent.CreateShipmentInput)), true
+	case "Mutation.createShipmentStamped":
+		if e.ComplexityRoot.Mutation.CreateShipmentStamped == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShipmentStamped_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShipmentStamped(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput), args["clientTime"].(*string)), true
 
 	case "Query.shipments":
 		if e.ComplexityRoot.Query.Shipments == nil {
@@ -448,6 +474,28 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_approveShipmentBrief_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (uuid.UUID, error) {
+			return ec.unmarshalNID2githubᚗcomᚋgoogleᚋuuidᚐUUID(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_approveShipmentLive_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -547,6 +595,36 @@ func (ec *executionContext) field_Mutation_createShipmentPlain_args(ctx context.
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createShipmentStamped_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "clientTime",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["clientTime"] = arg2
 	return args, nil
 }
 
@@ -918,6 +996,94 @@ func (ec *executionContext) fieldContext_Mutation_approveShipmentLive(ctx contex
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_approveShipmentLive_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createShipmentStamped(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShipmentStamped(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShipmentStamped(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreateShipmentInput), fc.Args["clientTime"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShipmentStamped(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShipmentStamped_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_approveShipmentBrief(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_approveShipmentBrief(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ApproveShipmentBrief(ctx, fc.Args["idempotencyKey"].(string), fc.Args["id"].(uuid.UUID))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_approveShipmentBrief(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_approveShipmentBrief_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -2364,6 +2530,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "approveShipmentLive":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_approveShipmentLive(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createShipmentStamped":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShipmentStamped(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "approveShipmentBrief":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_approveShipmentBrief(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
