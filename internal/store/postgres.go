@@ -180,3 +180,14 @@ func postgresUnstorable(err error) bool {
 	var pg *pgconn.PgError
 	return errors.As(err, &pg) && unstorableCode(pg.Code)
 }
+
+// PostgresExplained returns the PostgreSQL text of the statements whose
+// cost could grow with the data, for the growth benchmark's EXPLAIN
+// (internal/testkit/testapp/growth), by what they do: "lookup" ($1 scope,
+// $2 key), "abandoned" (the recoverer's listing: $1 lease ended before,
+// $2 limit, $3 claimed before) and "archive" (a sweep's batch: $1
+// completed before, $2 limit, $3 record table, $4 now).
+func PostgresExplained(t Table, archive string) map[string]string {
+	st := postgresSQL.forTable(tableKey{table: t, archive: archive})
+	return map[string]string{"lookup": st[stmtLookup], "abandoned": st[stmtAbandoned], "archive": st[stmtArchive]}
+}
