@@ -96,7 +96,11 @@ func run() error {
 		return err
 	}
 	if !o.keep {
-		defer admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		defer func() {
+			if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+				fmt.Fprintf(os.Stderr, "growth: drop database %s: %v\n", name, err)
+			}
+		}()
 	}
 	u, err := url.Parse(base)
 	if err != nil {
