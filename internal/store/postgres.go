@@ -22,7 +22,8 @@ import (
 // (scope, id) (idemctl.PartitionByTenant) the joins then use the key instead
 // of scanning every partition.
 var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
-	stmtNow: `SELECT now()`,
+	stmtNow:       `SELECT now()`,
+	stmtAbandoned: abandonedSQL(` COLLATE "C"`),
 	// One round trip reads the database clock along with the record: a
 	// row even when the key is unknown.
 	stmtLookup: `SELECT now(), r.idempotency_status, r.idempotency_fingerprint, r.idempotency_response, r.idempotency_attempt,
