@@ -85,6 +85,15 @@ func runAnchor(ctx context.Context, cfg *config, tmp string, db *database) error
 				return fmt.Errorf("%s, round %d: %w", v.name, round+1, err)
 			}
 			after := readCPU(pids)
+			// The pools may have opened connections during the phase: their
+			// backends count from zero; those that ended count not at all.
+			later, err := backendPIDs(ctx, db, app)
+			if err != nil {
+				return err
+			}
+			for pid := range later {
+				backends[pid] = true
+			}
 			t := totals[v.name]
 			if t == nil {
 				t = &anchorTotals{}
@@ -94,7 +103,9 @@ func runAnchor(ctx context.Context, cfg *config, tmp string, db *database) error
 			t.elapsed += elapsed
 			t.serverCPU += after.servers - before.servers
 			for pid := range backends {
-				t.pgCPU += after.postgres[pid] - before.postgres[pid]
+				if a, ok := after.postgres[pid]; ok {
+					t.pgCPU += a - before.postgres[pid]
+				}
 			}
 			t.latencies = append(t.latencies, lat...)
 		}
