@@ -153,6 +153,9 @@ func TestFlagsRefused(t *testing.T) {
 		{"-duration", "0", "-burst-keys", "10"}, // faults need a load phase
 		{"-schema", "s"},
 		{"-short", "-long"},
+		{"-anchor"}, // the anchor is a bench
+		{"-bench", "-anchor", "-anchor-rounds", "0"},
+		{"-bench", "-anchor", "-count-statements", "10"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
@@ -160,5 +163,8 @@ func TestFlagsRefused(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-duration", "0", "-burst-keys", "10", "-kills", "0", "-pg-restarts", "0"}, io.Discard); err != nil {
 		t.Errorf("a burst alone: %v", err)
+	}
+	if _, err := parseFlags([]string{"-bench", "-anchor"}, io.Discard); err != nil {
+		t.Errorf("the plain anchor: %v", err)
 	}
 }

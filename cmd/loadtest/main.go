@@ -122,6 +122,9 @@ type config struct {
 
 	bench           bool
 	countStatements int
+	anchor          bool
+	anchorRounds    int
+	anchorBin       string
 
 	adversary adversaryConfig // adversary.go
 }
@@ -202,6 +205,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.bench, "bench", false, "measure mutations per second instead: createOrder, then createPayment, each for -duration, no faults, no duplicates")
 	fs.IntVar(&c.countStatements, "count-statements", 0, "with -bench: send this many of each mutation from one client to one server with log_statement=all and count their statements in the PostgreSQL log")
 
+	fs.BoolVar(&c.anchor, "anchor", false, "with -bench: the plain anchor instead (anchor.go): -servers processes of the test application's server serve the same create of a shipment without the hook, in atomic and lease mode and written by hand, each in turn for -duration/-anchor-rounds, -anchor-rounds times")
+	fs.IntVar(&c.anchorRounds, "anchor-rounds", 5, "with -anchor: how many times each create gets its turn")
+	fs.StringVar(&c.anchorBin, "anchor-bin", "", "with -anchor: the test application's server binary (default: go build "+anchorPackage+")")
+
 	addAdversaryFlags(fs, &c.adversary)
 
 	if err := fs.Parse(args); err != nil {
@@ -253,6 +260,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("-schema needs -database-url")
 	case c.bench && c.duration == 0:
 		return nil, errors.New("-bench needs a positive -duration")
+	case c.anchor && (!c.bench || c.countStatements > 0 || c.anchorRounds < 1):
+		return nil, errors.New("-anchor needs -bench, no -count-statements, and -anchor-rounds of at least 1")
 	}
 	return c, nil
 }
@@ -293,7 +302,7 @@ func run(cfg *config) int {
 		}
 	}()
 	bin := cfg.serverBin
-	if bin == "" {
+	if bin == "" && !cfg.anchor {
 		if bin, err = buildServer(tmp); err != nil {
 			return fail(err)
 		}
@@ -359,6 +368,13 @@ func run(cfg *config) int {
 
 	if cfg.adversary.on {
 		if err := runAdversary(ctx, cfg.adversary, bin, tmp, db.serverEnv(nil)); err != nil {
+			keepLogs = true
+			return fail(err)
+		}
+		return 0
+	}
+	if cfg.anchor {
+		if err := runAnchor(ctx, cfg, tmp, db); err != nil {
 			keepLogs = true
 			return fail(err)
 		}

@@ -51,6 +51,9 @@ type fleet struct {
 	args    []string // flags every server gets
 	logDir  string
 	newPort bool // a restarted server listens on a new port
+	// noProfile: the servers take no provider flags (the test
+	// application's server of -anchor has no provider).
+	noProfile bool
 
 	mu      sync.Mutex
 	servers []*server
@@ -118,7 +121,10 @@ func (f *fleet) startOnce(s *server) error {
 		return err
 	}
 	defer logf.Close() // the child has its own descriptor
-	args := append(append([]string{"-addr", addr}, f.args...), s.profile.args()...)
+	args := append([]string{"-addr", addr}, f.args...)
+	if !f.noProfile {
+		args = append(args, s.profile.args()...)
+	}
 	fmt.Fprintf(logf, "=== loadtest: start %s %s\n", f.bin, strings.Join(args, " "))
 	cmd := exec.Command(f.bin, args...)
 	cmd.Env = append(os.Environ(), f.env...)

@@ -125,3 +125,34 @@ func TestRecoveredMarkDoesNotChangeTheReplay(t *testing.T) {
 		t.Fatalf("too large recovered result stored as %s (%v)", b, err)
 	}
 }
+
+// A result without errors is stored without json.Marshal: the bytes are
+// still those json.Marshal would write (HTML characters aside, which it
+// escapes and the replay need not), the answer's data is what a replay
+// answers, and invalid JSON is refused as before.
+func TestStoredResponseWithoutErrorsIsWrittenDirectly(t *testing.T) {
+	data := rawJSON(`{"id":"7", "note":"a < b & c", "tags":[ "a" ]}`)
+	answer, b, _, err := encodeResponse(data, nil, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(storedResponse{Version: 1, Data: json.RawMessage(data)}); err != nil {
+		t.Fatal(err)
+	}
+	if string(b)+"\n" != want.String() {
+		t.Errorf("stored %s, json.Marshal writes %s", b, want.String())
+	}
+	got, err := decodeResponse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Data, answer.Data) {
+		t.Errorf("answered %s, a replay answers %s", answer.Data, got.Data)
+	}
+	if _, _, _, err := encodeResponse(rawJSON(`{"id":`), nil, 1<<20, false); err == nil {
+		t.Error("invalid JSON stored")
+	}
+}

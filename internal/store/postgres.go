@@ -22,7 +22,8 @@ import (
 // (scope, id) (idemctl.PartitionByTenant) the joins then use the key instead
 // of scanning every partition.
 var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
-	stmtNow: `SELECT now()`,
+	stmtNow:       `SELECT now()`,
+	stmtAbandoned: abandonedSQL(` COLLATE "C"`),
 	// One round trip reads the database clock along with the record: a
 	// row even when the key is unknown.
 	stmtLookup: `SELECT now(), r.idempotency_status, r.idempotency_fingerprint, r.idempotency_response, r.idempotency_attempt,
@@ -179,4 +180,15 @@ func unstorableCode(code string) bool { return code == "22021" || code == "22P05
 func postgresUnstorable(err error) bool {
 	var pg *pgconn.PgError
 	return errors.As(err, &pg) && unstorableCode(pg.Code)
+}
+
+// PostgresExplained returns the PostgreSQL text of the statements whose
+// cost could grow with the data, for the growth benchmark's EXPLAIN
+// (internal/testkit/testapp/growth), by what they do: "lookup" ($1 scope,
+// $2 key), "abandoned" (the recoverer's listing: $1 lease ended before,
+// $2 limit, $3 claimed before) and "archive" (a sweep's batch: $1
+// completed before, $2 limit, $3 record table, $4 now).
+func PostgresExplained(t Table, archive string) map[string]string {
+	st := postgresSQL.forTable(tableKey{table: t, archive: archive})
+	return map[string]string{"lookup": st[stmtLookup], "abandoned": st[stmtAbandoned], "archive": st[stmtArchive]}
 }

@@ -42,6 +42,11 @@ func (r *mutationResolver) CreateShipmentAtomic(ctx context.Context, idempotency
 	return s, err
 }
 
+// CreateShipmentHandwritten is the resolver for the createShipmentHandwritten field.
+func (r *mutationResolver) CreateShipmentHandwritten(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error) {
+	return r.createHandwritten(ctx, idempotencyKey, input)
+}
+
 // ApproveShipment is the resolver for the approveShipment field.
 func (r *mutationResolver) ApproveShipment(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error) {
 	org, err := OrgFromContext(ctx)

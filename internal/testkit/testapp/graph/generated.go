@@ -40,14 +40,15 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	Mutation struct {
-		ApproveShipment       func(childComplexity int, idempotencyKey string, id uuid.UUID) int
-		ApproveShipmentBrief  func(childComplexity int, idempotencyKey string, id uuid.UUID) int
-		ApproveShipmentLive   func(childComplexity int, idempotencyKey string, id uuid.UUID) int
-		CreateShipment        func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
-		CreateShipmentAtomic  func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
-		CreateShipmentLease   func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
-		CreateShipmentPlain   func(childComplexity int, input ent.CreateShipmentInput) int
-		CreateShipmentStamped func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) int
+		ApproveShipment           func(childComplexity int, idempotencyKey string, id uuid.UUID) int
+		ApproveShipmentBrief      func(childComplexity int, idempotencyKey string, id uuid.UUID) int
+		ApproveShipmentLive       func(childComplexity int, idempotencyKey string, id uuid.UUID) int
+		CreateShipment            func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentAtomic      func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentHandwritten func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentLease       func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentPlain       func(childComplexity int, input ent.CreateShipmentInput) int
+		CreateShipmentStamped     func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) int
 	}
 
 	Query struct {
@@ -73,6 +74,7 @@ type MutationResolver interface {
 	CreateShipmentPlain(ctx context.Context, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	CreateShipmentLease(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	CreateShipmentAtomic(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
+	CreateShipmentHandwritten(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	ApproveShipment(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
 	ApproveShipmentLive(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
 	CreateShipmentStamped(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) (*ent.Shipment, error)
@@ -155,6 +157,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateShipmentAtomic(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
+	case "Mutation.createShipmentHandwritten":
+		if e.ComplexityRoot.Mutation.CreateShipmentHandwritten == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShipmentHandwritten_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShipmentHandwritten(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
 	case "Mutation.createShipmentLease":
 		if e.ComplexityRoot.Mutation.CreateShipmentLease == nil {
 			break
@@ -562,6 +575,28 @@ func (ec *executionContext) field_Mutation_createShipmentAtomic_args(ctx context
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createShipmentHandwritten_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createShipmentLease_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -908,6 +943,50 @@ func (ec *executionContext) fieldContext_Mutation_createShipmentAtomic(ctx conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createShipmentAtomic_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createShipmentHandwritten(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShipmentHandwritten(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShipmentHandwritten(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreateShipmentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShipmentHandwritten(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShipmentHandwritten_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -2516,6 +2595,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "createShipmentAtomic":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createShipmentAtomic(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createShipmentHandwritten":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShipmentHandwritten(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
