@@ -26,14 +26,21 @@ import (
 // Command) is a thin layer over it.
 type Admin struct {
 	cfg   idem.Config
+	hook  *idem.Hook
 	store store.Driver
 }
 
 // New returns the Admin of hook: its backend, with its retention (and each
 // record table's), tombstone horizon, lease, clock and logger, so that the
-// sweeper expires what the server stops replaying, and nothing else. An
-// operator's program without a server makes the hook from the same
-// configuration as the server (Config.Tenant is not needed):
+// sweeper expires what the server stops replaying, and nothing else. Once
+// the hook serves (idem.Hook.Handler has read the GraphQL schema), the
+// sweeper also archives the records of a mutation with a shorter
+// @idempotent(retentionSeconds:) once that retention has passed
+// (idem.Hook.MutationRetentions); an Admin of a hook that does not serve
+// knows no schema, and archives every record by its entity's retention,
+// the upper bound of its mutations'. An operator's program without a
+// server makes the hook from the same configuration as the server
+// (Config.Tenant is not needed):
 //
 //	hook, err := idem.New(idem.Config{Backend: client.IdempotencyBackend()})
 //	admin := idemctl.New(hook)
@@ -44,7 +51,7 @@ func New(hook *idem.Hook) *Admin {
 	if err != nil {
 		panic("idemctl: " + err.Error()) // idem.New opened the same store: it cannot fail here
 	}
-	return &Admin{cfg: cfg, store: d}
+	return &Admin{cfg: cfg, hook: hook, store: d}
 }
 
 // Ping checks that the backend's database can be reached. Its error, like
@@ -115,7 +122,9 @@ func (r SweepReport) Purged() (n int) {
 var ErrNoArchive = errors.New("idem: no archive table: add `type IdempotencyArchive struct{ idemschema.Archive }` to the ent schema and regenerate")
 
 // Sweep archives the responses of finished records past their retention
-// window and purges tombstones past the horizon, in batches of one short
+// window (their entity's, or, when the hook serves, their mutation's
+// shorter one: see New) and purges tombstones a horizon after they were
+// archived, in batches of one short
 // transaction each: a record's response is in its table or in the archive,
 // never both and never neither, and a sweeper killed between or inside
 // batches loses nothing. Several sweepers may run at once; on PostgreSQL
@@ -159,9 +168,11 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 	retention := store.RetentionOf(recs, a.cfg.Retention)
 	table := store.TableOf(recs)
 	expireBefore := now.Add(-retention)
-	// archived_at is at least completion + retention, so a tombstone
-	// archived before this completed before now - horizon.
-	purgeBefore := now.Add(-(a.cfg.TombstoneHorizon - retention))
+	// archived_at is after completion, so a tombstone archived before this
+	// completed before now - horizon, whichever sweeper archived it and by
+	// whichever retention (a sweeper that knows a mutation's shorter one
+	// archives its records earlier than one that does not).
+	purgeBefore := now.Add(-a.cfg.TombstoneHorizon)
 	// A claim abandoned in pending is forgotten a horizon after its lease
 	// ran out.
 	abandonedBefore := now.Add(-a.cfg.TombstoneHorizon)
@@ -171,14 +182,26 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 	// batches (and during the pause) instead. A batch is one short
 	// transaction.
 	batchCtx := context.WithoutCancel(ctx)
-	steps := []struct {
+	type step struct {
 		count *int
 		batch func(dryRun bool) (int, error)
-	}{
+	}
+	steps := []step{
 		{&ts.Archived, func(dryRun bool) (int, error) {
 			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
 				CompletedBefore: expireBefore, Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
 		}},
+	}
+	// Then the records of each mutation that replays for less than the
+	// table, completed since the table's cutoff (older ones went above).
+	for _, m := range a.mutationRetentions(recs.Entity) {
+		steps = append(steps, step{&ts.Archived, func(dryRun bool) (int, error) {
+			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
+				CompletedBefore: now.Add(-m.Retention), CompletedSince: expireBefore, FingerprintPrefix: fingerprint.Prefix(m.Mutation),
+				Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
+		}})
+	}
+	steps = append(steps, []step{
 		{&ts.Purged, func(dryRun bool) (int, error) {
 			return a.store.PurgeBatch(batchCtx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
 				ArchivedBefore: purgeBefore, Limit: opts.BatchSize, DryRun: dryRun})
@@ -187,7 +210,7 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 			return a.store.PurgeAbandoned(batchCtx, store.AbandonedBatch{Table: table,
 				LeaseEndedBefore: abandonedBefore, Limit: opts.BatchSize, DryRun: dryRun})
 		}},
-	}
+	}...)
 	for _, step := range steps {
 		if opts.DryRun {
 			n, err := step.batch(true)
@@ -218,6 +241,19 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 		}
 	}
 	return ts, nil
+}
+
+// mutationRetentions are the mutations of entity whose retention is
+// shorter than the entity's, as far as the hook knows (see New).
+func (a *Admin) mutationRetentions(entity string) []idem.MutationRetention {
+	var out []idem.MutationRetention
+	all, _ := a.hook.MutationRetentions()
+	for _, m := range all {
+		if m.Entity == entity {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // RunSweeper sweeps every interval until ctx ends, and logs what it did and

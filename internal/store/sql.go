@@ -78,7 +78,7 @@ var standardSQL = statements{
 	stmtSavepoint:           `SAVEPOINT idem_resolver`,
 	stmtRollbackToSavepoint: `ROLLBACK TO SAVEPOINT idem_resolver`,
 
-	stmtCountArchivable: `SELECT count(*) FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1`,
+	stmtCountArchivable: `SELECT count(*) FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1 AND ` + archivableOf("$2", "$3"),
 	stmtCountPurgeable:  `SELECT count(*) FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1`,
 	stmtCountAbandoned: `SELECT count(*) FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1`,
@@ -130,6 +130,16 @@ var standardSQL = statements{
 	stmtFindArchived: `SELECT tenant_id, idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_attempt,
 		idempotency_response, NULL, idempotency_claimed_at, idempotency_completed_at, idempotency_archived_at, (1 = 0)
 		FROM {archive} WHERE record_table = $3 AND tenant_id = $1 AND idempotency_key = $2 ORDER BY idempotency_claimed_at`,
+}
+
+// archivableOf narrows an archive batch to one mutation's records: those
+// completed since the time in the placeholder since whose fingerprint
+// begins with the one in prefix (ArchiveBatch), or every record when prefix
+// is empty. The batch's partial index on the completion time bounds the
+// rows read to the band [since, cutoff); the prefix filters them (no index
+// holds the fingerprint).
+func archivableOf(prefix, since string) string {
+	return `(` + prefix + ` = '' OR (idempotency_completed_at >= ` + since + ` AND substr(idempotency_fingerprint, 1, length(` + prefix + `)) = ` + prefix + `))`
 }
 
 // lookupColumns are the record's columns as Lookup scans them, after the
