@@ -17,10 +17,13 @@ import (
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/graph"
 )
 
@@ -140,15 +143,50 @@ func TestRetentionPerMutation(t *testing.T) {
 			t.Fatalf("the table's other mutation keeps its 24h: %s", r.Body)
 		}
 
-		// The sweeper archives the shared table by the table's retention,
-		// never before a record's own window ends.
+		// An Admin that knows no schema (its hook never served: a
+		// standalone idemctl) archives by the table's retention, the upper
+		// bound of its mutations'.
 		report, err := admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{})
 		if err != nil || report.Archived() != 0 {
-			t.Fatalf("sweep inside the table's retention: %+v %v", report, err)
+			t.Fatalf("a sweep that knows no schema, inside the table's retention: %+v %v", report, err)
 		}
+		// The server's sweeper (an Admin of the serving hook) archives the
+		// short-lived record past its own retention, and keeps the others.
+		served := idemctl.New(be.Hook)
+		dry, err := served.Sweep(context.Background(), idemctl.SweepOptions{DryRun: true})
+		if err != nil || dry.Archived() != 1 {
+			t.Fatalf("dry run past the mutation's retention: %+v %v", dry, err)
+		}
+		report, err = served.Sweep(context.Background(), idemctl.SweepOptions{})
+		if err != nil || report.Archived() != 1 || report.Purged() != 0 {
+			t.Fatalf("sweep past the mutation's retention: %+v %v", report, err)
+		}
+		ctx := idemschema.IncludeUnfinished(context.Background())
+		if rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("brief")).Only(ctx); err != nil || rec.IdempotencyArchivedAt == nil {
+			t.Fatalf("the short-lived record is no tombstone: %+v %v", rec, err)
+		}
+		if rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("long")).Only(ctx); err != nil || rec.IdempotencyArchivedAt != nil {
+			t.Fatalf("the table's other mutation's record was archived: %+v %v", rec, err)
+		}
+		if archived, err := be.Client.IdempotencyArchive.Query().Where(idempotencyarchive.IdempotencyKey("brief")).Count(ctx); err != nil || archived != 1 {
+			t.Fatalf("the archive holds %d copies of the short-lived record (%v)", archived, err)
+		}
+		if r := approve("approveShipmentBrief", "brief"); r.Code() != string(idemcode.KeyExpired) || !strings.Contains(r.Errors[0].Message, "kept for 1h ") {
+			t.Fatalf("archived by its mutation's retention: %s", r.Body)
+		}
+		if r := approve("approveShipment", "long"); !r.Replayed || !bytes.Equal(r.Data, long.Data) {
+			t.Fatalf("the table's other mutation after the sweep: %s", r.Body)
+		}
+		if r := be.Post("org-1", "ship", 100); !r.Replayed {
+			t.Fatalf("the other table after the sweep: %s", r.Body)
+		}
+		if again, err := served.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || again.Archived() != 0 {
+			t.Fatalf("a second sweep: %+v %v", again, err)
+		}
+
 		be.Clock.Advance(idem.DefaultRetention)
-		report, err = admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{})
-		if err != nil || report.Archived() != 3 {
+		report, err = served.Sweep(context.Background(), idemctl.SweepOptions{})
+		if err != nil || report.Archived() != 2 {
 			t.Fatalf("sweep past the table's retention: %+v %v", report, err)
 		}
 		if r := approve("approveShipmentBrief", "brief"); r.Code() != string(idemcode.KeyExpired) || !strings.Contains(r.Errors[0].Message, "kept for 1h ") {
