@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -28,7 +29,26 @@ type Admin struct {
 	cfg   idem.Config
 	hook  *idem.Hook
 	store store.Driver
+
+	// swept is, per table and short-lived mutation, the cutoff of this
+	// Admin's last complete pass over the mutation's records: everything
+	// of it completed before then is archived, so the next pass reads the
+	// records completed since (less sweptMargin), not the whole band down
+	// to the table's cutoff.
+	mu    sync.Mutex
+	swept map[sweptKey]time.Time
 }
+
+// sweptKey names one mutation's records in one table.
+type sweptKey struct{ table, mutation string }
+
+// sweptMargin is how far before the last pass's cutoff the next pass of a
+// mutation reads again: a record stamped completed before that cutoff but
+// committed after the pass (a completion's clock reading is at most
+// seconds old), or skipped as locked by another sweeper whose batch then
+// failed. A record missed even so is archived by the table's retention:
+// the server refuses it past its own retention either way.
+const sweptMargin = 10 * time.Minute
 
 // New returns the Admin of hook: its backend, with its retention (and each
 // record table's), tombstone horizon, lease, clock and logger, so that the
@@ -51,7 +71,7 @@ func New(hook *idem.Hook) *Admin {
 	if err != nil {
 		panic("idemctl: " + err.Error()) // idem.New opened the same store: it cannot fail here
 	}
-	return &Admin{cfg: cfg, hook: hook, store: d}
+	return &Admin{cfg: cfg, hook: hook, store: d, swept: map[sweptKey]time.Time{}}
 }
 
 // Ping checks that the backend's database can be reached. Its error, like
@@ -185,31 +205,47 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 	type step struct {
 		count *int
 		batch func(dryRun bool) (int, error)
+		done  func() // after every batch of the step, not in a dry run
 	}
 	steps := []step{
 		{&ts.Archived, func(dryRun bool) (int, error) {
 			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
 				CompletedBefore: expireBefore, Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
-		}},
+		}, nil},
 	}
 	// Then the records of each mutation that replays for less than the
-	// table, completed since the table's cutoff (older ones went above).
+	// table, completed since the table's cutoff (older ones went above),
+	// or since this Admin's last pass over them.
 	for _, m := range a.mutationRetentions(recs.Entity) {
+		key := sweptKey{table.Name, m.Mutation}
+		cutoff := now.Add(-m.Retention)
+		since := expireBefore
+		a.mu.Lock()
+		if last, ok := a.swept[key]; ok && last.Add(-sweptMargin).After(since) {
+			since = last.Add(-sweptMargin)
+		}
+		a.mu.Unlock()
 		steps = append(steps, step{&ts.Archived, func(dryRun bool) (int, error) {
 			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
-				CompletedBefore: now.Add(-m.Retention), CompletedSince: expireBefore, FingerprintPrefix: fingerprint.Prefix(m.Mutation),
+				CompletedBefore: cutoff, CompletedSince: since, FingerprintPrefix: fingerprint.Prefix(m.Mutation),
 				Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
+		}, func() {
+			a.mu.Lock()
+			if cutoff.After(a.swept[key]) {
+				a.swept[key] = cutoff
+			}
+			a.mu.Unlock()
 		}})
 	}
 	steps = append(steps, []step{
 		{&ts.Purged, func(dryRun bool) (int, error) {
 			return a.store.PurgeBatch(batchCtx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
 				ArchivedBefore: purgeBefore, Limit: opts.BatchSize, DryRun: dryRun})
-		}},
+		}, nil},
 		{&ts.Purged, func(dryRun bool) (int, error) {
 			return a.store.PurgeAbandoned(batchCtx, store.AbandonedBatch{Table: table,
 				LeaseEndedBefore: abandonedBefore, Limit: opts.BatchSize, DryRun: dryRun})
-		}},
+		}, nil},
 	}...)
 	for _, step := range steps {
 		if opts.DryRun {
@@ -233,6 +269,9 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 				opts.Progress(SweepProgress{Entity: recs.Entity, Archived: ts.Archived, Purged: ts.Purged, Elapsed: time.Since(start)})
 			}
 			if n < opts.BatchSize {
+				if step.done != nil {
+					step.done()
+				}
 				break
 			}
 			if err := timer.Sleep(ctx, opts.Pause); err != nil {

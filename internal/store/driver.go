@@ -263,8 +263,10 @@ type Completion struct {
 }
 
 // ArchiveBatch selects up to Limit records of Table that completed before
-// CompletedBefore (and, when set, not before CompletedSince) and whose
-// fingerprint begins with FingerprintPrefix (when set), to move to Archive.
+// CompletedBefore, not before CompletedSince, and whose fingerprint begins
+// with FingerprintPrefix, to move to Archive. The zero CompletedSince and
+// an empty FingerprintPrefix select every record completed before
+// CompletedBefore.
 type ArchiveBatch struct {
 	Table           Table
 	Archive         string

@@ -132,14 +132,16 @@ var standardSQL = statements{
 		FROM {archive} WHERE record_table = $3 AND tenant_id = $1 AND idempotency_key = $2 ORDER BY idempotency_claimed_at`,
 }
 
-// archivableOf narrows an archive batch to one mutation's records: those
-// completed since the time in the placeholder since whose fingerprint
-// begins with the one in prefix (ArchiveBatch), or every record when prefix
-// is empty. The batch's partial index on the completion time bounds the
-// rows read to the band [since, cutoff); the prefix filters them (no index
-// holds the fingerprint).
+// archivableOf narrows an archive batch to the records completed since the
+// time in the placeholder since whose fingerprint begins with the text in
+// prefix (ArchiveBatch): one mutation's records in a band, or, with the
+// zero time and an empty prefix, every record. One form for both, without
+// an OR, so that a prepared statement's generic plan still bounds its scan
+// of the partial index on the completion time to [since, cutoff); the
+// prefix filters the rows read (no index holds the fingerprint).
 func archivableOf(prefix, since string) string {
-	return `(` + prefix + ` = '' OR (idempotency_completed_at >= ` + since + ` AND substr(idempotency_fingerprint, 1, length(` + prefix + `)) = ` + prefix + `))`
+	return `idempotency_completed_at >= ` + since +
+		` AND substr(COALESCE(idempotency_fingerprint, ''), 1, length(CAST(` + prefix + ` AS TEXT))) = CAST(` + prefix + ` AS TEXT)`
 }
 
 // lookupColumns are the record's columns as Lookup scans them, after the
