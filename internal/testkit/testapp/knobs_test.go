@@ -183,6 +183,22 @@ func TestRetentionPerMutation(t *testing.T) {
 		if again, err := served.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || again.Archived() != 0 {
 			t.Fatalf("a second sweep: %+v %v", again, err)
 		}
+		// A later record of the mutation: the next pass reads from where
+		// the last one ended, and takes it once its hour has passed.
+		if r := approve("approveShipmentBrief", "brief-2"); len(r.Errors) > 0 {
+			t.Fatalf("brief-2: %s", r.Body)
+		}
+		be.Clock.Advance(time.Hour - time.Minute)
+		if r, err := served.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || r.Archived() != 0 {
+			t.Fatalf("a sweep inside brief-2's hour: %+v %v", r, err)
+		}
+		be.Clock.Advance(2 * time.Minute)
+		if r, err := served.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || r.Archived() != 1 {
+			t.Fatalf("a sweep past brief-2's hour: %+v %v", r, err)
+		}
+		if r := approve("approveShipment", "long"); !r.Replayed {
+			t.Fatalf("the table's other mutation, two hours on: %s", r.Body)
+		}
 
 		be.Clock.Advance(idem.DefaultRetention)
 		report, err = served.Sweep(context.Background(), idemctl.SweepOptions{})
