@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 
 	"github.com/goovo/idem/idemhttp"
@@ -56,12 +57,12 @@ type MutationRetention struct {
 }
 
 // MutationRetentions returns the @idempotent mutations of the schema that
-// Handler read whose retention is shorter than their record entity's, by
-// entity then mutation; schemaRead is false before Handler has read the
-// schema. The sweeper of an Admin made of this hook (idemctl.New) archives
-// their records once their own retention has passed; before Handler (and
-// in a program that never serves, such as a standalone idemctl) it knows
-// none, and archives records by their entity's retention.
+// Handler (or ReadSchema) read whose retention is shorter than their
+// record entity's, by entity then mutation; schemaRead is false before
+// either has read the schema. The sweeper of an Admin made of this hook
+// (idemctl.New) archives their records once their own retention has
+// passed; before (and in an operator's program that reads no schema) it
+// knows none, and archives records by their entity's retention.
 func (h *Hook) MutationRetentions() (_ []MutationRetention, schemaRead bool) {
 	rs, read := h.eng.MutationRetentions()
 	var out []MutationRetention
@@ -70,6 +71,13 @@ func (h *Hook) MutationRetentions() (_ []MutationRetention, schemaRead bool) {
 	}
 	return out, read
 }
+
+// ReadSchema reads the @idempotent mutations of es and checks them as
+// Handler does, for a hook that does not serve (an operator's program):
+// its Admin (idemctl.New) then archives each mutation's records by the
+// mutation's own retention (MutationRetentions). Handler reads the schema
+// of the server it serves by itself.
+func (h *Hook) ReadSchema(es graphql.ExecutableSchema) error { return h.eng.Validate(es) }
 
 // Handler makes srv's @idempotent mutations retry-safe, bounds what a
 // request may ask for, and returns the handler to serve. It puts the HTTP

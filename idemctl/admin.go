@@ -56,9 +56,10 @@ const sweptMargin = 10 * time.Minute
 // the hook serves (idem.Hook.Handler has read the GraphQL schema), the
 // sweeper also archives the records of a mutation with a shorter
 // @idempotent(retentionSeconds:) once that retention has passed
-// (idem.Hook.MutationRetentions); an Admin of a hook that does not serve
-// knows no schema, and archives every record by its entity's retention,
-// the upper bound of its mutations'. An operator's program without a
+// (idem.Hook.MutationRetentions); so does an operator's program whose hook
+// read the schema (idem.Hook.ReadSchema, Command.Schema). An Admin of a
+// hook that knows no schema archives every record by its entity's
+// retention, the upper bound of its mutations'. An operator's program without a
 // server makes the hook from the same configuration as the server
 // (Config.Tenant is not needed):
 //
