@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -152,6 +153,10 @@ func TestRetentionPerMutation(t *testing.T) {
 		}
 		// The server's sweeper (an Admin of the serving hook) archives the
 		// short-lived record past its own retention, and keeps the others.
+		want := []idem.MutationRetention{{Mutation: "Mutation.approveShipmentBrief", Entity: "IdempotencyRecord", Retention: time.Hour}}
+		if rs, read := be.Hook.MutationRetentions(); !read || !slices.Equal(rs, want) {
+			t.Fatalf("the serving hook's mutation retentions: %+v %v, want %+v", rs, read, want)
+		}
 		served := idemctl.New(be.Hook)
 		dry, err := served.Sweep(context.Background(), idemctl.SweepOptions{DryRun: true})
 		if err != nil || dry.Archived() != 1 {
