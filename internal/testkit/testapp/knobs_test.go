@@ -216,6 +216,26 @@ func TestRetentionPerMutation(t *testing.T) {
 		if r := approve("approveShipment", "long"); r.Code() != string(idemcode.KeyExpired) || !strings.Contains(r.Errors[0].Message, "kept for 24h ") {
 			t.Fatalf("archived, the table's retention: %s", r.Body)
 		}
+
+		// The short-lived record's tombstone, archived early, keeps its key
+		// for a horizon after its archiving, whichever sweeper purges.
+		rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("brief")).Only(ctx)
+		if err != nil || rec.IdempotencyArchivedAt == nil {
+			t.Fatalf("brief: %+v %v", rec, err)
+		}
+		be.Clock.Advance(rec.IdempotencyArchivedAt.Add(idem.DefaultTombstoneHorizon - time.Minute).Sub(time.Now().Add(be.Clock.Offset())))
+		for _, a := range []*idemctl.Admin{served, admin(t, be)} {
+			if dry, err := a.Sweep(context.Background(), idemctl.SweepOptions{DryRun: true}); err != nil || dry.Purged() != 0 {
+				t.Fatalf("a minute before a horizon after the archiving: %+v %v", dry, err)
+			}
+		}
+		if r := approve("approveShipmentBrief", "brief"); r.Code() != string(idemcode.KeyExpired) {
+			t.Fatalf("a minute before the horizon: %s", r.Body)
+		}
+		be.Clock.Advance(2 * time.Minute)
+		if dry, err := served.Sweep(context.Background(), idemctl.SweepOptions{DryRun: true}); err != nil || dry.Purged() != 1 {
+			t.Fatalf("a minute past a horizon after the archiving: %+v %v", dry, err)
+		}
 	})
 }
 
