@@ -206,7 +206,7 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 	type step struct {
 		count *int
 		batch func(dryRun bool) (int, error)
-		done  func() // after every batch of the step, not in a dry run
+		done  func() // after the step's last batch, when all went well (not in a dry run)
 	}
 	steps := []step{
 		{&ts.Archived, func(dryRun bool) (int, error) {
