@@ -63,10 +63,11 @@ type Config struct {
 	// response to the archive table. Default 24 hours, the article's.
 	Retention time.Duration
 
-	// TombstoneHorizon is how long after its completion a key is
-	// remembered at all. Past it the sweeper purges the tombstone and a
-	// request with the key runs as a new intent: clients must not retry an
-	// intent that old. It must exceed every retention. Default 30 days.
+	// TombstoneHorizon is how long after its completion a key is at least
+	// remembered at all: the sweeper purges a tombstone a horizon after it
+	// archived the record, and a request with the key then runs as a new
+	// intent: clients must not retry an intent that old. It must exceed
+	// every retention. Default 30 days.
 	TombstoneHorizon time.Duration
 
 	// WaitForInFlight is how long a duplicate that finds a live pending claim

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"time"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 
 	"github.com/goovo/idem/idemhttp"
@@ -41,6 +43,41 @@ func New(cfg Config) (*Hook, error) {
 
 // Config returns the hook's configuration, with its defaults filled in.
 func (h *Hook) Config() Config { return h.cfg }
+
+// MutationRetention is the retention of one @idempotent mutation that
+// replays its records for less than their record entity's retention
+// (@idempotent(retentionSeconds:)).
+type MutationRetention struct {
+	// Mutation is the field, "Mutation.createPageView".
+	Mutation string
+	// Entity is the record entity that keeps its records.
+	Entity string
+	// Retention is how long a finished record of the mutation replays.
+	Retention time.Duration
+}
+
+// MutationRetentions returns the @idempotent mutations of the schema that
+// Handler (or ReadSchema) read whose retention is shorter than their
+// record entity's, by entity then mutation; schemaRead is false before
+// either has read the schema. The sweeper of an Admin made of this hook
+// (idemctl.New) archives their records once their own retention has
+// passed; before (and in an operator's program that reads no schema) it
+// knows none, and archives records by their entity's retention.
+func (h *Hook) MutationRetentions() (_ []MutationRetention, schemaRead bool) {
+	rs, read := h.eng.MutationRetentions()
+	var out []MutationRetention
+	for _, r := range rs {
+		out = append(out, MutationRetention{Mutation: r.Field, Entity: r.Entity, Retention: r.Retention})
+	}
+	return out, read
+}
+
+// ReadSchema reads the @idempotent mutations of es and checks them as
+// Handler does, for a hook that does not serve (an operator's program):
+// its Admin (idemctl.New) then archives each mutation's records by the
+// mutation's own retention (MutationRetentions). Handler reads the schema
+// of the server it serves by itself.
+func (h *Hook) ReadSchema(es graphql.ExecutableSchema) error { return h.eng.Validate(es) }
 
 // Handler makes srv's @idempotent mutations retry-safe, bounds what a
 // request may ask for, and returns the handler to serve. It puts the HTTP

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -26,14 +27,41 @@ import (
 // Command) is a thin layer over it.
 type Admin struct {
 	cfg   idem.Config
+	hook  *idem.Hook
 	store store.Driver
+
+	// swept is, per table and short-lived mutation, the cutoff of this
+	// Admin's last complete pass over the mutation's records: everything
+	// of it completed before then is archived, so the next pass reads the
+	// records completed since (less sweptMargin), not the whole band down
+	// to the table's cutoff.
+	mu    sync.Mutex
+	swept map[sweptKey]time.Time
 }
+
+// sweptKey names one mutation's records in one table.
+type sweptKey struct{ table, mutation string }
+
+// sweptMargin is how far before the last pass's cutoff the next pass of a
+// mutation reads again: a record stamped completed before that cutoff but
+// committed after the pass (a completion's clock reading is at most
+// seconds old), or skipped as locked by another sweeper whose batch then
+// failed. A record missed even so is archived by the table's retention:
+// the server refuses it past its own retention either way.
+const sweptMargin = 10 * time.Minute
 
 // New returns the Admin of hook: its backend, with its retention (and each
 // record table's), tombstone horizon, lease, clock and logger, so that the
-// sweeper expires what the server stops replaying, and nothing else. An
-// operator's program without a server makes the hook from the same
-// configuration as the server (Config.Tenant is not needed):
+// sweeper expires what the server stops replaying, and nothing else. Once
+// the hook serves (idem.Hook.Handler has read the GraphQL schema), the
+// sweeper also archives the records of a mutation with a shorter
+// @idempotent(retentionSeconds:) once that retention has passed
+// (idem.Hook.MutationRetentions); so does an operator's program whose hook
+// read the schema (idem.Hook.ReadSchema, Command.Schema). An Admin of a
+// hook that knows no schema archives every record by its entity's
+// retention, the upper bound of its mutations'. An operator's program without a
+// server makes the hook from the same configuration as the server
+// (Config.Tenant is not needed):
 //
 //	hook, err := idem.New(idem.Config{Backend: client.IdempotencyBackend()})
 //	admin := idemctl.New(hook)
@@ -44,7 +72,7 @@ func New(hook *idem.Hook) *Admin {
 	if err != nil {
 		panic("idemctl: " + err.Error()) // idem.New opened the same store: it cannot fail here
 	}
-	return &Admin{cfg: cfg, store: d}
+	return &Admin{cfg: cfg, hook: hook, store: d, swept: map[sweptKey]time.Time{}}
 }
 
 // Ping checks that the backend's database can be reached. Its error, like
@@ -115,7 +143,9 @@ func (r SweepReport) Purged() (n int) {
 var ErrNoArchive = errors.New("idem: no archive table: add `type IdempotencyArchive struct{ idemschema.Archive }` to the ent schema and regenerate")
 
 // Sweep archives the responses of finished records past their retention
-// window and purges tombstones past the horizon, in batches of one short
+// window (their entity's, or, when the hook serves, their mutation's
+// shorter one: see New) and purges tombstones a horizon after they were
+// archived, in batches of one short
 // transaction each: a record's response is in its table or in the archive,
 // never both and never neither, and a sweeper killed between or inside
 // batches loses nothing. Several sweepers may run at once; on PostgreSQL
@@ -159,9 +189,11 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 	retention := store.RetentionOf(recs, a.cfg.Retention)
 	table := store.TableOf(recs)
 	expireBefore := now.Add(-retention)
-	// archived_at is at least completion + retention, so a tombstone
-	// archived before this completed before now - horizon.
-	purgeBefore := now.Add(-(a.cfg.TombstoneHorizon - retention))
+	// archived_at is after completion, so a tombstone archived before this
+	// completed before now - horizon, whichever sweeper archived it and by
+	// whichever retention (a sweeper that knows a mutation's shorter one
+	// archives its records earlier than one that does not).
+	purgeBefore := now.Add(-a.cfg.TombstoneHorizon)
 	// A claim abandoned in pending is forgotten a horizon after its lease
 	// ran out.
 	abandonedBefore := now.Add(-a.cfg.TombstoneHorizon)
@@ -171,23 +203,51 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 	// batches (and during the pause) instead. A batch is one short
 	// transaction.
 	batchCtx := context.WithoutCancel(ctx)
-	steps := []struct {
+	type step struct {
 		count *int
 		batch func(dryRun bool) (int, error)
-	}{
+		done  func() // after the step's last batch, when all went well (not in a dry run)
+	}
+	steps := []step{
 		{&ts.Archived, func(dryRun bool) (int, error) {
 			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
 				CompletedBefore: expireBefore, Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
-		}},
+		}, nil},
+	}
+	// Then the records of each mutation that replays for less than the
+	// table, completed since the table's cutoff (older ones went above),
+	// or since this Admin's last pass over them.
+	for _, m := range a.mutationRetentions(recs.Entity) {
+		key := sweptKey{table.Name, m.Mutation}
+		cutoff := now.Add(-m.Retention)
+		since := expireBefore
+		a.mu.Lock()
+		if last, ok := a.swept[key]; ok && last.Add(-sweptMargin).After(since) {
+			since = last.Add(-sweptMargin)
+		}
+		a.mu.Unlock()
+		steps = append(steps, step{&ts.Archived, func(dryRun bool) (int, error) {
+			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
+				CompletedBefore: cutoff, CompletedSince: since, FingerprintPrefix: fingerprint.Prefix(m.Mutation),
+				Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
+		}, func() {
+			a.mu.Lock()
+			if cutoff.After(a.swept[key]) {
+				a.swept[key] = cutoff
+			}
+			a.mu.Unlock()
+		}})
+	}
+	steps = append(steps, []step{
 		{&ts.Purged, func(dryRun bool) (int, error) {
 			return a.store.PurgeBatch(batchCtx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
 				ArchivedBefore: purgeBefore, Limit: opts.BatchSize, DryRun: dryRun})
-		}},
+		}, nil},
 		{&ts.Purged, func(dryRun bool) (int, error) {
 			return a.store.PurgeAbandoned(batchCtx, store.AbandonedBatch{Table: table,
 				LeaseEndedBefore: abandonedBefore, Limit: opts.BatchSize, DryRun: dryRun})
-		}},
-	}
+		}, nil},
+	}...)
 	for _, step := range steps {
 		if opts.DryRun {
 			n, err := step.batch(true)
@@ -210,6 +270,9 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 				opts.Progress(SweepProgress{Entity: recs.Entity, Archived: ts.Archived, Purged: ts.Purged, Elapsed: time.Since(start)})
 			}
 			if n < opts.BatchSize {
+				if step.done != nil {
+					step.done()
+				}
 				break
 			}
 			if err := timer.Sleep(ctx, opts.Pause); err != nil {
@@ -218,6 +281,19 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 		}
 	}
 	return ts, nil
+}
+
+// mutationRetentions are the mutations of entity whose retention is
+// shorter than the entity's, as far as the hook knows (see New).
+func (a *Admin) mutationRetentions(entity string) []idem.MutationRetention {
+	var out []idem.MutationRetention
+	all, _ := a.hook.MutationRetentions()
+	for _, m := range all {
+		if m.Entity == entity {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // RunSweeper sweeps every interval until ctx ends, and logs what it did and

@@ -95,6 +95,19 @@ func (e *env) retention(entity string) time.Duration {
 	return e.cfg.Retention
 }
 
+// recordRetention is the retention window of ri: its mutation's, when
+// the hook has read it from the schema (known), else its entity's, the
+// upper bound of its mutation's.
+func (e *env) recordRetention(ri RecordInfo) (d time.Duration, known bool) {
+	for _, m := range e.admin.mutationRetentions(ri.Entity) {
+		if m.Mutation == ri.Operation {
+			return m.Retention, true
+		}
+	}
+	_, read := e.admin.hook.MutationRetentions()
+	return e.retention(ri.Entity), read
+}
+
 // retry says what a request with the record's key gets at now.
 func (e *env) retry(ri RecordInfo, now time.Time) string {
 	switch ri.State {
@@ -107,17 +120,21 @@ func (e *env) retry(ri RecordInfo, now time.Time) string {
 		if ri.CompletedAt == nil {
 			return "replays the stored response"
 		}
-		until := ri.CompletedAt.Add(e.retention(ri.Entity))
+		retention, known := e.recordRetention(ri)
+		until := ri.CompletedAt.Add(retention)
 		if until.After(now) {
-			// A mutation's @idempotent(retentionSeconds:), in the GraphQL
-			// schema this command does not read, may end it sooner.
-			return "replays the stored response until " + stamp(&until) + " at the latest (its mutation's retentionSeconds, if any, ends it sooner)"
+			if !known {
+				// A mutation's @idempotent(retentionSeconds:), in a GraphQL
+				// schema this hook has not read, may end it sooner.
+				return "replays the stored response until " + stamp(&until) + " at the latest (its mutation's retentionSeconds, if any, ends it sooner)"
+			}
+			return "replays the stored response until " + stamp(&until)
 		}
 		return "IDEMPOTENCY_KEY_EXPIRED (past retention since " + stamp(&until) + "; the next sweep archives the response)"
 	case "tombstone":
 		msg := "IDEMPOTENCY_KEY_EXPIRED; the mutation never runs again"
 		if ri.ArchivedAt != nil {
-			forget := ri.ArchivedAt.Add(e.cfg.TombstoneHorizon - e.retention(ri.Entity))
+			forget := ri.ArchivedAt.Add(e.cfg.TombstoneHorizon)
 			msg += " while the tombstone lasts (a sweep after " + stamp(&forget) + " purges it and forgets the key)"
 		}
 		return msg

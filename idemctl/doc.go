@@ -65,8 +65,10 @@
 // @idempotent(retentionSeconds:), within its entity's), and every answer
 // that holds a result says until when (extensions.idempotency's
 // expiresAt). Past it the key answers IDEMPOTENCY_KEY_EXPIRED and never
-// runs again; the sweep, once the entity's window has passed, moves the
-// response to the archive and leaves a tombstone. Past the tombstone horizon (30 days) the sweep purges the
-// tombstone: the key is forgotten and would run as a new intent, so clients
-// must not retry intents that old. The archive is never purged.
+// runs again; the sweep moves the response to the archive and leaves a
+// tombstone, once the mutation's window has passed when it knows the
+// GraphQL schema (Command.Schema), else once the entity's has. A tombstone
+// horizon (30 days) after that the sweep purges the tombstone: the key is
+// forgotten and would run as a new intent, so clients must not retry
+// intents that old. The archive is never purged.
 package idemctl

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/store"
@@ -60,6 +62,13 @@ type Command struct {
 	// when a command needs the database. Its error is reported as a runtime
 	// failure. The caller closes what it opened after Run returns.
 	Open func(ctx context.Context) (idembackend.Backend, error)
+	// Schema, when set, is the application's GraphQL schema
+	// (graph.NewExecutableSchema(…)): the sweep then archives the records
+	// of a mutation with a shorter @idempotent(retentionSeconds:) once that
+	// retention has passed, and inspect states each record's own window.
+	// Without it the command knows no mutation's retention, and archives
+	// every record by its entity's, the upper bound of its mutations'.
+	Schema graphql.ExecutableSchema
 }
 
 // usageError is a mistake on the command line.
@@ -215,6 +224,11 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		// Every other field was checked above: what is left is a
 		// combination of the flags with the application's schema.
 		return fail(ExitUsage, name, errors.New(strings.TrimPrefix(err.Error(), "idem: ")))
+	}
+	if c.Schema != nil {
+		if err := hook.ReadSchema(c.Schema); err != nil {
+			return fail(ExitUsage, name, errors.New(strings.TrimPrefix(err.Error(), "idem: ")))
+		}
 	}
 	admin := New(hook)
 	e.admin = admin

@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/graph"
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemctl"
@@ -54,6 +55,10 @@ func main() {
 			client = ent.NewClient(ent.Driver(drv))
 			return client.IdempotencyBackend(), nil
 		},
+		// The server's schema, for each mutation's retentionSeconds: the
+		// sweep archives by it, as the server's own sweeper does. Its
+		// resolvers never run here.
+		Schema: graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{}}),
 	}
 	code := cmd.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	if client != nil {

@@ -43,7 +43,8 @@ const (
 	// replays the first result instead of being refused as a reuse.
 	ArgFingerprintExclude = "fingerprintExclude"
 	// ArgRetentionSeconds shortens the replay window of the mutation's
-	// records below their record entity's retention.
+	// records below their record entity's retention; the sweeper of a hook
+	// that read the schema archives them by it.
 	ArgRetentionSeconds = "retentionSeconds"
 )
 

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -70,6 +73,32 @@ type Engine struct {
 	finished finishedRecords
 
 	recovery recovery // the recoverer's (recover.go)
+
+	// shortLived are the mutations read by Validate whose retention is
+	// shorter than their table's, for the sweeper (MutationRetentions),
+	// which may run on another goroutine.
+	shortLived atomic.Pointer[[]MutationRetention]
+}
+
+// MutationRetention is the retention of one @idempotent mutation,
+// @idempotent(retentionSeconds:), shorter than its record table's.
+type MutationRetention struct {
+	// Field is the mutation as its records' fingerprints name it,
+	// "<Mutation type>.<field>".
+	Field string
+	// Entity is its record entity.
+	Entity    string
+	Retention time.Duration
+}
+
+// MutationRetentions returns the mutations of the schema (read by
+// Validate) whose retention is shorter than their record table's, by
+// entity then field; read is false before Validate.
+func (e *Engine) MutationRetentions() (_ []MutationRetention, read bool) {
+	if p := e.shortLived.Load(); p != nil {
+		return *p, true
+	}
+	return nil, false
 }
 
 // The modes of an idempotent mutation (@idempotent(mode:)).
@@ -87,7 +116,8 @@ type fieldSpec struct {
 	lease   time.Duration
 	// retention is how long a finished record of the mutation replays:
 	// @idempotent(retentionSeconds:), or its table's (tableRetention),
-	// after which the sweeper archives the table's records.
+	// after which the sweeper archives the record (a sweeper that knows no
+	// schema, after the table's).
 	retention      time.Duration
 	tableRetention time.Duration
 	// leaveOut are the argument paths the fingerprint leaves out: the key,
@@ -149,6 +179,16 @@ func (e *Engine) Validate(es graphql.ExecutableSchema) error {
 		}
 	}
 	e.fields = fields
+	var short []MutationRetention
+	for _, spec := range fields {
+		if spec.retention < spec.tableRetention {
+			short = append(short, MutationRetention{Field: schema.Mutation.Name + "." + spec.name, Entity: spec.records.Entity, Retention: spec.retention})
+		}
+	}
+	slices.SortFunc(short, func(a, b MutationRetention) int {
+		return cmp.Or(strings.Compare(a.Entity, b.Entity), strings.Compare(a.Field, b.Field))
+	})
+	e.shortLived.Store(&short)
 	return nil
 }
 
@@ -202,9 +242,9 @@ func (e *Engine) fieldSpec(f *ast.FieldDefinition, d *ast.Directive) (*fieldSpec
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("%s must be a positive integer, got %q", directive.ArgRetentionSeconds, a.Value.Raw)
 		}
-		// The sweeper (idemctl), which reads no GraphQL schema, archives a
-		// table's records by the table's retention: a longer one here would
-		// be archived before its end.
+		// A sweeper that knows no GraphQL schema (a standalone idemctl)
+		// archives a table's records by the table's retention: a longer one
+		// here would be archived before its end.
 		if spec.retention = time.Duration(n) * time.Second; spec.retention > spec.tableRetention {
 			return nil, fmt.Errorf("%s: %s (%s) exceeds the retention of its record entity %s (%s), after which the sweeper archives its records: "+
 				"give %s idemschema.Retention(%s), or name a record entity of its own with that retention",

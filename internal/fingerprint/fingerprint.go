@@ -43,6 +43,10 @@ func (f Fingerprint) String() string {
 	return version + ":" + f.Field + ":" + f.Arguments + ":" + f.Selection
 }
 
+// Prefix is how every stored fingerprint of field ("<Type>.<field>")
+// begins: the store selects a mutation's records by it.
+func Prefix(field string) string { return version + ":" + field + ":" }
+
 // Parse decodes a stored fingerprint.
 func Parse(s string) (Fingerprint, bool) {
 	parts := strings.Split(s, ":")

@@ -263,11 +263,19 @@ type Completion struct {
 }
 
 // ArchiveBatch selects up to Limit records of Table that completed before
-// CompletedBefore, to move to Archive.
+// CompletedBefore, not before CompletedSince, and whose fingerprint begins
+// with FingerprintPrefix, to move to Archive. The zero CompletedSince and
+// an empty FingerprintPrefix select every record completed before
+// CompletedBefore.
 type ArchiveBatch struct {
 	Table           Table
 	Archive         string
 	CompletedBefore time.Time
+	// CompletedSince and FingerprintPrefix (fingerprint.Prefix) select the
+	// records of one mutation whose retention is shorter than its table's,
+	// in the band that the table's own batches do not take.
+	CompletedSince    time.Time
+	FingerprintPrefix string
 	// Now is the archive time stamped on the tombstones.
 	Now   time.Time
 	Limit int

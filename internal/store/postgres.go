@@ -32,7 +32,7 @@ var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	// One statement: every part sees the rows before the UPDATE, so the
 	// archive gets the responses the UPDATE clears.
 	stmtArchive: `WITH batch AS (
-			SELECT {scope}, {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1
+			SELECT {scope}, {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1 AND ` + archivableOf("$5", "$6") + `
 			ORDER BY idempotency_completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
 		archived AS (` + archiveInsert + `
 			SELECT $3, r.{scope}, r.idempotency_key, r.idempotency_status, r.idempotency_fingerprint, r.idempotency_response,
@@ -80,7 +80,8 @@ func newPostgres(conn Conn, opts Options) Driver {
 		tables:   map[tableKey]statements{},
 	}
 	d.archive = func(ctx context.Context, tx idembackend.Tx, st statements, b ArchiveBatch) (int, error) {
-		return d.affected(ctx, tx, "archive", st[stmtArchive], b.CompletedBefore.UTC(), b.Limit, b.Table.Name, b.Now.UTC())
+		return d.affected(ctx, tx, "archive", st[stmtArchive], b.CompletedBefore.UTC(), b.Limit, b.Table.Name, b.Now.UTC(),
+			b.FingerprintPrefix, b.CompletedSince.UTC())
 	}
 	d.purge = func(ctx context.Context, tx idembackend.Tx, st statements, b PurgeBatch) (int, error) {
 		return d.count(ctx, tx, "purge", st[stmtPurge], b.ArchivedBefore.UTC(), b.Limit)

@@ -78,7 +78,7 @@ var standardSQL = statements{
 	stmtSavepoint:           `SAVEPOINT idem_resolver`,
 	stmtRollbackToSavepoint: `ROLLBACK TO SAVEPOINT idem_resolver`,
 
-	stmtCountArchivable: `SELECT count(*) FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1`,
+	stmtCountArchivable: `SELECT count(*) FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1 AND ` + archivableOf("$2", "$3"),
 	stmtCountPurgeable:  `SELECT count(*) FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1`,
 	stmtCountAbandoned: `SELECT count(*) FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1`,
@@ -141,6 +141,18 @@ func abandonedSQL(bytewise string) string {
 			r.idempotency_claimed_at, r.idempotency_operation
 		FROM chosen JOIN {table} AS r ON r.{scope} = chosen.t AND r.idempotency_key = chosen.k
 		ORDER BY chosen.turn, chosen.l, chosen.t` + bytewise + `, chosen.k` + bytewise
+}
+
+// archivableOf narrows an archive batch to the records completed since the
+// time in the placeholder since whose fingerprint begins with the text in
+// prefix (ArchiveBatch): one mutation's records in a band, or, with the
+// zero time and an empty prefix, every record. One form for both, without
+// an OR, so that a prepared statement's generic plan still bounds its scan
+// of the partial index on the completion time to [since, cutoff); the
+// prefix filters the rows read (no index holds the fingerprint).
+func archivableOf(prefix, since string) string {
+	return `idempotency_completed_at >= ` + since +
+		` AND substr(COALESCE(idempotency_fingerprint, ''), 1, length(CAST(` + prefix + ` AS TEXT))) = CAST(` + prefix + ` AS TEXT)`
 }
 
 // lookupColumns are the record's columns as Lookup scans them, after the

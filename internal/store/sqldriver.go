@@ -243,7 +243,7 @@ func (d *sqlDriver) Ping(ctx context.Context) error {
 func (d *sqlDriver) ArchiveBatch(ctx context.Context, b ArchiveBatch) (int, error) {
 	st := d.stmts(b.Table, b.Archive)
 	if b.DryRun {
-		return d.count(ctx, d.conn.DB(), "count archivable", st[stmtCountArchivable], b.CompletedBefore.UTC())
+		return d.count(ctx, d.conn.DB(), "count archivable", st[stmtCountArchivable], b.CompletedBefore.UTC(), b.FingerprintPrefix, b.CompletedSince.UTC())
 	}
 	return d.inTx(ctx, "archive", func(tx idembackend.Tx) (int, error) { return d.archive(ctx, tx, st, b) })
 }

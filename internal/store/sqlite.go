@@ -42,8 +42,8 @@ var sqliteSQL = standardSQL.with(sqlitePlaceholders, statements{
 })
 
 // The batches' selections: up to ?2 rows past the cutoff ?1.
-const (
-	sqliteArchivable = `SELECT {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < ?1
+var (
+	sqliteArchivable = `SELECT {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < ?1 AND ` + archivableOf("?5", "?6") + `
 		ORDER BY idempotency_completed_at LIMIT ?2`
 	sqlitePurgeable = `SELECT {id} FROM {table} WHERE {tombstone} AND idempotency_archived_at < ?1
 		ORDER BY idempotency_archived_at LIMIT ?2`
@@ -60,7 +60,7 @@ func newSQLite(conn Conn, opts Options) Driver {
 		tables:   map[tableKey]statements{},
 	}
 	d.archive = func(ctx context.Context, tx idembackend.Tx, st statements, b ArchiveBatch) (int, error) {
-		args := []any{b.CompletedBefore.UTC(), b.Limit, b.Table.Name, b.Now.UTC()}
+		args := []any{b.CompletedBefore.UTC(), b.Limit, b.Table.Name, b.Now.UTC(), b.FingerprintPrefix, b.CompletedSince.UTC()}
 		if _, err := d.affected(ctx, tx, "archive", st[stmtArchiveCopy], args...); err != nil {
 			return 0, err
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/store"
 )
@@ -72,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) *Env) {
 		{"PurgeOfAbandonedClaimsRacesTakeovers", testPurgeRacesTakeovers},
 		{"PurgeOfATombstoneRacesAClaim", testPurgeRacesAClaim},
 		{"SweepersMoveEachRowOnce", testSweepersMoveEachRowOnce},
+		{"ArchiveBatchSelectsOneMutation", testArchiveOneMutation},
 		{"OperatorReads", testOperatorReads},
 		{"AbandonedClaimsKeepTheirOperation", testAbandoned},
 		{"AbandonedClaimsTakeTurnsByTenant", testAbandonedTurns},
@@ -116,8 +118,12 @@ func (s *suite) claim(t Table, tenant, key string, leaseUntil time.Time) {
 }
 
 func (s *suite) claimIn(tx idembackend.Tx, t Table, tenant, key string, leaseUntil time.Time) (store.Claimed, error) {
+	return s.claimWith(tx, t, tenant, key, "fp-"+key, leaseUntil)
+}
+
+func (s *suite) claimWith(tx idembackend.Tx, t Table, tenant, key, fp string, leaseUntil time.Time) (store.Claimed, error) {
 	now := s.now()
-	c := Claim{Tenant: tenant, Key: key, Fingerprint: "fp-" + key, ClaimedAt: now, LeaseUntil: leaseUntil,
+	c := Claim{Tenant: tenant, Key: key, Fingerprint: fp, ClaimedAt: now, LeaseUntil: leaseUntil,
 		Operation: []byte(`{"query":"mutation { ` + key + ` }"}`)}
 	if strings.HasPrefix(key, "no-operation") {
 		c.Operation = nil
@@ -600,6 +606,49 @@ func testSweepersMoveEachRowOnce(t *testing.T, s *suite) {
 	}
 	if n, _, _ := s.Driver.ArchiveStats(s.ctx, s.Archive); n != 2*perTable {
 		t.Fatalf("the purge changed the archive: %d records", n)
+	}
+}
+
+// An archive batch narrowed to one mutation takes the records whose
+// fingerprint names exactly that mutation (not one whose name it matches
+// as a LIKE pattern, nor one it begins), completed in its band.
+func testArchiveOneMutation(t *testing.T, s *suite) {
+	now := s.now()
+	fps := map[string]string{ // key: the mutation its fingerprint names
+		"short-1": "Mutation.view_page", "short-2": "Mutation.view_page",
+		"pattern": "Mutation.viewXpage", "longer": "Mutation.view_pages", "other": "Mutation.pay",
+	}
+	for key, field := range fps {
+		if c, err := s.claimWith(nil, s.Records, "t", key, fingerprint.Prefix(field)+"args:sel", now.Add(time.Minute)); err != nil || !c.Won {
+			t.Fatalf("claim %s: %+v %v", key, c, err)
+		}
+		s.complete(s.Records, "t", key, 1, record.StatusSucceeded, `{"k":"`+key+`"}`)
+	}
+	batch := store.ArchiveBatch{Table: s.Records.Table, Archive: s.Archive, FingerprintPrefix: fingerprint.Prefix("Mutation.view_page"),
+		CompletedSince: now.Add(time.Hour), CompletedBefore: now.Add(2 * time.Hour), Now: now, Limit: 10}
+	if n, err := s.Driver.ArchiveBatch(s.ctx, batch); n != 0 || err != nil {
+		t.Fatalf("records completed before the band: archived %d (%v)", n, err)
+	}
+	batch.CompletedSince = now.Add(-time.Hour)
+	dry := batch
+	dry.DryRun = true
+	if n, err := s.Driver.ArchiveBatch(s.ctx, dry); n != 2 || err != nil {
+		t.Fatalf("dry run counts %d (%v), want 2", n, err)
+	}
+	if n, err := s.Driver.ArchiveBatch(s.ctx, batch); n != 2 || err != nil {
+		t.Fatalf("archived %d (%v), want 2", n, err)
+	}
+	for key, field := range fps {
+		if field == "Mutation.view_page" {
+			s.requireArchivedOnce(s.Records, "t", key, `{"k":"`+key+`"}`)
+		} else if rec := s.lookup(s.Records, "t", key); rec == nil || !rec.ArchivedAt.IsZero() {
+			t.Fatalf("%s (%s) was archived: %+v", key, field, rec)
+		}
+	}
+	// The table's own batch takes the rest.
+	if n, err := s.Driver.ArchiveBatch(s.ctx, store.ArchiveBatch{Table: s.Records.Table, Archive: s.Archive,
+		CompletedBefore: now.Add(time.Hour), Now: now, Limit: 10}); n != len(fps)-2 || err != nil {
+		t.Fatalf("the table's batch archived %d (%v), want %d", n, err, len(fps)-2)
 	}
 }
 

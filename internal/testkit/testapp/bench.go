@@ -41,6 +41,9 @@ type Bench struct {
 	// Clock is the hook's clock: a test advances it to expire leases and
 	// retention windows.
 	Clock *idem.ClockOffset
+	// Hook is the hook that Server serves (Handler's latest): an Admin made
+	// of it (idemctl.New) knows the schema's mutations.
+	Hook *idem.Hook
 	// Server serves the hook; a test may wrap Server.Config.Handler, or call
 	// it directly.
 	*testkit.Server
@@ -113,6 +116,7 @@ func (be *Bench) Handler(client *ent.Client, resolver *graph.Resolver, cfg idem.
 	if err != nil {
 		be.t.Fatal(err)
 	}
+	be.Hook = hook
 	return graph.WithOrg(h)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,10 +18,13 @@ import (
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
+	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/graph"
 )
 
@@ -140,15 +144,70 @@ func TestRetentionPerMutation(t *testing.T) {
 			t.Fatalf("the table's other mutation keeps its 24h: %s", r.Body)
 		}
 
-		// The sweeper archives the shared table by the table's retention,
-		// never before a record's own window ends.
+		// An Admin that knows no schema (its hook never served: a
+		// standalone idemctl) archives by the table's retention, the upper
+		// bound of its mutations'.
 		report, err := admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{})
 		if err != nil || report.Archived() != 0 {
-			t.Fatalf("sweep inside the table's retention: %+v %v", report, err)
+			t.Fatalf("a sweep that knows no schema, inside the table's retention: %+v %v", report, err)
 		}
+		// The server's sweeper (an Admin of the serving hook) archives the
+		// short-lived record past its own retention, and keeps the others.
+		want := []idem.MutationRetention{{Mutation: "Mutation.approveShipmentBrief", Entity: "IdempotencyRecord", Retention: time.Hour}}
+		if rs, read := be.Hook.MutationRetentions(); !read || !slices.Equal(rs, want) {
+			t.Fatalf("the serving hook's mutation retentions: %+v %v, want %+v", rs, read, want)
+		}
+		served := idemctl.New(be.Hook)
+		dry, err := served.Sweep(context.Background(), idemctl.SweepOptions{DryRun: true})
+		if err != nil || dry.Archived() != 1 {
+			t.Fatalf("dry run past the mutation's retention: %+v %v", dry, err)
+		}
+		report, err = served.Sweep(context.Background(), idemctl.SweepOptions{})
+		if err != nil || report.Archived() != 1 || report.Purged() != 0 {
+			t.Fatalf("sweep past the mutation's retention: %+v %v", report, err)
+		}
+		ctx := idemschema.IncludeUnfinished(context.Background())
+		if rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("brief")).Only(ctx); err != nil || rec.IdempotencyArchivedAt == nil {
+			t.Fatalf("the short-lived record is no tombstone: %+v %v", rec, err)
+		}
+		if rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("long")).Only(ctx); err != nil || rec.IdempotencyArchivedAt != nil {
+			t.Fatalf("the table's other mutation's record was archived: %+v %v", rec, err)
+		}
+		if archived, err := be.Client.IdempotencyArchive.Query().Where(idempotencyarchive.IdempotencyKey("brief")).Count(ctx); err != nil || archived != 1 {
+			t.Fatalf("the archive holds %d copies of the short-lived record (%v)", archived, err)
+		}
+		if r := approve("approveShipmentBrief", "brief"); r.Code() != string(idemcode.KeyExpired) || !strings.Contains(r.Errors[0].Message, "kept for 1h ") {
+			t.Fatalf("archived by its mutation's retention: %s", r.Body)
+		}
+		if r := approve("approveShipment", "long"); !r.Replayed || !bytes.Equal(r.Data, long.Data) {
+			t.Fatalf("the table's other mutation after the sweep: %s", r.Body)
+		}
+		if r := be.Post("org-1", "ship", 100); !r.Replayed {
+			t.Fatalf("the other table after the sweep: %s", r.Body)
+		}
+		if again, err := served.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || again.Archived() != 0 {
+			t.Fatalf("a second sweep: %+v %v", again, err)
+		}
+		// A later record of the mutation: the next pass reads from where
+		// the last one ended, and takes it once its hour has passed.
+		if r := approve("approveShipmentBrief", "brief-2"); len(r.Errors) > 0 {
+			t.Fatalf("brief-2: %s", r.Body)
+		}
+		be.Clock.Advance(time.Hour - time.Minute)
+		if r, err := served.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || r.Archived() != 0 {
+			t.Fatalf("a sweep inside brief-2's hour: %+v %v", r, err)
+		}
+		be.Clock.Advance(2 * time.Minute)
+		if r, err := served.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil || r.Archived() != 1 {
+			t.Fatalf("a sweep past brief-2's hour: %+v %v", r, err)
+		}
+		if r := approve("approveShipment", "long"); !r.Replayed {
+			t.Fatalf("the table's other mutation, two hours on: %s", r.Body)
+		}
+
 		be.Clock.Advance(idem.DefaultRetention)
-		report, err = admin(t, be).Sweep(context.Background(), idemctl.SweepOptions{})
-		if err != nil || report.Archived() != 3 {
+		report, err = served.Sweep(context.Background(), idemctl.SweepOptions{})
+		if err != nil || report.Archived() != 2 {
 			t.Fatalf("sweep past the table's retention: %+v %v", report, err)
 		}
 		if r := approve("approveShipmentBrief", "brief"); r.Code() != string(idemcode.KeyExpired) || !strings.Contains(r.Errors[0].Message, "kept for 1h ") {
@@ -156,6 +215,26 @@ func TestRetentionPerMutation(t *testing.T) {
 		}
 		if r := approve("approveShipment", "long"); r.Code() != string(idemcode.KeyExpired) || !strings.Contains(r.Errors[0].Message, "kept for 24h ") {
 			t.Fatalf("archived, the table's retention: %s", r.Body)
+		}
+
+		// The short-lived record's tombstone, archived early, keeps its key
+		// for a horizon after its archiving, whichever sweeper purges.
+		rec, err := be.Client.IdempotencyRecord.Query().Where(idempotencyrecord.IdempotencyKey("brief")).Only(ctx)
+		if err != nil || rec.IdempotencyArchivedAt == nil {
+			t.Fatalf("brief: %+v %v", rec, err)
+		}
+		be.Clock.Advance(rec.IdempotencyArchivedAt.Add(idem.DefaultTombstoneHorizon - time.Minute).Sub(time.Now().Add(be.Clock.Offset())))
+		for _, a := range []*idemctl.Admin{served, admin(t, be)} {
+			if dry, err := a.Sweep(context.Background(), idemctl.SweepOptions{DryRun: true}); err != nil || dry.Purged() != 0 {
+				t.Fatalf("a minute before a horizon after the archiving: %+v %v", dry, err)
+			}
+		}
+		if r := approve("approveShipmentBrief", "brief"); r.Code() != string(idemcode.KeyExpired) {
+			t.Fatalf("a minute before the horizon: %s", r.Body)
+		}
+		be.Clock.Advance(2 * time.Minute)
+		if dry, err := served.Sweep(context.Background(), idemctl.SweepOptions{DryRun: true}); err != nil || dry.Purged() != 1 {
+			t.Fatalf("a minute past a horizon after the archiving: %+v %v", dry, err)
 		}
 	})
 }
