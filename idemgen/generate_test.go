@@ -44,7 +44,11 @@ skip_mod_tidy: true
 
 // newModule makes the module and runs ent's step in it, the working
 // directory of the test from then on.
-func newModule(t *testing.T) string {
+func newModule(t *testing.T) string { return newModuleWith(t, "") }
+
+// newModuleWith is newModule with graph/handwritten.graphql written before
+// ent's step, as in an application's first generation.
+func newModuleWith(t *testing.T, handwritten string) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -81,6 +85,11 @@ func newModule(t *testing.T) string {
 	}
 	if err := os.Mkdir(filepath.Join(dir, "graph"), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if handwritten != "" {
+		if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(handwritten), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Chdir(dir)
 	ix, err := idemgen.NewExtension()
@@ -180,6 +189,28 @@ func TestGeneration(t *testing.T) {
 			t.Errorf("resolver of quick: %s (%v)", resolvers, err)
 		}
 	})
+}
+
+// The first generation of an application that declares the scalars entgql
+// declares (entgql's tutorial declares scalar Time) and uses @idempotent in
+// its own schema succeeds: entgql cannot load that schema before the
+// directive exists, and would declare Time a second time.
+func TestFirstGenerationWithAppScalars(t *testing.T) {
+	const schema = `scalar Time
+extend type Mutation {
+	quick(idempotencyKey: String!, text: String!, at: Time): Todo! @idempotent(record: "Todo")
+}`
+	dir := newModuleWith(t, schema)
+	ent, err := os.ReadFile(filepath.Join(dir, "graph/ent.graphql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(ent), "scalar Time") || !strings.Contains(string(ent), "createdAt: Time!") {
+		t.Fatalf("ent.graphql declares Time again, or no longer uses it:\n%s", ent)
+	}
+	if err := runGQLGen(t, dir, schema); err != nil {
+		t.Fatalf("first gqlgen step: %v", err)
+	}
 }
 
 // A schema package with record entities and no archive fails ent's step

@@ -1,10 +1,13 @@
 package idemgen
 
 import (
+	"os"
 	"strconv"
 
 	"entgo.io/ent/entc/gen"
+	"github.com/99designs/gqlgen/codegen/config"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/goovo/idem/internal/directive"
 )
@@ -27,6 +30,9 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 	}
 	s.Directives[directive.Name] = directiveDefinition()
 	s.AddTypes(modeEnum())
+	if err := dropAppScalars(s); err != nil {
+		return err
+	}
 
 	var fields ast.FieldList
 	for _, r := range recs {
@@ -48,6 +54,48 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 	}
 	mutation.Fields = append(mutation.Fields, fields...)
 	s.Mutation = mutation
+	return nil
+}
+
+// dropAppScalars removes from entgql's schema the scalars (Time, Cursor,
+// Map, …) that the application's own schema files declare too, since gqlgen
+// loads both and refuses a type declared twice. entgql leaves them out
+// itself only when it can load the application's schema, which fails on the
+// first generation of an app whose schema uses @idempotent: the directive is
+// declared in the schema being generated. The application's files are those
+// of the gqlgen configuration in the working directory (where entgql's
+// WithConfigPath looks too), less the one that declares @idempotent, which
+// is the schema this hook writes.
+func dropAppScalars(s *ast.Schema) error {
+	var cfg *config.Config
+	for _, name := range []string{".gqlgen.yml", "gqlgen.yml", "gqlgen.yaml"} {
+		if _, err := os.Stat(name); err != nil {
+			continue
+		}
+		c, err := config.LoadConfig(name)
+		if err != nil {
+			return errorf("read %s: %v", name, err)
+		}
+		cfg = c
+		break
+	}
+	if cfg == nil {
+		return nil
+	}
+	for _, src := range cfg.Sources {
+		doc, err := parser.ParseSchema(src)
+		if err != nil {
+			return errorf("%v", err)
+		}
+		if doc.Directives.ForName(directive.Name) != nil {
+			continue // the schema this hook writes
+		}
+		for _, def := range doc.Definitions {
+			if def.Kind == ast.Scalar && s.Types[def.Name] != nil && s.Types[def.Name].Kind == ast.Scalar {
+				delete(s.Types, def.Name)
+			}
+		}
+	}
 	return nil
 }
 
