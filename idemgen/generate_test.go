@@ -111,6 +111,13 @@ func newModuleWith(t *testing.T, handwritten string) string {
 // own, on ent's schema and schema, a hand-written one.
 func runGQLGen(t *testing.T, dir, schema string) error {
 	t.Helper()
+	return runGQLGenWith(t, dir, schema, nil)
+}
+
+// runGQLGenWith is runGQLGen with the application's Go files in graph/
+// (by name) written first, as an app has them before it adopts idemgen.
+func runGQLGenWith(t *testing.T, dir, schema string, goFiles map[string]string) error {
+	t.Helper()
 	for _, pattern := range []string{"graph/*.go", "graph/handwritten.graphql"} {
 		files, _ := filepath.Glob(filepath.Join(dir, pattern))
 		for _, f := range files {
@@ -121,6 +128,11 @@ func runGQLGen(t *testing.T, dir, schema string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(schema), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for name, src := range goFiles {
+		if err := os.WriteFile(filepath.Join(dir, "graph", name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg, err := config.LoadConfig(filepath.Join(dir, "gqlgen.yml"))
 	if err != nil {
@@ -211,6 +223,58 @@ extend type Mutation {
 	if err := runGQLGen(t, dir, schema); err != nil {
 		t.Fatalf("first gqlgen step: %v", err)
 	}
+}
+
+// An app that had its own createTodo before it adopted idemgen keeps its
+// resolver through gqlgen's step: entgql's default create body, which
+// would insert a second row next to the claim's, becomes the claimed row;
+// another body that creates a Todo of its own fails the step with a message
+// naming the file, the resolver and the fix.
+func TestGenerationKeptCreateResolver(t *testing.T) {
+	dir := newModule(t)
+	const resolver = `package graph
+
+import "example.com/gentest/ent"
+
+type Resolver struct{ client *ent.Client }
+`
+	old := func(body string) string {
+		return `package graph
+
+import (
+	"context"
+
+	"example.com/gentest/ent"
+)
+
+func (r *mutationResolver) CreateTodo(ctx context.Context, input ent.CreateTodoInput) (*ent.Todo, error) {
+	` + body + `
+}
+`
+	}
+	t.Run("entgql's default body", func(t *testing.T) {
+		err := runGQLGenWith(t, dir, "scalar Unused", map[string]string{
+			"resolver.go":      resolver,
+			"ent.resolvers.go": old("return r.client.Todo.Create().SetInput(input).Save(ctx)"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "graph/ent.resolvers.go"))
+		if err != nil || !strings.Contains(string(b), "return ent.ClaimedTodo(ctx)") || strings.Contains(string(b), "Create()") {
+			t.Fatalf("kept resolver not rewritten: %s (%v)", b, err)
+		}
+	})
+	t.Run("another body", func(t *testing.T) {
+		err := runGQLGenWith(t, dir, "scalar Unused", map[string]string{
+			"resolver.go":      resolver,
+			"ent.resolvers.go": old("t, err := r.client.Todo.Create().SetInput(input).SetPriority(1).Save(ctx)\n\treturn t, err"),
+		})
+		want := "idemgen: graph/ent.resolvers.go: mutationResolver.CreateTodo creates a Todo of its own, but createTodo's claim already inserts that row from the arguments, so each key would leave two rows. Start the resolver from the claimed row instead:\n\n\trow, err := ent.ClaimedTodo(ctx)"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error:\n%v\nwant it to contain:\n%s", err, want)
+		}
+	})
 }
 
 // A schema package with record entities and no archive fails ent's step
