@@ -1,9 +1,11 @@
-// Package readmepath holds the test that follows the README's "Add it to
-// your app" as a newcomer would: it takes every block the README marks
+// Package readmepath holds the test that follows "Add it to your app" in
+// docs/adopting.md as a newcomer would: it takes every block the guide marks
 // with a file name (<!-- file: PATH -->) and every command block
-// (<!-- commands -->), in the README's order, into a brand-new module in a
+// (<!-- commands -->), in the guide's order, into a brand-new module in a
 // temporary directory, with a schema of its own (testdata), runs the
 // commands (go get, go mod tidy, go generate), builds the server and sends
 // mutations twice, on SQLite and on PostgreSQL: the second answer must be
-// a replay. The README cannot drift from what works.
+// a replay. The guide cannot drift from what works. No other document may
+// carry marked blocks (they would not be followed), and every relative link
+// of README.md and docs/*.md must lead to a file and heading that exist.
 package readmepath

@@ -25,13 +25,17 @@ import (
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
-// step is one marked block of the README: a file to write or commands to
-// run, in the README's order.
+// guide is the file whose marked blocks the test follows: the adoption
+// guide's "Add it to your app", relative to the module's root.
+const guide = "docs/adopting.md"
+
+// step is one marked block of the guide: a file to write or commands to
+// run, in the guide's order.
 type step struct {
 	file     string   // path in the module, for a file block
 	content  string   // the file's text
 	commands []string // for a command block, one command a line
-	line     int      // where the block starts in README.md
+	line     int      // where the block starts in the guide
 }
 
 var (
@@ -39,11 +43,12 @@ var (
 	commandMarker = regexp.MustCompile(`^<!-- commands -->$`)
 )
 
-// readmeSteps returns the marked blocks of the README's section "Add it to
-// your app". A marker must be followed by a fenced block.
-func readmeSteps(t *testing.T, readme string) []step {
+// markedSteps returns the marked blocks of the file at path, in order. A
+// marker must be followed by a fenced block.
+func markedSteps(t *testing.T, path string) []step {
 	t.Helper()
-	text, err := os.ReadFile(readme)
+	name := filepath.Base(path)
+	text, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +74,13 @@ func readmeSteps(t *testing.T, readme string) []step {
 		start := n
 		fence, ok := next()
 		if !ok || !strings.HasPrefix(fence, "```") {
-			t.Fatalf("README.md:%d: a marker must be followed by a fenced block, found %q", start, fence)
+			t.Fatalf("%s:%d: a marker must be followed by a fenced block, found %q", name, start, fence)
 		}
 		var body []string
 		for {
 			l, ok := next()
 			if !ok {
-				t.Fatalf("README.md:%d: unterminated block", start)
+				t.Fatalf("%s:%d: unterminated block", name, start)
 			}
 			if l == "```" {
 				break
@@ -100,7 +105,7 @@ func readmeSteps(t *testing.T, readme string) []step {
 	return steps
 }
 
-// TestReadmePath builds the app the README's "Add it to your app" describes,
+// TestReadmePath builds the app the guide's "Add it to your app" describes,
 // in a new module whose schema is testdata's, and checks that a mutation
 // sent twice is executed once and replayed once, on SQLite and PostgreSQL.
 //
@@ -108,7 +113,7 @@ func readmeSteps(t *testing.T, readme string) []step {
 // GOFLAGS is cleared of the caller's -mod, GOSUMDB is off (the cache
 // verified the modules when it was filled; a temporary module has no
 // go.sum of its own to check against), GOPROXY is the environment's, so a
-// cold cache fills from the module proxy. The README's one step that
+// cold cache fills from the module proxy. The guide's one step that
 // cannot run as written, `go get github.com/goovo/idem@latest`, runs
 // against this checkout: a replace directive, then go get of it.
 func TestReadmePath(t *testing.T) {
@@ -117,16 +122,16 @@ func TestReadmePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := readmeSteps(t, filepath.Join(root, "README.md"))
+	steps := markedSteps(t, filepath.Join(root, guide))
 	if len(steps) == 0 {
-		t.Fatal("README.md marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
+		t.Fatal(guide + " marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
 	}
 
 	app := appDir(t, root)
 	goVersion := goDirective(t, filepath.Join(root, "go.mod"))
 	writeFile(t, app, "go.mod", "module example.com/app\n\ngo "+goVersion+"\n")
-	// The app's schema: what the README shows only in part (a user's
-	// entities, with the mixin the README shows).
+	// The app's schema: what the guide shows only in part (a user's
+	// entities, with the mixin the guide shows).
 	copyTree(t, "testdata/ent", filepath.Join(app, "ent"))
 
 	env := append(os.Environ(),
@@ -140,9 +145,9 @@ func TestReadmePath(t *testing.T) {
 		cmd.Dir, cmd.Env = app, env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("README.md:%d: %s: %v\n%s", line, strings.Join(args, " "), err, out)
+			t.Fatalf("%s:%d: %s: %v\n%s", guide, line, strings.Join(args, " "), err, out)
 		}
-		t.Logf("README.md:%d: %s (%.1fs)", line, strings.Join(args, " "), time.Since(began).Seconds())
+		t.Logf("%s:%d: %s (%.1fs)", guide, line, strings.Join(args, " "), time.Since(began).Seconds())
 	}
 	for _, s := range steps {
 		if s.file != "" {
@@ -157,11 +162,11 @@ func TestReadmePath(t *testing.T) {
 				continue
 			}
 			if args[0] != "go" {
-				t.Fatalf("README.md:%d: %q: the test runs go commands only", s.line, c)
+				t.Fatalf("%s:%d: %q: the test runs go commands only", guide, s.line, c)
 			}
 			run(s.line, args...)
 			if c == "go generate ./..." {
-				// The app's own root resolver, which the README leaves to
+				// The app's own root resolver, which the guide leaves to
 				// it. It comes after the first generation because it
 				// imports the ent package, which a new module has only
 				// then (gqlgen wrote a default resolver.go meanwhile).
@@ -171,6 +176,7 @@ func TestReadmePath(t *testing.T) {
 	}
 	t.Logf("generated and built in %.1fs", time.Since(start).Seconds())
 	bin := filepath.Join(app, "server")
+	idemctl := filepath.Join(app, "idemctl")
 
 	for _, backend := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(backend), func(t *testing.T) {
@@ -178,13 +184,16 @@ func TestReadmePath(t *testing.T) {
 			if backend == idemtest.Postgres {
 				dsn = idemtest.Open(t, backend).DSN // a schema of its own, dropped at the end
 			}
-			addr := proctest.FreeAddr(t)
-			p := proctest.Start(t, bin, []string{"DATABASE_URL=" + dsn, "ADDR=" + addr}, nil)
+			addr, metrics := proctest.FreeAddr(t), proctest.FreeAddr(t)
+			p := proctest.Start(t, bin, []string{"DATABASE_URL=" + dsn, "ADDR=" + addr, "METRICS_ADDR=" + metrics}, nil)
 			p.WaitListening(t, addr, time.Minute)
 			sendTwice(t, "http://"+addr+"/query")
+			sendInHeader(t, "http://"+addr+"/query")
+			exported(t, "http://"+metrics+"/metrics")
+			stats(t, idemctl, dsn)
 		})
 	}
-	t.Logf("README path: %.1fs in all", time.Since(start).Seconds())
+	t.Logf("the guide's path: %.1fs in all", time.Since(start).Seconds())
 }
 
 // sendTwice creates an author, then a book and tags the author's books,
@@ -222,7 +231,7 @@ func sendTwice(t *testing.T, url string) {
 		t.Logf("%s: %s", m.field, first.Data)
 	}
 
-	// The key scope the README states: a key belongs to a tenant and a
+	// The key scope the guide states: a key belongs to a tenant and a
 	// record entity. tagBooks' key is new to Author's records, and
 	// another tenant's a-1 is its own; b-1 with other arguments is refused.
 	for _, c := range []struct{ tenant, key, want string }{
@@ -238,6 +247,84 @@ func sendTwice(t *testing.T, url string) {
 	if len(r.Errors) != 1 || !bytes.Contains(r.Errors[0], []byte(idemcode.KeyReused)) {
 		t.Errorf("b-1 for another book: want %s, got %s", idemcode.KeyReused, r.body)
 	}
+}
+
+// sendInHeader sends createBook and tagBooks twice each with the key in
+// the Idempotency-Key header, as the guide's "The key in a header" says:
+// the first runs, the second replays the same data, and the answer
+// repeats the key in the form it was sent.
+func sendInHeader(t *testing.T, url string) {
+	t.Helper()
+	for _, m := range []struct{ field, key, query string }{
+		{"createBook", `"b-2"`, `mutation { createBook(input: {title: "Emma"}) { id headline } }`},
+		{"tagBooks", `t-2`, `mutation($author: ID!) { tagBooks(authorID: $author, tag: "header") }`},
+	} {
+		var vars map[string]any
+		if m.field == "tagBooks" {
+			a := post(t, url, "acme", `mutation { createAuthor(idempotencyKey: "a-2", input: {name: "Austen"}) { id } }`, nil)
+			var r struct{ CreateAuthor struct{ ID string } }
+			if err := json.Unmarshal(a.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			vars = map[string]any{"author": r.CreateAuthor.ID}
+		}
+		first := postKeyed(t, url, "acme", m.key, m.query, vars)
+		idemtest.RequireExecuted(t, first.body, m.field)
+		second := postKeyed(t, url, "acme", m.key, m.query, vars)
+		idemtest.RequireReplayed(t, second.body, m.field)
+		if !bytes.Equal(first.Data, second.Data) {
+			t.Errorf("%s, key in the header: the replay's data differ:\n%s\n%s", m.field, first.Data, second.Data)
+		}
+		if got := second.header.Get(idemhttp.HeaderKey); got != m.key {
+			t.Errorf("%s: the answer's %s header is %q, want %q", m.field, idemhttp.HeaderKey, got, m.key)
+		}
+	}
+	// Neither header nor argument: the key is still required.
+	r := send(t, url, "acme", `mutation { createBook(input: {title: "Persuasion"}) { id } }`, nil)
+	if len(r.Errors) != 1 || !bytes.Contains(r.Errors[0], []byte(idemcode.KeyMissing)) {
+		t.Errorf("no key at all: want %s, got %s", idemcode.KeyMissing, r.body)
+	}
+}
+
+// exported checks that the server exports the hook's metrics as the
+// guide's "Exporting the metrics" says: in Prometheus format, with the
+// replays counted.
+func exported(t *testing.T, url string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"idem_claims_total", "idem_replays_total"} {
+		if res.StatusCode != http.StatusOK || !regexp.MustCompile(`(?m)^`+name+`\{.*\} [1-9]`).Match(b) {
+			t.Errorf("GET %s: %d, no %s counted:\n%.2000s", url, res.StatusCode, name, b)
+		}
+	}
+}
+
+// stats runs the guide's idemctl against the server's database: the
+// records of the requests sent are counted per entity.
+func stats(t *testing.T, idemctl, dsn string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, idemctl, "stats")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("idemctl stats: %v\n%s", err, out)
+	}
+	for _, entity := range []string{"Author", "Book", "IdempotencyRecord"} {
+		if !regexp.MustCompile(`(?m)^` + entity + `\s`).Match(out) {
+			t.Errorf("idemctl stats has no line for %s:\n%s", entity, out)
+		}
+	}
+	t.Logf("idemctl stats:\n%s", out)
 }
 
 type response struct {
@@ -258,9 +345,26 @@ func post(t *testing.T, url, tenant, query string, vars map[string]any) response
 	return r
 }
 
+// postKeyed is post with the key in the Idempotency-Key header.
+func postKeyed(t *testing.T, url, tenant, key, query string, vars map[string]any) response {
+	t.Helper()
+	r := sendKeyed(t, url, tenant, key, query, vars)
+	if len(r.Errors) > 0 {
+		t.Fatalf("errors: %s", r.body)
+	}
+	return r
+}
+
 // send sends a GraphQL request as tenant and returns the answer, which
 // must be HTTP 200 and JSON.
 func send(t *testing.T, url, tenant, query string, vars map[string]any) response {
+	t.Helper()
+	return sendKeyed(t, url, tenant, "", query, vars)
+}
+
+// sendKeyed is send with the Idempotency-Key header set to key, unless
+// key is empty.
+func sendKeyed(t *testing.T, url, tenant, key, query string, vars map[string]any) response {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
 	if err != nil {
@@ -272,6 +376,9 @@ func send(t *testing.T, url, tenant, query string, vars map[string]any) response
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Tenant-ID", tenant)
+	if key != "" {
+		req.Header.Set(idemhttp.HeaderKey, key)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
