@@ -98,3 +98,32 @@ func (e *InputError) Error() string { return e.Message + ": " + e.Err.Error() }
 
 // Unwrap returns the cause.
 func (e *InputError) Unwrap() error { return e.Err }
+
+// ClientError is implemented by the errors of a generated ent package that
+// a resolver's request caused and would meet again, ent's NotFoundError and
+// ConstraintError: the hook makes a resolver's error of this kind final
+// (stored and replayed; idem.Retryable overrides it), and its presenter
+// answers it with IdempotencyClientError's code and message, never the
+// error's text, which may quote the database.
+type ClientError interface {
+	error
+	// IdempotencyClientError returns what the client reads: NotFound's or
+	// ConstraintFailed's.
+	IdempotencyClientError() (code, message string)
+}
+
+// CodeNotFound is the code of an ent NotFoundError: what the query looked
+// for does not exist (for the caller's tenant). Final.
+const CodeNotFound = "NOT_FOUND"
+
+// NotFound is the code and message of an ent NotFoundError of the entity
+// labelled label ("book").
+func NotFound(label string) (code, message string) {
+	return CodeNotFound, label + " not found"
+}
+
+// ConstraintFailed is the code and message of an ent ConstraintError,
+// whose own text quotes the database.
+func ConstraintFailed() (code, message string) {
+	return "BAD_USER_INPUT", "the input breaks a constraint of the data (a value that must be unique is taken, or a record it refers to does not exist)"
+}

@@ -564,12 +564,15 @@ func resolverName(field string) string {
 }
 
 // finalError reports whether a resolver's error ends the attempt for good:
-// marked Final; or, unless marked Retryable, the database's refusal of text
-// it cannot store (a NUL character on PostgreSQL), which the same attempt
-// meets on every run. The presenter answers the latter BAD_USER_INPUT.
+// marked Final; or, unless marked Retryable, an error the same attempt
+// meets on every run: the database's refusal of text it cannot store (a NUL
+// character on PostgreSQL), which the presenter answers BAD_USER_INPUT, and
+// ent's not-found and constraint errors (idembackend.ClientError), which it
+// answers NOT_FOUND and BAD_USER_INPUT.
 func finalError(err error) bool {
 	if marked, final := outcome.Marked(err); marked {
 		return final
 	}
-	return store.Unstorable(err)
+	var ce idembackend.ClientError
+	return store.Unstorable(err) || errors.As(err, &ce)
 }
