@@ -267,7 +267,11 @@ func oneRowPerKey(t *testing.T, url string) {
 	ids := make(chan string, copies)
 	for range copies {
 		wg.Go(func() {
-			r := send(t, url, "acme", q, nil)
+			r, err := trySend(url, "acme", "", q, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			var d struct{ CreateBook struct{ ID string } }
 			if len(r.Errors) == 0 && json.Unmarshal(r.Data, &d) == nil {
 				ids <- d.CreateBook.ID
@@ -411,13 +415,24 @@ func send(t *testing.T, url, tenant, query string, vars map[string]any) response
 // key is empty.
 func sendKeyed(t *testing.T, url, tenant, key, query string, vars map[string]any) response {
 	t.Helper()
-	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	r, err := trySend(url, tenant, key, query, vars)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// trySend is sendKeyed for any goroutine: it returns what would fail the
+// test.
+func trySend(url, tenant, key, query string, vars map[string]any) (response, error) {
+	var r response
+	b, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		return r, err
+	}
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Tenant-ID", tenant)
@@ -426,17 +441,17 @@ func sendKeyed(t *testing.T, url, tenant, key, query string, vars map[string]any
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	defer res.Body.Close()
-	r := response{header: res.Header}
+	r.header = res.Header
 	if r.body, err = io.ReadAll(res.Body); err != nil {
-		t.Fatal(err)
+		return r, err
 	}
 	if err := json.Unmarshal(r.body, &r); err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("HTTP %d: %s", res.StatusCode, r.body)
+		return r, fmt.Errorf("HTTP %d: %s", res.StatusCode, r.body)
 	}
-	return r
+	return r, nil
 }
 
 // appDir returns the directory of the new module, empty, for this checkout
