@@ -2,6 +2,7 @@ package idemgen
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"entgo.io/ent/entc/gen"
@@ -63,24 +64,13 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 // itself only when it can load the application's schema, which fails on the
 // first generation of an app whose schema uses @idempotent: the directive is
 // declared in the schema being generated. The application's files are those
-// of the gqlgen configuration in the working directory (where entgql's
-// WithConfigPath looks too), less the one that declares @idempotent, which
-// is the schema this hook writes.
+// of the gqlgen configuration found as gqlgen finds it (in the working
+// directory or above: entgql's tutorial runs ent's step in ent/), less the
+// one that declares @idempotent, which is the schema this hook writes.
 func dropAppScalars(s *ast.Schema) error {
-	var cfg *config.Config
-	for _, name := range []string{".gqlgen.yml", "gqlgen.yml", "gqlgen.yaml"} {
-		if _, err := os.Stat(name); err != nil {
-			continue
-		}
-		c, err := config.LoadConfig(name)
-		if err != nil {
-			return errorf("read %s: %v", name, err)
-		}
-		cfg = c
-		break
-	}
-	if cfg == nil {
-		return nil
+	cfg, err := appConfig()
+	if err != nil || cfg == nil {
+		return err
 	}
 	for _, src := range cfg.Sources {
 		doc, err := parser.ParseSchema(src)
@@ -97,6 +87,39 @@ func dropAppScalars(s *ast.Schema) error {
 		}
 	}
 	return nil
+}
+
+// appConfig loads the gqlgen configuration in the working directory or the
+// nearest one above it in the module, with its schema files; nil if there
+// is none. The
+// configuration's paths are relative to its directory, which it is loaded
+// from, as gqlgen does.
+func appConfig() (*config.Config, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, errorf("%v", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		for _, name := range []string{".gqlgen.yml", "gqlgen.yml", "gqlgen.yaml"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				continue
+			}
+			if err := os.Chdir(dir); err != nil {
+				return nil, errorf("%v", err)
+			}
+			cfg, err := config.LoadConfig(name)
+			if cerr := os.Chdir(wd); cerr != nil {
+				return nil, errorf("%v", cerr)
+			}
+			if err != nil {
+				return nil, errorf("read %s: %v", filepath.Join(dir, name), err)
+			}
+			return cfg, nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil || filepath.Dir(dir) == dir {
+			return nil, nil // not above the module's root
+		}
+	}
 }
 
 func (e *Extension) createField(r *Record) *ast.FieldDefinition {
