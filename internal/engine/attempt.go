@@ -68,7 +68,7 @@ type attempt struct {
 	finals    int
 
 	// secondRow is set when the resolver created a row of the record
-	// entity besides the claimed one (see claimGuard).
+	// entity besides the claimed one (see withClaim, idemschema.ErrSecondRow).
 	secondRow atomic.Bool
 }
 
