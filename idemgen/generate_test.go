@@ -49,6 +49,13 @@ func newModule(t *testing.T) string { return newModuleWith(t, "") }
 // newModuleWith is newModule with graph/handwritten.graphql written before
 // ent's step, as in an application's first generation.
 func newModuleWith(t *testing.T, handwritten string) string {
+	return newModuleLaid(t, handwritten, false)
+}
+
+// newModuleLaid is newModuleWith, and with inEnt ent's step runs in ent/
+// with paths relative to it, as in entgql's tutorial (ent/entc.go run by
+// ent/generate.go).
+func newModuleLaid(t *testing.T, handwritten string, inEnt bool) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -91,19 +98,26 @@ func newModuleWith(t *testing.T, handwritten string) string {
 			t.Fatal(err)
 		}
 	}
-	t.Chdir(dir)
+	up, schemaDir := "", "./ent/schema"
+	if inEnt {
+		t.Chdir(filepath.Join(dir, "ent"))
+		up, schemaDir = "../", "./schema"
+	} else {
+		t.Chdir(dir)
+	}
 	ix, err := idemgen.NewExtension()
 	if err != nil {
 		t.Fatal(err)
 	}
-	gx, err := entgql.NewExtension(entgql.WithSchemaGenerator(), entgql.WithSchemaPath("graph/ent.graphql"),
-		entgql.WithConfigPath("gqlgen.yml"), entgql.WithRelaySpec(false), ix.EntGQLOption())
+	gx, err := entgql.NewExtension(entgql.WithSchemaGenerator(), entgql.WithSchemaPath(up+"graph/ent.graphql"),
+		entgql.WithConfigPath(up+"gqlgen.yml"), entgql.WithRelaySpec(false), ix.EntGQLOption())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := entc.Generate("./ent/schema", &gen.Config{}, entc.Extensions(gx, ix)); err != nil {
+	if err := entc.Generate(schemaDir, &gen.Config{}, entc.Extensions(gx, ix)); err != nil {
 		t.Fatalf("ent's step: %v", err)
 	}
+	t.Chdir(dir)
 	return dir
 }
 
@@ -207,21 +221,28 @@ func TestGeneration(t *testing.T) {
 // declares (entgql's tutorial declares scalar Time) and uses @idempotent in
 // its own schema succeeds: entgql cannot load that schema before the
 // directive exists, and would declare Time a second time.
+//
+// The same holds in entgql's tutorial's layout, where ent's step runs in
+// ent/ and finds gqlgen.yml above it.
 func TestFirstGenerationWithAppScalars(t *testing.T) {
 	const schema = `scalar Time
 extend type Mutation {
 	quick(idempotencyKey: String!, text: String!, at: Time): Todo! @idempotent(record: "Todo")
 }`
-	dir := newModuleWith(t, schema)
-	ent, err := os.ReadFile(filepath.Join(dir, "graph/ent.graphql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(ent), "scalar Time") || !strings.Contains(string(ent), "createdAt: Time!") {
-		t.Fatalf("ent.graphql declares Time again, or no longer uses it:\n%s", ent)
-	}
-	if err := runGQLGen(t, dir, schema); err != nil {
-		t.Fatalf("first gqlgen step: %v", err)
+	for _, inEnt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "from the module's root", true: "from ent/"}[inEnt], func(t *testing.T) {
+			dir := newModuleLaid(t, schema, inEnt)
+			ent, err := os.ReadFile(filepath.Join(dir, "graph/ent.graphql"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(ent), "scalar Time") || !strings.Contains(string(ent), "createdAt: Time!") {
+				t.Fatalf("ent.graphql declares Time again, or no longer uses it:\n%s", ent)
+			}
+			if err := runGQLGen(t, dir, schema); err != nil {
+				t.Fatalf("first gqlgen step: %v", err)
+			}
+		})
 	}
 }
 
