@@ -18,7 +18,6 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
@@ -306,7 +305,7 @@ func TestEntErrorsAreFinalByDefault(t *testing.T) {
 			return err
 		}
 		r := be.Post("org-1", "missing", 100)
-		if len(r.Errors) != 1 || r.Code() != idembackend.CodeNotFound || r.Errors[0].Message != "shipment not found" ||
+		if len(r.Errors) != 1 || r.Code() != string(idemcode.NotFound) || r.Errors[0].Message != "shipment not found" ||
 			r.Outcome("createShipment") != idemhttp.OutcomeExecuted || len(r.Errors[0].Path) == 0 {
 			t.Fatalf("not found: %s", r.Body)
 		}

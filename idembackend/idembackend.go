@@ -13,6 +13,8 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/goovo/idem/idemcode"
 )
 
 // Backend connects the hook to the ent client whose tables hold the records.
@@ -112,18 +114,14 @@ type ClientError interface {
 	IdempotencyClientError() (code, message string)
 }
 
-// CodeNotFound is the code of an ent NotFoundError: what the query looked
-// for does not exist (for the caller's tenant). Final.
-const CodeNotFound = "NOT_FOUND"
-
 // NotFound is the code and message of an ent NotFoundError of the entity
 // labelled label ("book").
 func NotFound(label string) (code, message string) {
-	return CodeNotFound, label + " not found"
+	return string(idemcode.NotFound), label + " not found"
 }
 
 // ConstraintFailed is the code and message of an ent ConstraintError,
 // whose own text quotes the database.
 func ConstraintFailed() (code, message string) {
-	return "BAD_USER_INPUT", "the input breaks a constraint of the data (a value that must be unique is taken, or a record it refers to does not exist)"
+	return string(idemcode.BadUserInput), "the input breaks a constraint of the data (a value that must be unique is taken, or a record it refers to does not exist)"
 }
