@@ -191,9 +191,11 @@ type Config struct {
 
 	// MapError, if set, is asked about every unexpected error (one the
 	// application did not write for clients; see idemhttp.Presenter)
-	// before the hook replaces it with INTERNAL_SERVER_ERROR: it returns
-	// the GraphQL error the client sees instead, such as NOT_FOUND for
-	// ent.IsNotFound(err), or nil to leave the error unexpected. The
+	// before the hook replaces it with INTERNAL_SERVER_ERROR, and about
+	// ent's not-found and constraint errors before the hook answers them
+	// NOT_FOUND and BAD_USER_INPUT (final, by default): it returns the
+	// GraphQL error the client sees instead, or nil to leave the error to
+	// the default. The
 	// returned error is presented as one written for clients (path and
 	// locations filled in, INTERNAL_SERVER_ERROR when it has no code,
 	// then ErrorPresenter), and the cause is not logged. It changes what

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -253,11 +254,12 @@ func sameErrors(a, b string) bool {
 	return cut(a) == cut(b)
 }
 
-// Config.MapError turns an application's own unexpected errors into
-// errors for clients before they become INTERNAL_SERVER_ERROR: here ent's
-// NotFound, met for real, into NOT_FOUND. The attempt is still released
-// (the resolver did not mark the error Final), and an error it does not
-// map stays unexpected. Presentation does not depend on the backend:
+// Config.MapError turns an application's own errors into errors for
+// clients before they become INTERNAL_SERVER_ERROR, and is asked first
+// about ent's not-found and constraint errors: here ent's NotFound, met for
+// real, into an error of the application's. The error is final (ent's
+// not-found is, by default), and an error it does not map stays
+// unexpected. Presentation does not depend on the backend:
 // SQLite only.
 func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 	be, logs := loggedBench(t, idemtest.SQLite, idem.Config{
@@ -274,7 +276,7 @@ func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 	}
 	r := be.Post("org-1", "missing", 100)
 	if len(r.Errors) != 1 || r.Code() != "NOT_FOUND" || r.Errors[0].Message != "no such shipment" ||
-		r.Outcome("createShipment") != idemhttp.OutcomeReleased {
+		r.Outcome("createShipment") != idemhttp.OutcomeExecuted {
 		t.Fatalf("mapped error: %s", r.Body)
 	}
 	if _, ok := r.Errors[0].Extensions["correlationId"]; ok || len(r.Errors[0].Path) == 0 {
@@ -288,4 +290,68 @@ func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 	if r := be.Post("org-1", "other", 100); r.Code() != string(idemcode.InternalServerError) || strings.Contains(string(r.Body), "disk full") {
 		t.Fatalf("an error MapError leaves alone: %s", r.Body)
 	}
+}
+
+// ent's not-found and constraint errors, which a request meets again on
+// every run, are final without any Config.MapError: the client gets
+// NOT_FOUND ("shipment not found") or BAD_USER_INPUT, with none of the
+// database's text, stored and replayed to a retry of the key, and no
+// pending record is left. Marked idem.Retryable, such an error is released.
+func TestEntErrorsAreFinalByDefault(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+		be, logs := loggedBench(t, b, idem.Config{})
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			_, err := ent.FromContext(ctx).Shipment.Get(ctx, uuid.New())
+			return err
+		}
+		r := be.Post("org-1", "missing", 100)
+		if len(r.Errors) != 1 || r.Code() != string(idemcode.NotFound) || r.Errors[0].Message != "shipment not found" ||
+			r.Outcome("createShipment") != idemhttp.OutcomeExecuted || len(r.Errors[0].Path) == 0 {
+			t.Fatalf("not found: %s", r.Body)
+		}
+		if again := be.Post("org-1", "missing", 100); !again.Replayed || !sameErrors(string(r.Body), string(again.Body)) {
+			t.Fatalf("retry of a not-found: %s\nfirst: %s", again.Body, r.Body)
+		}
+
+		// A constraint: a hand-written mutation (its records are
+		// IdempotencyRecord rows) makes a shipment with another's key.
+		be.Resolver.Hook = nil
+		first := be.Post("org-1", "taken", 100)
+		var created struct{ CreateShipment struct{ ID string } }
+		if err := json.Unmarshal(first.Data, &created); err != nil || created.CreateShipment.ID == "" {
+			t.Fatalf("first shipment: %s", first.Body)
+		}
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+			return ent.FromContext(ctx).Shipment.Create().
+				SetOrg("org-1").SetDestination("Lyon").SetWeightGrams(1).SetIdempotencyKey("taken").
+				Exec(ctx)
+		}
+		approve := `mutation($id: ID!) { approveShipment(idempotencyKey: "dup", id: $id) { id } }`
+		vars := map[string]any{"id": created.CreateShipment.ID}
+		r = be.GQL("org-1", approve, vars)
+		if len(r.Errors) != 1 || r.Code() != string(idemcode.BadUserInput) || !strings.Contains(r.Errors[0].Message, "constraint") ||
+			r.Outcome("approveShipment") != idemhttp.OutcomeExecuted {
+			t.Fatalf("constraint: %s", r.Body)
+		}
+		for _, leak := range []string{"UNIQUE", "unique constraint", "duplicate", "SQLSTATE", "23505", "shipments", "ent:"} {
+			if strings.Contains(string(r.Body), leak) {
+				t.Fatalf("the client saw %q: %s", leak, r.Body)
+			}
+		}
+		if again := be.GQL("org-1", approve, vars); !again.Replayed || !sameErrors(string(r.Body), string(again.Body)) {
+			t.Fatalf("retry of a constraint error: %s", again.Body)
+		}
+		if strings.Contains(logs.String(), "unexpected error") {
+			t.Fatalf("ent's errors were logged as unexpected:\n%s", logs)
+		}
+
+		// Marked Retryable: released, and the retry runs again.
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			_, err := ent.FromContext(ctx).Shipment.Get(ctx, uuid.New())
+			return idem.Retryable(err)
+		}
+		if r := be.Post("org-1", "retryable", 100); r.Outcome("createShipment") != idemhttp.OutcomeReleased {
+			t.Fatalf("not found marked retryable: %s", r.Body)
+		}
+	})
 }

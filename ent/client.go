@@ -508,7 +508,8 @@ func (c *OrderClient) QueryPayments(_m *Order) *PaymentQuery {
 
 // Hooks returns the client hooks.
 func (c *OrderClient) Hooks() []Hook {
-	return c.hooks.Order
+	hooks := c.hooks.Order
+	return append(hooks[:len(hooks):len(hooks)], order.Hooks[:]...)
 }
 
 // Interceptors returns the client interceptors.
@@ -642,7 +643,8 @@ func (c *PageViewClient) GetX(ctx context.Context, id int) *PageView {
 
 // Hooks returns the client hooks.
 func (c *PageViewClient) Hooks() []Hook {
-	return c.hooks.PageView
+	hooks := c.hooks.PageView
+	return append(hooks[:len(hooks):len(hooks)], pageview.Hooks[:]...)
 }
 
 // Interceptors returns the client interceptors.

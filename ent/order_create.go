@@ -201,7 +201,9 @@ func (_c *OrderCreate) Mutation() *OrderMutation {
 
 // Save creates the Order in the database.
 func (_c *OrderCreate) Save(ctx context.Context) (*Order, error) {
-	_c.defaults()
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -228,7 +230,7 @@ func (_c *OrderCreate) ExecX(ctx context.Context) {
 }
 
 // defaults sets the default values of the builder before save.
-func (_c *OrderCreate) defaults() {
+func (_c *OrderCreate) defaults() error {
 	if _, ok := _c.mutation.IdempotencyAttempt(); !ok {
 		v := order.DefaultIdempotencyAttempt
 		_c.mutation.SetIdempotencyAttempt(v)
@@ -237,6 +239,7 @@ func (_c *OrderCreate) defaults() {
 		v := order.DefaultPaid
 		_c.mutation.SetPaid(v)
 	}
+	return nil
 }
 
 // check runs all checks and user-defined validators on the builder.

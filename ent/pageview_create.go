@@ -179,7 +179,9 @@ func (_c *PageViewCreate) Mutation() *PageViewMutation {
 
 // Save creates the PageView in the database.
 func (_c *PageViewCreate) Save(ctx context.Context) (*PageView, error) {
-	_c.defaults()
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -206,7 +208,7 @@ func (_c *PageViewCreate) ExecX(ctx context.Context) {
 }
 
 // defaults sets the default values of the builder before save.
-func (_c *PageViewCreate) defaults() {
+func (_c *PageViewCreate) defaults() error {
 	if _, ok := _c.mutation.IdempotencyAttempt(); !ok {
 		v := pageview.DefaultIdempotencyAttempt
 		_c.mutation.SetIdempotencyAttempt(v)
@@ -215,6 +217,7 @@ func (_c *PageViewCreate) defaults() {
 		v := pageview.DefaultFolded
 		_c.mutation.SetFolded(v)
 	}
+	return nil
 }
 
 // check runs all checks and user-defined validators on the builder.

@@ -60,7 +60,7 @@ func NewHook(client *ent.Client, opts Options) (*idem.Hook, error) {
 		Logger:          logger,
 		Clock:           opts.Clock,
 		MeterProvider:   opts.MeterProvider,
-		KeyHeader:       true, // ent/entc.go generates optional key arguments
+		KeyHeader:       true, // generated with -key-header (generate.go): optional key arguments
 		Limits:          opts.Limits,
 		RecoverAfter:    opts.RecoverAfter,
 		// The recoverer runs a claim as its tenant and user (X-User-ID).

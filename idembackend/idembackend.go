@@ -13,6 +13,8 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/goovo/idem/idemcode"
 )
 
 // Backend connects the hook to the ent client whose tables hold the records.
@@ -98,3 +100,28 @@ func (e *InputError) Error() string { return e.Message + ": " + e.Err.Error() }
 
 // Unwrap returns the cause.
 func (e *InputError) Unwrap() error { return e.Err }
+
+// ClientError is implemented by the errors of a generated ent package that
+// a resolver's request caused and would meet again, ent's NotFoundError and
+// ConstraintError: the hook makes a resolver's error of this kind final
+// (stored and replayed; idem.Retryable overrides it), and its presenter
+// answers it with IdempotencyClientError's code and message, never the
+// error's text, which may quote the database.
+type ClientError interface {
+	error
+	// IdempotencyClientError returns what the client reads: NotFound's or
+	// ConstraintFailed's.
+	IdempotencyClientError() (code, message string)
+}
+
+// NotFound is the code and message of an ent NotFoundError of the entity
+// labelled label ("book").
+func NotFound(label string) (code, message string) {
+	return string(idemcode.NotFound), label + " not found"
+}
+
+// ConstraintFailed is the code and message of an ent ConstraintError,
+// whose own text quotes the database.
+func ConstraintFailed() (code, message string) {
+	return string(idemcode.BadUserInput), "the input breaks a constraint of the data (a value that must be unique is taken, or a record it refers to does not exist)"
+}

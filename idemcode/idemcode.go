@@ -76,6 +76,11 @@ const (
 	// without a code of its own: stored, and replayed to every retry.
 	// Final.
 	MutationFailed Code = "MUTATION_FAILED"
+	// NotFound: what the mutation looked for does not exist, or is another
+	// tenant's: ent's not-found error, which a resolver returned without
+	// marking it (the application's Config.MapError may answer it
+	// otherwise). Stored, and replayed to every retry. Final.
+	NotFound Code = "NOT_FOUND"
 	// BadRequest: the request could not be read as a GraphQL request: a
 	// body that is not JSON, a batch (a JSON array of operations, which the
 	// server does not take), a method or Content-Type no transport of the
@@ -124,7 +129,7 @@ var retryable = map[Code]bool{
 var all = []Code{
 	KeyMissing, KeyInvalid, KeyReused, InProgress, KeyExpired, Unavailable,
 	Unauthenticated, RequestTooLarge, ResponseNotStored, BadUserInput, Abandoned,
-	InternalServerError, MutationFailed, BadRequest,
+	InternalServerError, MutationFailed, NotFound, BadRequest,
 	BodyTooLarge, OperationLimitExceeded,
 	ParseFailed, ValidationFailed, ComplexityLimitExceeded, PersistedQueryNotFound, InvalidPagination,
 }

@@ -1,9 +1,11 @@
 // Package idemgen generates the code that connects ent entities carrying
 // idemschema.Mixin to the runtime hook: an entc extension, used beside
-// entgql, and a gqlgen plugin. Run both from go generate, ent's step first:
+// entgql, and a gqlgen plugin. The command idemgen/cmd/idemgen runs both,
+// ent's step first, from go generate (its flags select the options below):
 //
-//	//go:generate go run ./ent/entc.go
-//	//go:generate go run ./graph/gqlgen.go
+//	//go:generate go run -mod=mod github.com/goovo/idem/idemgen/cmd/idemgen
+//
+// A program of the application's own does the same in two steps:
 //
 // # ent's step
 //

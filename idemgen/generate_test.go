@@ -44,7 +44,18 @@ skip_mod_tidy: true
 
 // newModule makes the module and runs ent's step in it, the working
 // directory of the test from then on.
-func newModule(t *testing.T) string {
+func newModule(t *testing.T) string { return newModuleWith(t, "") }
+
+// newModuleWith is newModule with graph/handwritten.graphql written before
+// ent's step, as in an application's first generation.
+func newModuleWith(t *testing.T, handwritten string) string {
+	return newModuleLaid(t, handwritten, false)
+}
+
+// newModuleLaid is newModuleWith, and with inEnt ent's step runs in ent/
+// with paths relative to it, as in entgql's tutorial (ent/entc.go run by
+// ent/generate.go).
+func newModuleLaid(t *testing.T, handwritten string, inEnt bool) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -82,25 +93,44 @@ func newModule(t *testing.T) string {
 	if err := os.Mkdir(filepath.Join(dir, "graph"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(dir)
+	if handwritten != "" {
+		if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(handwritten), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up, schemaDir := "", "./ent/schema"
+	if inEnt {
+		t.Chdir(filepath.Join(dir, "ent"))
+		up, schemaDir = "../", "./schema"
+	} else {
+		t.Chdir(dir)
+	}
 	ix, err := idemgen.NewExtension()
 	if err != nil {
 		t.Fatal(err)
 	}
-	gx, err := entgql.NewExtension(entgql.WithSchemaGenerator(), entgql.WithSchemaPath("graph/ent.graphql"),
-		entgql.WithConfigPath("gqlgen.yml"), entgql.WithRelaySpec(false), ix.EntGQLOption())
+	gx, err := entgql.NewExtension(entgql.WithSchemaGenerator(), entgql.WithSchemaPath(up+"graph/ent.graphql"),
+		entgql.WithConfigPath(up+"gqlgen.yml"), entgql.WithRelaySpec(false), ix.EntGQLOption())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := entc.Generate("./ent/schema", &gen.Config{}, entc.Extensions(gx, ix)); err != nil {
+	if err := entc.Generate(schemaDir, &gen.Config{}, entc.Extensions(gx, ix)); err != nil {
 		t.Fatalf("ent's step: %v", err)
 	}
+	t.Chdir(dir)
 	return dir
 }
 
 // runGQLGen runs gqlgen's step with idemgen's plugin added after gqlgen's
 // own, on ent's schema and schema, a hand-written one.
 func runGQLGen(t *testing.T, dir, schema string) error {
+	t.Helper()
+	return runGQLGenWith(t, dir, schema, nil)
+}
+
+// runGQLGenWith is runGQLGen with the application's Go files in graph/
+// (by name) written first, as an app has them before it adopts idemgen.
+func runGQLGenWith(t *testing.T, dir, schema string, goFiles map[string]string) error {
 	t.Helper()
 	for _, pattern := range []string{"graph/*.go", "graph/handwritten.graphql"} {
 		files, _ := filepath.Glob(filepath.Join(dir, pattern))
@@ -112,6 +142,11 @@ func runGQLGen(t *testing.T, dir, schema string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(schema), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for name, src := range goFiles {
+		if err := os.WriteFile(filepath.Join(dir, "graph", name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg, err := config.LoadConfig(filepath.Join(dir, "gqlgen.yml"))
 	if err != nil {
@@ -178,6 +213,87 @@ func TestGeneration(t *testing.T) {
 		resolvers, err := os.ReadFile(filepath.Join(dir, "graph/handwritten.resolvers.go"))
 		if err != nil || !strings.Contains(string(resolvers), "return ent.ClaimedTodo(ctx)") {
 			t.Errorf("resolver of quick: %s (%v)", resolvers, err)
+		}
+	})
+}
+
+// The first generation of an application that declares the scalars entgql
+// declares (entgql's tutorial declares scalar Time) and uses @idempotent in
+// its own schema succeeds: entgql cannot load that schema before the
+// directive exists, and would declare Time a second time.
+//
+// The same holds in entgql's tutorial's layout, where ent's step runs in
+// ent/ and finds gqlgen.yml above it.
+func TestFirstGenerationWithAppScalars(t *testing.T) {
+	const schema = `scalar Time
+extend type Mutation {
+	quick(idempotencyKey: String!, text: String!, at: Time): Todo! @idempotent(record: "Todo")
+}`
+	for _, inEnt := range []bool{false, true} {
+		t.Run(map[bool]string{false: "from the module's root", true: "from ent/"}[inEnt], func(t *testing.T) {
+			dir := newModuleLaid(t, schema, inEnt)
+			ent, err := os.ReadFile(filepath.Join(dir, "graph/ent.graphql"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(ent), "scalar Time") || !strings.Contains(string(ent), "createdAt: Time!") {
+				t.Fatalf("ent.graphql declares Time again, or no longer uses it:\n%s", ent)
+			}
+			if err := runGQLGen(t, dir, schema); err != nil {
+				t.Fatalf("first gqlgen step: %v", err)
+			}
+		})
+	}
+}
+
+// An app that had its own createTodo before it adopted idemgen keeps its
+// resolver through gqlgen's step: entgql's default create body, which
+// would insert a second row next to the claim's, becomes the claimed row;
+// another body that creates a Todo of its own fails the step with a message
+// naming the file, the resolver and the fix.
+func TestGenerationKeptCreateResolver(t *testing.T) {
+	dir := newModule(t)
+	const resolver = `package graph
+
+import "example.com/gentest/ent"
+
+type Resolver struct{ client *ent.Client }
+`
+	old := func(body string) string {
+		return `package graph
+
+import (
+	"context"
+
+	"example.com/gentest/ent"
+)
+
+func (r *mutationResolver) CreateTodo(ctx context.Context, input ent.CreateTodoInput) (*ent.Todo, error) {
+	` + body + `
+}
+`
+	}
+	t.Run("entgql's default body", func(t *testing.T) {
+		err := runGQLGenWith(t, dir, "scalar Unused", map[string]string{
+			"resolver.go":      resolver,
+			"ent.resolvers.go": old("return r.client.Todo.Create().SetInput(input).Save(ctx)"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "graph/ent.resolvers.go"))
+		if err != nil || !strings.Contains(string(b), "return ent.ClaimedTodo(ctx)") || strings.Contains(string(b), "Create()") {
+			t.Fatalf("kept resolver not rewritten: %s (%v)", b, err)
+		}
+	})
+	t.Run("another body", func(t *testing.T) {
+		err := runGQLGenWith(t, dir, "scalar Unused", map[string]string{
+			"resolver.go":      resolver,
+			"ent.resolvers.go": old("t, err := r.client.Todo.Create().SetInput(input).SetPriority(1).Save(ctx)\n\treturn t, err"),
+		})
+		want := "idemgen: graph/ent.resolvers.go: mutationResolver.CreateTodo creates a Todo of its own, but createTodo's claim already inserts that row from the arguments, so each key would leave two rows. Start the resolver from the claimed row instead:\n\n\trow, err := ent.ClaimedTodo(ctx)"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error:\n%v\nwant it to contain:\n%s", err, want)
 		}
 	})
 }

@@ -3,8 +3,14 @@ package idemgen
 import (
 	"errors"
 	"fmt"
+	goast "go/ast"
+	"go/parser"
+	"go/token"
 	"go/types"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -101,7 +107,10 @@ func CheckSchema(s *ast.Schema) error {
 // checks, with the Go types gqlgen bound, that each @idempotent mutation
 // names a record entity of the ent package and that every argument a claim
 // takes a field from has that field's type, so that the hook never meets
-// these mistakes at server start or at the first request.
+// these mistakes at server start or at the first request. It also fails for
+// a resolver the application kept that creates the row its claim inserts
+// (each key would leave two rows), naming the file, the resolver and the
+// fix; entgql's default create body is rewritten instead (Implement).
 func (*Plugin) GenerateCode(data *codegen.Data) error {
 	if data.Schema.Mutation == nil {
 		return nil
@@ -114,6 +123,9 @@ func (*Plugin) GenerateCode(data *codegen.Data) error {
 	}
 	if mutation == nil {
 		return nil
+	}
+	if err := checkKeptResolvers(data.Config, mutation); err != nil {
+		return err
 	}
 	var pkg *types.Package
 	for _, f := range mutation.Fields {
@@ -221,43 +233,156 @@ func assignable(arg, field types.Type) bool {
 	return ok && types.TypeString(p.Elem(), nil) == name
 }
 
-// Implement implements plugin.ResolverImplementer. A resolver that exists is
-// kept as it is; a new mutation that returns the entity holding its records
-// (a generated create<T>, or a hand-written @idempotent(record: "<T>"): T)
-// starts as "return ent.Claimed<T>(ctx)", to which the application may add
-// its business logic; any other new resolver gets gqlgen's usual stub.
+// Implement implements plugin.ResolverImplementer. A new mutation that
+// returns the entity holding its records (a generated create<T>, or a
+// hand-written @idempotent(record: "<T>"): T) starts as
+// "return ent.Claimed<T>(ctx)", to which the application may add its
+// business logic; any other new resolver gets gqlgen's usual stub. A
+// resolver that exists is kept as it is, except the body entgql's
+// documentation writes for a create (return
+// r.client.T.Create().SetInput(input).Save(ctx)), which the app had before
+// the mutation became idempotent: it would insert a second row next to the
+// claim's, so it becomes "return ent.Claimed<T>(ctx)" too. (Other bodies
+// that create a T of their own fail GenerateCode.)
 func (*Plugin) Implement(prev string, f *codegen.Field) string {
+	if named, ok := createdEntity(f); ok && (prev == "" || defaultCreate(prev, named.Obj().Name())) {
+		return createBody(named)
+	}
 	if prev != "" {
 		return prev
-	}
-	if body, ok := createBody(f); ok {
-		return body
 	}
 	return fmt.Sprintf("panic(fmt.Errorf(\"not implemented: %v - %v\"))", f.GoFieldName, f.Name)
 }
 
 // createBody returns the body of a resolver whose records are the T it
+// returns: the claimed T. It runs while gqlgen renders the resolvers, whose
+// imports name T's package.
+func createBody(t *types.Named) string {
+	pkg := templates.CurrentImports.Lookup(t.Obj().Pkg().Path())
+	return fmt.Sprintf("return %s.Claimed%s(ctx)", pkg, t.Obj().Name())
+}
+
+// createdEntity returns the T of a mutation whose records are the T it
 // returns.
-func createBody(f *codegen.Field) (string, bool) {
+func createdEntity(f *codegen.Field) (*types.Named, bool) {
 	if f.FieldDefinition == nil || f.TypeReference == nil {
-		return "", false
+		return nil, false
 	}
 	d := f.FieldDefinition.Directives.ForName(directive.Name)
 	if d == nil {
-		return "", false
+		return nil, false
 	}
 	rec := d.Arguments.ForName(directive.ArgRecord)
 	if rec == nil || rec.Value == nil {
-		return "", false
+		return nil, false
 	}
-	t := f.TypeReference.GO
-	if p, ok := t.(*types.Pointer); ok {
-		t = p.Elem()
-	}
-	named, ok := t.(*types.Named)
+	named, ok := deref(f.TypeReference.GO).(*types.Named)
 	if !ok || named.Obj().Name() != rec.Value.Raw || named.Obj().Pkg() == nil {
-		return "", false
+		return nil, false
 	}
-	pkg := templates.CurrentImports.Lookup(named.Obj().Pkg().Path())
-	return fmt.Sprintf("return %s.Claimed%s(ctx)", pkg, named.Obj().Name()), true
+	return named, true
+}
+
+// defaultCreate reports whether body is entgql's create of entity from the
+// input: return <client>.T.Create().SetInput(input).Save(ctx), through
+// r.client or a client from the context.
+func defaultCreate(body, entity string) bool {
+	re := regexp.MustCompile(`^return[\w.()]*\.` + regexp.QuoteMeta(entity) + `\.Create\(\)\.SetInput\(input\)\.Save\(ctx\)$`)
+	return re.MatchString(noSpace(body))
+}
+
+// createsOwnRow reports whether body creates a T without using the claimed
+// one: it calls <client>.T.Create() and never Claimed<T>.
+func createsOwnRow(body, entity string) bool {
+	b := noSpace(body)
+	return strings.Contains(b, "."+entity+".Create()") && !strings.Contains(b, "Claimed"+entity+"(")
+}
+
+func noSpace(s string) string {
+	return strings.Join(strings.Fields(s), "")
+}
+
+// checkKeptResolvers fails generation for a resolver the application kept
+// (it existed before the mutation became idempotent) that creates the row
+// the claim inserts: each key would leave two rows. entgql's default body
+// is rewritten by Implement instead.
+func checkKeptResolvers(cfg *config.Config, mutation *codegen.Object) error {
+	if !cfg.Resolver.IsDefined() {
+		return nil
+	}
+	receiver := templates.LcFirst(mutation.Name) + templates.UcFirst(cfg.Resolver.Type)
+	var bodies map[string]keptBody
+	for _, f := range mutation.Fields {
+		named, ok := createdEntity(f)
+		if !ok {
+			continue
+		}
+		entity := named.Obj().Name()
+		if bodies == nil {
+			var err error
+			if bodies, err = resolverBodies(cfg.Resolver.Dir(), receiver); err != nil {
+				return err
+			}
+		}
+		kept, ok := bodies[f.GoFieldName]
+		if !ok || defaultCreate(kept.body, entity) || !createsOwnRow(kept.body, entity) {
+			continue
+		}
+		pkg := named.Obj().Pkg().Name()
+		file := kept.file
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, file); err == nil {
+				file = rel
+			}
+		}
+		return fmt.Errorf("%s: %s.%s creates a %s of its own, but %s's claim already inserts that row from the arguments, so each key would leave two rows. Start the resolver from the claimed row instead:\n\n\trow, err := %s.Claimed%s(ctx)\n\n(and change row as needed, through ent.FromContext(ctx) or row.Update())",
+			file, receiver, f.GoFieldName, entity, f.Name, pkg, entity)
+	}
+	return nil
+}
+
+type keptBody struct{ file, body string }
+
+// resolverBodies reads the bodies of receiver's methods in the resolver
+// package's directory, by method name.
+func resolverBodies(dir, receiver string) (map[string]keptBody, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]keptBody{}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		file, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+		if err != nil {
+			continue // gqlgen reports it
+		}
+		for _, d := range file.Decls {
+			fn, ok := d.(*goast.FuncDecl)
+			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 || fn.Body == nil {
+				continue
+			}
+			t := fn.Recv.List[0].Type
+			if star, ok := t.(*goast.StarExpr); ok {
+				t = star.X
+			}
+			if id, ok := t.(*goast.Ident); !ok || id.Name != receiver {
+				continue
+			}
+			body := src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset]
+			out[fn.Name.Name] = keptBody{file: path, body: string(body)}
+		}
+	}
+	return out, nil
+}
+
+func deref(t types.Type) types.Type {
+	if p, ok := t.(*types.Pointer); ok {
+		return p.Elem()
+	}
+	return t
 }

@@ -1,10 +1,14 @@
 package idemgen
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"entgo.io/ent/entc/gen"
+	"github.com/99designs/gqlgen/codegen/config"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/fingerprint"
@@ -28,6 +32,9 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 	}
 	s.Directives[directive.Name] = directiveDefinition()
 	s.AddTypes(modeEnum())
+	if err := dropAppScalars(s); err != nil {
+		return err
+	}
 
 	var fields ast.FieldList
 	for _, r := range recs {
@@ -54,6 +61,70 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 	mutation.Fields = append(mutation.Fields, fields...)
 	s.Mutation = mutation
 	return nil
+}
+
+// dropAppScalars removes from entgql's schema the scalars (Time, Cursor,
+// Map, …) that the application's own schema files declare too, since gqlgen
+// loads both and refuses a type declared twice. entgql leaves them out
+// itself only when it can load the application's schema, which fails on the
+// first generation of an app whose schema uses @idempotent: the directive is
+// declared in the schema being generated. The application's files are those
+// of the gqlgen configuration found as gqlgen finds it (in the working
+// directory or above: entgql's tutorial runs ent's step in ent/), less the
+// one that declares @idempotent, which is the schema this hook writes.
+func dropAppScalars(s *ast.Schema) error {
+	cfg, err := appConfig()
+	if err != nil || cfg == nil {
+		return err
+	}
+	for _, src := range cfg.Sources {
+		doc, err := parser.ParseSchema(src)
+		if err != nil {
+			return errorf("%v", err)
+		}
+		if doc.Directives.ForName(directive.Name) != nil {
+			continue // the schema this hook writes
+		}
+		for _, def := range doc.Definitions {
+			if def.Kind == ast.Scalar && s.Types[def.Name] != nil && s.Types[def.Name].Kind == ast.Scalar {
+				delete(s.Types, def.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// appConfig loads the gqlgen configuration in the working directory or the
+// nearest one above it in the module, with its schema files; nil if there
+// is none. The
+// configuration's paths are relative to its directory, which it is loaded
+// from, as gqlgen does.
+func appConfig() (*config.Config, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, errorf("%v", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		for _, name := range []string{".gqlgen.yml", "gqlgen.yml", "gqlgen.yaml"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				continue
+			}
+			if err := os.Chdir(dir); err != nil {
+				return nil, errorf("%v", err)
+			}
+			cfg, err := config.LoadConfig(name)
+			if cerr := os.Chdir(wd); cerr != nil {
+				return nil, errorf("%v", cerr)
+			}
+			if err != nil {
+				return nil, errorf("read %s: %v", filepath.Join(dir, name), err)
+			}
+			return cfg, nil
+		}
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil || filepath.Dir(dir) == dir {
+			return nil, nil // not above the module's root
+		}
+	}
 }
 
 func (e *Extension) createField(r *Record) *ast.FieldDefinition {

@@ -14,6 +14,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/outcome"
@@ -32,9 +33,15 @@ import (
 // error, a provider's error, a panic. gqlgen wraps each in a
 // *gqlerror.Error before any presenter sees it (its message is the Go
 // error's text), which is how they are told apart. MapError may turn such
-// an error into one for clients (NOT_FOUND, say); otherwise the client
-// gets a generic message, the code INTERNAL_SERVER_ERROR (retryable) and
+// an error into one for clients; otherwise the client gets a generic
+// message, the code INTERNAL_SERVER_ERROR (retryable) and
 // extensions.correlationId; Logger gets the cause under that id.
+//
+// ent's not-found and constraint errors (idembackend.ClientError, which the
+// generated ent package implements) are answered NOT_FOUND ("book not
+// found") and BAD_USER_INPUT, with a message of the library's, never the
+// error's text (a constraint error quotes the database), unless MapError
+// maps them or they are marked Retryable; the hook makes them final.
 //
 // An error without a code gets one: MUTATION_FAILED when it is marked
 // Final, INTERNAL_SERVER_ERROR (retryable: unmarked errors are) inside a
@@ -99,7 +106,15 @@ func (p *Presenter) Present(ctx context.Context, err error) *gqlerror.Error {
 		g = gqlerror.WrapPath(graphql.GetPath(ctx), err)
 	}
 	var code idemcode.Code
+	var ce idembackend.ClientError
 	switch {
+	case !hasCode(g) && errors.As(err, &ce) && !outcome.IsRetryable(err) && (g.Err == nil || g.Message == g.Err.Error()):
+		// ent's not-found or constraint error, final, unless MapError
+		// says otherwise; its text may quote the database.
+		if m := p.mapped(ctx, g); m != nil {
+			return p.Present(ctx, m)
+		}
+		return p.next(ctx, p.clientError(ctx, g, ce))
 	case hasCode(g) || outcome.IsFinal(err) || isHookError(err):
 	case g.Err == nil:
 		// Written as a GraphQL error: by the application, by gqlgen (a
@@ -172,6 +187,21 @@ func (p *Presenter) mapped(ctx context.Context, g *gqlerror.Error) *gqlerror.Err
 		cp.Locations = g.Locations
 	}
 	return &cp
+}
+
+// clientError answers ent's not-found or constraint error g, whose cause
+// goes to the log at level Info (it is no outage), with the code and
+// message of ce.
+func (p *Presenter) clientError(ctx context.Context, g *gqlerror.Error, ce idembackend.ClientError) *gqlerror.Error {
+	code, msg := ce.IdempotencyClientError()
+	p.logger().LogAttrs(ctx, slog.LevelInfo, "ent's error answered "+code,
+		slog.String("path", g.Path.String()), slog.Any("error", g.Err))
+	return &gqlerror.Error{
+		Message:    msg,
+		Path:       g.Path,
+		Locations:  g.Locations,
+		Extensions: map[string]any{"code": code},
+	}
 }
 
 // unexpected logs the cause of g under a new correlation id and returns

@@ -42,11 +42,12 @@ func ExampleMixin() {
 }
 
 // Isolate makes the scope a row filter: the mixin adds a hook that holds
-// every mutation to the context's tenant, and tells idemgen to generate
+// every mutation to the context's tenant (next to the hook every mixin has,
+// which refuses a second row of a claim's entity), and tells idemgen to generate
 // the check of the entity's links.
 func ExampleMixin_isolate() {
 	m := idemschema.Mixin{Isolate: true}
 	ant := m.Annotations()[0].(idemschema.Annotation)
 	fmt.Println(ant.ScopeField, ant.Isolate, len(m.Hooks()))
-	// Output: tenant_id true 1
+	// Output: tenant_id true 2
 }

@@ -30,21 +30,58 @@ func AllTenants(ctx context.Context) context.Context {
 	return tenancy.WithAllTenants(ctx)
 }
 
-// Hooks of the mixin: with Isolate, every mutation of the entity is held to
-// the context's tenant.
+// Hooks of the mixin: inside an idempotent mutation whose claim inserted a
+// row of the entity, every other create of the entity is refused (see
+// ErrSecondRow); with Isolate, every mutation of the entity is held to the
+// context's tenant.
 func (m Mixin) Hooks() []ent.Hook {
+	hooks := []ent.Hook{func(next ent.Mutator) ent.Mutator {
+		return ent.MutateFunc(func(ctx context.Context, mu ent.Mutation) (ent.Value, error) {
+			if err := oneRow(ctx, mu); err != nil {
+				return nil, err
+			}
+			return next.Mutate(ctx, mu)
+		})
+	}}
 	if !m.Isolate {
-		return nil
+		return hooks
 	}
 	scope := m.ScopeField()
-	return []ent.Hook{func(next ent.Mutator) ent.Mutator {
+	return append(hooks, func(next ent.Mutator) ent.Mutator {
 		return ent.MutateFunc(func(ctx context.Context, mu ent.Mutation) (ent.Value, error) {
 			if err := isolate(ctx, scope, mu); err != nil {
 				return nil, err
 			}
 			return next.Mutate(ctx, mu)
 		})
-	}}
+	})
+}
+
+// ErrSecondRow is the error of a create of an entity inside an idempotent
+// mutation whose claim already inserted a row of that entity, the
+// mutation's one row: typically a resolver that kept its old body
+// (r.client.T.Create().SetInput(input).Save(ctx)) when the mutation became
+// idempotent. The create never reaches the database (it would leave two
+// rows per key), and the hook refuses the whole mutation, whatever the
+// resolver does with the error: the client gets INTERNAL_SERVER_ERROR, the
+// key is released, and the log names the resolver. The fix is to return
+// the claimed row, ent.Claimed<T>(ctx), and change it as needed.
+var ErrSecondRow = errors.New("idemschema: this idempotent mutation's claim already inserted its row; return ent.Claimed<T>(ctx) instead of creating another")
+
+// oneRow refuses a create of the entity whose row the claim in ctx
+// inserted, other than that insert itself.
+func oneRow(ctx context.Context, mu ent.Mutation) error {
+	if !mu.Op().Is(ent.OpCreate) || tenancy.IsClaimInsert(ctx) {
+		return nil
+	}
+	c, ok := tenancy.ClaimOf(ctx)
+	if !ok || c.Entity != mu.Type() {
+		return nil
+	}
+	if c.SecondRow != nil {
+		c.SecondRow.Store(true)
+	}
+	return fmt.Errorf("%w (a second %s)", ErrSecondRow, mu.Type())
 }
 
 // edgeChecker is implemented by the mutations of isolated entities; the

@@ -80,6 +80,7 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/goovo/idem/ent/runtime"
 var (
+	Hooks        [1]ent.Hook
 	Interceptors [1]ent.Interceptor
 	// TenantIDValidator is a validator for the "tenant_id" field. It is called by the builders before save.
 	TenantIDValidator func(string) error

@@ -16,6 +16,8 @@ import (
 // to their package variables.
 func init() {
 	orderMixin := schema.Order{}.Mixin()
+	orderMixinHooks0 := orderMixin[0].Hooks()
+	order.Hooks[0] = orderMixinHooks0[0]
 	orderMixinInters0 := orderMixin[0].Interceptors()
 	order.Interceptors[0] = orderMixinInters0[0]
 	orderMixinFields0 := orderMixin[0].Fields()
@@ -59,6 +61,8 @@ func init() {
 	// order.DefaultPaid holds the default value on creation for the paid field.
 	order.DefaultPaid = orderDescPaid.Default.(bool)
 	pageviewMixin := schema.PageView{}.Mixin()
+	pageviewMixinHooks0 := pageviewMixin[0].Hooks()
+	pageview.Hooks[0] = pageviewMixinHooks0[0]
 	pageviewMixinInters0 := pageviewMixin[0].Interceptors()
 	pageview.Interceptors[0] = pageviewMixinInters0[0]
 	pageviewMixinFields0 := pageviewMixin[0].Fields()
@@ -136,8 +140,10 @@ func init() {
 	// pageviewcount.CountValidator is a validator for the "count" field. It is called by the builders before save.
 	pageviewcount.CountValidator = pageviewcountDescCount.Validators[0].(func(int) error)
 	paymentMixin := schema.Payment{}.Mixin()
+	paymentMixinHooks0 := paymentMixin[0].Hooks()
 	paymentHooks := schema.Payment{}.Hooks()
-	payment.Hooks[0] = paymentHooks[0]
+	payment.Hooks[0] = paymentMixinHooks0[0]
+	payment.Hooks[1] = paymentHooks[0]
 	paymentMixinInters0 := paymentMixin[0].Interceptors()
 	payment.Interceptors[0] = paymentMixinInters0[0]
 	paymentMixinFields0 := paymentMixin[0].Fields()
@@ -183,8 +189,10 @@ func init() {
 	// payment.RefundedAmountValidator is a validator for the "refunded_amount" field. It is called by the builders before save.
 	payment.RefundedAmountValidator = paymentDescRefundedAmount.Validators[0].(func(int) error)
 	refundMixin := schema.Refund{}.Mixin()
+	refundMixinHooks0 := refundMixin[0].Hooks()
 	refundHooks := schema.Refund{}.Hooks()
-	refund.Hooks[0] = refundHooks[0]
+	refund.Hooks[0] = refundMixinHooks0[0]
+	refund.Hooks[1] = refundHooks[0]
 	refundMixinInters0 := refundMixin[0].Interceptors()
 	refund.Interceptors[0] = refundMixinInters0[0]
 	refundMixinFields0 := refundMixin[0].Fields()

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -66,6 +68,10 @@ type attempt struct {
 	mu        sync.Mutex
 	retryable bool
 	finals    int
+
+	// secondRow is set when the resolver created a row of the record
+	// entity besides the claimed one (see withClaim, idemschema.ErrSecondRow).
+	secondRow atomic.Bool
 }
 
 // begun is the typed result of an attempt's start: either the transaction
@@ -132,13 +138,19 @@ type ended struct {
 // run runs the resolver once under a's claim and stores its result.
 func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver) ended {
 	r := a.req
-	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(ctx, a.claim, r.spec.table.Name), a))
+	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(ctx, a.claim, r.spec, &a.secondRow), a))
 	res := next(fieldCtx)
 	a.stopRenewal()
 	errs := graphql.GetErrors(fieldCtx)
 
 	if a.begun == nil || a.begun.tx == nil {
 		return e.notRun(ctx, a, res, errs)
+	}
+	if a.secondRow.Load() {
+		a.rollback(ctx)
+		e.release(ctx, r, a.claim.Attempt)
+		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
+		return ended{err: e.secondRow(ctx, r)}
 	}
 	if a.retryable || len(errs) > a.finals || ctx.Err() != nil {
 		// A transient failure: undo everything, free the key for a retry.
@@ -359,7 +371,7 @@ func (a *attempt) insertClaim(ctx context.Context, tx idembackend.Tx, args map[s
 		Insert: func(ctx context.Context, tx idembackend.Tx) (bool, error) {
 			start := time.Now()
 			defer func() { tel.claimed(ctx, r, time.Since(start)) }()
-			return r.spec.records.Insert(ctx, tx, a.claim, args)
+			return r.spec.records.Insert(tenancy.WithClaimInsert(ctx), tx, a.claim, args)
 		}})
 	var in *idembackend.InputError
 	switch {
@@ -521,23 +533,50 @@ func errNotRun() error { return &gqlerror.Error{Message: "idempotent mutation di
 // attempt begins.
 func (a *attempt) isRoot(field *ast.Field) bool { return field == a.req.field }
 
-// withClaim returns ctx carrying c, a claim of a record of table.
-func withClaim(ctx context.Context, c *idembackend.Claim, table string) context.Context {
-	if c.Key != "" {
-		// What idemschema's interceptor needs to show the caller its own
-		// unfinished claim.
-		ctx = tenancy.WithClaim(ctx, tenancy.Claim{Table: table, Tenant: c.Tenant, Key: c.Key})
+// withClaim returns ctx carrying c, a claim of a record of spec's table:
+// for idemschema's interceptor, which shows the caller its own unfinished
+// claim, and its hook, which refuses a second row of the claim's entity
+// and sets secondRow.
+func withClaim(ctx context.Context, c *idembackend.Claim, spec *fieldSpec, secondRow *atomic.Bool) context.Context {
+	tc := tenancy.Claim{Table: spec.table.Name, Tenant: c.Tenant, Key: c.Key, SecondRow: secondRow}
+	if !spec.records.RecordOnly {
+		tc.Entity = spec.records.Entity
 	}
-	return idembackend.WithClaim(ctx, c)
+	return idembackend.WithClaim(tenancy.WithClaim(ctx, tc), c)
+}
+
+// secondRow is the refusal of a mutation whose resolver created a row of
+// its record entity besides the one the claim inserted (it kept entgql's
+// default create body, say): the attempt was rolled back and the key
+// released, since the fix is the server's, and the log names the resolver.
+func (e *Engine) secondRow(ctx context.Context, r *request) error {
+	entity := r.spec.records.Entity
+	e.log(ctx, slog.LevelError, "idempotent mutation refused: its resolver creates a "+entity+
+		" of its own instead of using the claimed row; make it return ent.Claimed"+entity+"(ctx) (the claim inserted that row from the arguments)",
+		r, slog.String("resolver", resolverName(r.spec.name)))
+	return refusal.Errorf(idemcode.InternalServerError, r.key,
+		"%s was not applied: the server's resolver creates a second %s instead of using the claimed one (a server bug, logged); nothing was stored and the key was released",
+		r.spec.name, entity)
+}
+
+// resolverName is the Go method gqlgen generates for a mutation field.
+func resolverName(field string) string {
+	if field == "" {
+		return field
+	}
+	return "mutationResolver." + strings.ToUpper(field[:1]) + field[1:]
 }
 
 // finalError reports whether a resolver's error ends the attempt for good:
-// marked Final; or, unless marked Retryable, the database's refusal of text
-// it cannot store (a NUL character on PostgreSQL), which the same attempt
-// meets on every run. The presenter answers the latter BAD_USER_INPUT.
+// marked Final; or, unless marked Retryable, an error the same attempt
+// meets on every run: the database's refusal of text it cannot store (a NUL
+// character on PostgreSQL), which the presenter answers BAD_USER_INPUT, and
+// ent's not-found and constraint errors (idembackend.ClientError), which it
+// answers NOT_FOUND and BAD_USER_INPUT.
 func finalError(err error) bool {
 	if marked, final := outcome.Marked(err); marked {
 		return final
 	}
-	return store.Unstorable(err)
+	var ce idembackend.ClientError
+	return store.Unstorable(err) || errors.As(err, &ce)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/refusal"
+	"github.com/goovo/idem/internal/tenancy"
 )
 
 // runKeyless runs an idempotent mutation called without a key while its key
@@ -48,6 +50,10 @@ func (e *Engine) runKeyless(ctx context.Context, r *request, next graphql.RootRe
 		addErrors(ctx, errs)
 		return res, idemhttp.OutcomeRefused, nil
 	}
+	if k.secondRow.Load() {
+		_ = k.tx.Rollback()
+		return nil, idemhttp.OutcomeRefused, e.secondRow(ctx, r)
+	}
 	if len(errs) > 0 || k.panicked() || ctx.Err() != nil {
 		if err := k.tx.Rollback(); err != nil {
 			e.log(ctx, slog.LevelDebug, "rollback failed", r, slog.Any("error", err))
@@ -80,6 +86,9 @@ type keylessCall struct {
 
 	mu    sync.Mutex
 	panic bool
+
+	// secondRow: see attempt.secondRow.
+	secondRow atomic.Bool
 }
 
 type keylessKey struct{}
@@ -135,7 +144,7 @@ func (k *keylessCall) begin(ctx context.Context, args map[string]any) (context.C
 	k.tx = tx
 	c := &idembackend.Claim{Tenant: r.tenant, Mode: r.spec.mode}
 	if !r.spec.records.RecordOnly {
-		if _, err := r.spec.records.Insert(txCtx, tx, c, args); err != nil {
+		if _, err := r.spec.records.Insert(tenancy.WithClaimInsert(txCtx), tx, c, args); err != nil {
 			var in *idembackend.InputError
 			if errors.As(err, &in) {
 				k.refusal = refusal.Errorf(idemcode.BadUserInput, "", "%s", in.Message)
@@ -145,5 +154,5 @@ func (k *keylessCall) begin(ctx context.Context, args map[string]any) (context.C
 			return ctx, errNotRun()
 		}
 	}
-	return withClaim(txCtx, c, r.spec.table.Name), nil
+	return withClaim(txCtx, c, r.spec, &k.secondRow), nil
 }

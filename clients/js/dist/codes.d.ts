@@ -84,6 +84,13 @@ export declare const Code: {
      */
     readonly MutationFailed: "MUTATION_FAILED";
     /**
+     * NotFound: what the mutation looked for does not exist, or is another
+     * tenant's: ent's not-found error, which a resolver returned without
+     * marking it (the application's Config.MapError may answer it
+     * otherwise). Stored, and replayed to every retry. Final.
+     */
+    readonly NotFound: "NOT_FOUND";
+    /**
      * BadRequest: the request could not be read as a GraphQL request: a
      * body that is not JSON, a batch (a JSON array of operations, which the
      * server does not take), a method or Content-Type no transport of the

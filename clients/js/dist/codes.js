@@ -85,6 +85,13 @@ export const Code = {
      */
     MutationFailed: "MUTATION_FAILED",
     /**
+     * NotFound: what the mutation looked for does not exist, or is another
+     * tenant's: ent's not-found error, which a resolver returned without
+     * marking it (the application's Config.MapError may answer it
+     * otherwise). Stored, and replayed to every retry. Final.
+     */
+    NotFound: "NOT_FOUND",
+    /**
      * BadRequest: the request could not be read as a GraphQL request: a
      * body that is not JSON, a batch (a JSON array of operations, which the
      * server does not take), a method or Content-Type no transport of the
@@ -143,6 +150,7 @@ export const allCodes = [
     "IDEMPOTENCY_ABANDONED",
     "INTERNAL_SERVER_ERROR",
     "MUTATION_FAILED",
+    "NOT_FOUND",
     "BAD_REQUEST",
     "REQUEST_BODY_TOO_LARGE",
     "OPERATION_LIMIT_EXCEEDED",

@@ -6,5 +6,4 @@
 // what the generator makes of such a schema, end to end.
 package todoapp
 
-//go:generate go run ./ent/entc.go
-//go:generate go run ./gqlgen.go
+//go:generate go run github.com/goovo/idem/idemgen/cmd/idemgen

@@ -2,5 +2,4 @@
 // framework, for tests of the generator's generality.
 package testapp
 
-//go:generate go run ./ent/entc.go
-//go:generate go run ./gqlgen.go
+//go:generate go run github.com/goovo/idem/idemgen/cmd/idemgen -relay=false

@@ -624,7 +624,8 @@ func (c *IdempotencyRecordClient) GetX(ctx context.Context, id int) *Idempotency
 
 // Hooks returns the client hooks.
 func (c *IdempotencyRecordClient) Hooks() []Hook {
-	return c.hooks.IdempotencyRecord
+	hooks := c.hooks.IdempotencyRecord
+	return append(hooks[:len(hooks):len(hooks)], idempotencyrecord.Hooks[:]...)
 }
 
 // Interceptors returns the client interceptors.

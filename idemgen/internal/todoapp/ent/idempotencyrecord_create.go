@@ -159,7 +159,9 @@ func (_c *IdempotencyRecordCreate) Mutation() *IdempotencyRecordMutation {
 
 // Save creates the IdempotencyRecord in the database.
 func (_c *IdempotencyRecordCreate) Save(ctx context.Context) (*IdempotencyRecord, error) {
-	_c.defaults()
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -186,11 +188,12 @@ func (_c *IdempotencyRecordCreate) ExecX(ctx context.Context) {
 }
 
 // defaults sets the default values of the builder before save.
-func (_c *IdempotencyRecordCreate) defaults() {
+func (_c *IdempotencyRecordCreate) defaults() error {
 	if _, ok := _c.mutation.IdempotencyAttempt(); !ok {
 		v := idempotencyrecord.DefaultIdempotencyAttempt
 		_c.mutation.SetIdempotencyAttempt(v)
 	}
+	return nil
 }
 
 // check runs all checks and user-defined validators on the builder.

@@ -462,7 +462,8 @@ func (c *IdempotencyRecordClient) GetX(ctx context.Context, id int) *Idempotency
 
 // Hooks returns the client hooks.
 func (c *IdempotencyRecordClient) Hooks() []Hook {
-	return c.hooks.IdempotencyRecord
+	hooks := c.hooks.IdempotencyRecord
+	return append(hooks[:len(hooks):len(hooks)], idempotencyrecord.Hooks[:]...)
 }
 
 // Interceptors returns the client interceptors.
@@ -596,7 +597,8 @@ func (c *ShipmentClient) GetX(ctx context.Context, id uuid.UUID) *Shipment {
 
 // Hooks returns the client hooks.
 func (c *ShipmentClient) Hooks() []Hook {
-	return c.hooks.Shipment
+	hooks := c.hooks.Shipment
+	return append(hooks[:len(hooks):len(hooks)], shipment.Hooks[:]...)
 }
 
 // Interceptors returns the client interceptors.

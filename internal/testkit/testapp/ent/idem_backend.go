@@ -75,6 +75,19 @@ func (b *idempotencyBackend) ArchiveTable() string {
 	return idempotencyarchive.Table
 }
 
+// IdempotencyClientError implements idembackend.ClientError: a resolver's
+// not-found error is final, and its client reads NOT_FOUND.
+func (e *NotFoundError) IdempotencyClientError() (code, message string) {
+	return idembackend.NotFound(e.label)
+}
+
+// IdempotencyClientError implements idembackend.ClientError: a resolver's
+// constraint error is final, and its client reads BAD_USER_INPUT without
+// the database's text.
+func (e *ConstraintError) IdempotencyClientError() (code, message string) {
+	return idembackend.ConstraintFailed()
+}
+
 // clientFor returns the client of tx, or the non-transactional client.
 func (b *idempotencyBackend) clientFor(tx idembackend.Tx) (*Client, error) {
 	if tx == nil {

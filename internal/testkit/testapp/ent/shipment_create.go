@@ -215,7 +215,9 @@ func (_c *ShipmentCreate) Mutation() *ShipmentMutation {
 
 // Save creates the Shipment in the database.
 func (_c *ShipmentCreate) Save(ctx context.Context) (*Shipment, error) {
-	_c.defaults()
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
 	return withHooks(ctx, _c.sqlSave, _c.mutation, _c.hooks)
 }
 
@@ -242,19 +244,26 @@ func (_c *ShipmentCreate) ExecX(ctx context.Context) {
 }
 
 // defaults sets the default values of the builder before save.
-func (_c *ShipmentCreate) defaults() {
+func (_c *ShipmentCreate) defaults() error {
 	if _, ok := _c.mutation.IdempotencyAttempt(); !ok {
 		v := shipment.DefaultIdempotencyAttempt
 		_c.mutation.SetIdempotencyAttempt(v)
 	}
 	if _, ok := _c.mutation.CreatedAt(); !ok {
+		if shipment.DefaultCreatedAt == nil {
+			return fmt.Errorf("ent: uninitialized shipment.DefaultCreatedAt (forgotten import ent/runtime?)")
+		}
 		v := shipment.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
 	}
 	if _, ok := _c.mutation.ID(); !ok {
+		if shipment.DefaultID == nil {
+			return fmt.Errorf("ent: uninitialized shipment.DefaultID (forgotten import ent/runtime?)")
+		}
 		v := shipment.DefaultID()
 		_c.mutation.SetID(v)
 	}
+	return nil
 }
 
 // check runs all checks and user-defined validators on the builder.

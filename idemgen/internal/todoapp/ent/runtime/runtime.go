@@ -19,6 +19,7 @@ func init() {
 	categoryMixin := schema.Category{}.Mixin()
 	categoryMixinHooks0 := categoryMixin[0].Hooks()
 	category.Hooks[0] = categoryMixinHooks0[0]
+	category.Hooks[1] = categoryMixinHooks0[1]
 	categoryMixinInters0 := categoryMixin[0].Interceptors()
 	category.Interceptors[0] = categoryMixinInters0[0]
 	categoryMixinFields0 := categoryMixin[0].Fields()
@@ -66,6 +67,8 @@ func init() {
 	// category.DefaultID holds the default value on creation for the id field.
 	category.DefaultID = categoryDescID.Default.(func() uuid.UUID)
 	idempotencyrecordMixin := schema.IdempotencyRecord{}.Mixin()
+	idempotencyrecordMixinHooks0 := idempotencyrecordMixin[0].Hooks()
+	idempotencyrecord.Hooks[0] = idempotencyrecordMixinHooks0[0]
 	idempotencyrecordMixinInters0 := idempotencyrecordMixin[0].Interceptors()
 	idempotencyrecord.Interceptors[0] = idempotencyrecordMixinInters0[0]
 	idempotencyrecordMixinFields0 := idempotencyrecordMixin[0].Fields()
@@ -107,6 +110,7 @@ func init() {
 	todoMixin := schema.Todo{}.Mixin()
 	todoMixinHooks0 := todoMixin[0].Hooks()
 	todo.Hooks[0] = todoMixinHooks0[0]
+	todo.Hooks[1] = todoMixinHooks0[1]
 	todoMixinInters0 := todoMixin[0].Interceptors()
 	todo.Interceptors[0] = todoMixinInters0[0]
 	todoMixinFields0 := todoMixin[0].Fields()

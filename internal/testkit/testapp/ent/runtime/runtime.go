@@ -16,6 +16,8 @@ import (
 // to their package variables.
 func init() {
 	idempotencyrecordMixin := schema.IdempotencyRecord{}.Mixin()
+	idempotencyrecordMixinHooks0 := idempotencyrecordMixin[0].Hooks()
+	idempotencyrecord.Hooks[0] = idempotencyrecordMixinHooks0[0]
 	idempotencyrecordMixinInters0 := idempotencyrecordMixin[0].Interceptors()
 	idempotencyrecord.Interceptors[0] = idempotencyrecordMixinInters0[0]
 	idempotencyrecordMixinFields0 := idempotencyrecordMixin[0].Fields()
@@ -55,6 +57,8 @@ func init() {
 	// idempotencyrecord.IdempotencyAttemptValidator is a validator for the "idempotency_attempt" field. It is called by the builders before save.
 	idempotencyrecord.IdempotencyAttemptValidator = idempotencyrecordDescIdempotencyAttempt.Validators[0].(func(int) error)
 	shipmentMixin := schema.Shipment{}.Mixin()
+	shipmentMixinHooks0 := shipmentMixin[0].Hooks()
+	shipment.Hooks[0] = shipmentMixinHooks0[0]
 	shipmentMixinInters0 := shipmentMixin[0].Interceptors()
 	shipment.Interceptors[0] = shipmentMixinInters0[0]
 	shipmentMixinFields0 := shipmentMixin[0].Fields()

@@ -88,6 +88,7 @@ func ValidColumn(column string) bool {
 //
 //	import _ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
 var (
+	Hooks        [1]ent.Hook
 	Interceptors [1]ent.Interceptor
 	// IdempotencyKeyValidator is a validator for the "idempotency_key" field. It is called by the builders before save.
 	IdempotencyKeyValidator func(string) error
