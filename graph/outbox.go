@@ -47,9 +47,9 @@ func (w *sendReceipt) Work(ctx context.Context, job *river.Job[SendReceiptArgs])
 }
 
 // foldPageViewsArgs is the counter materialiser's periodic job: River's
-// leader enqueues it every Workers.FoldEvery, so one process folds at a
-// time (counter.Fold is exactly once with any number, this only saves
-// them the work).
+// leader enqueues it every Workers.FoldEvery, and one process works it
+// (counter.Fold is exactly once with any number of folders at a time;
+// this only spares them the work).
 type foldPageViewsArgs struct{}
 
 func (foldPageViewsArgs) Kind() string { return "fold_page_views" }
@@ -85,7 +85,12 @@ type Workers struct {
 	// pooling cannot hold; PollInterval is how often (0: River's 1s).
 	PollOnly     bool
 	PollInterval time.Duration
-	Logger       *slog.Logger
+	// RescueAfter is how long a job may run before River's leader takes it
+	// for stuck (its process died while it ran) and runs it again
+	// (default a minute; the mailer deduplicates the second delivery). A
+	// job is timed out at half of it.
+	RescueAfter time.Duration
+	Logger      *slog.Logger
 }
 
 // MigrateRiver creates or updates River's tables in drv's database, beside
@@ -104,17 +109,24 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &sendReceipt{mailer: w.Mailer})
+	rescue := w.RescueAfter
+	if rescue <= 0 {
+		rescue = time.Minute
+	}
 	cfg := &river.Config{
-		ID:                w.ID,
+		ID:                   w.ID,
+		JobTimeout:           rescue / 2,
+		RescueStuckJobsAfter: rescue,
 		Workers:           workers,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
 		PollOnly:          w.PollOnly,
 		FetchPollInterval: w.PollInterval,
 		Logger:            w.Logger,
 	}
+	// Every process works the fold, which any may be handed; the leader
+	// enqueues it, so every process must be given the same FoldEvery.
+	river.AddWorker(workers, &foldPageViews{client: client, batch: max(w.FoldBatch, 1)})
 	if w.FoldEvery > 0 {
-		batch := max(w.FoldBatch, 1)
-		river.AddWorker(workers, &foldPageViews{client: client, batch: batch})
 		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(w.FoldEvery),
 			func() (river.JobArgs, *river.InsertOpts) { return foldPageViewsArgs{}, nil },
 			&river.PeriodicJobOpts{RunOnStart: true})}

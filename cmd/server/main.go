@@ -66,11 +66,12 @@ func run() error {
 		sweepEvery   = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
 		recoverAfter = flag.Duration("recover-after", 0, "how long after a lease runs out the server finishes a claim whose client never came back, by running it again with its key (0: never; the claim waits for its client's retry)")
 		retention    = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
-		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts, a River periodic job that one process runs at a time (0: never)")
+		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts: a River periodic job, which the leader of the servers enqueues, so give every server the same (0: never)")
 		mailLatency  = flag.Duration("mailer-latency", 0, "latency of the simulated mailer, before it records a receipt: a crash in it falls between the payment's commit and the receipt's delivery")
 		riverID      = flag.String("river-id", "", "this process's River client id, the same across its restarts, so that River tells its jobs from other processes' (default: one River makes up)")
 		riverPoll    = flag.Bool("river-poll-only", false, "River polls for jobs instead of listening (behind PgBouncer's transaction pooling, which cannot hold a LISTEN)")
 		riverPollInt = flag.Duration("river-poll-interval", 0, "how often River polls for jobs (default 1s)")
+		riverRescue  = flag.Duration("river-rescue-after", time.Minute, "how long a job may run before River takes it for stuck (its process died) and runs it again; jobs time out at half of it")
 		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
 		metricsAddr  = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
@@ -180,7 +181,7 @@ func run() error {
 	// their batches are fenced and skip what another process holds, so
 	// they need no leader, and keep working while River's is being elected.
 	stopWorkers, err := graph.StartWorkers(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
-		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, Logger: logger})
+		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue, Logger: logger})
 	if err != nil {
 		return err
 	}
