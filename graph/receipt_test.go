@@ -133,9 +133,10 @@ func (h *held) Charge(ctx context.Context, req provider.ChargeRequest) (*provide
 	return c, err
 }
 
-// A slow attempt taken over: the attempt that took over pays and enqueues
-// the receipt; the slow one, which enqueued it too, is fenced out at its
-// completion with its job. One receipt. PostgreSQL only: on SQLite a live
+// A slow attempt taken over: the slow one, which enqueued the receipt, is
+// fenced out at its completion with its job; the attempt that took over
+// pays (the provider deduplicates the charge by key) and enqueues the
+// receipt. One receipt. PostgreSQL only: on SQLite a live
 // attempt holds the write lock, and only a dead one is taken over (the
 // crash tests of cmd/server).
 func TestTakenOverPaymentSendsOneReceipt(t *testing.T) {
@@ -157,13 +158,31 @@ func TestTakenOverPaymentSendsOneReceipt(t *testing.T) {
 			go func() { slow <- a.pay("acme", "slow", order, 600) }()
 			<-h.charged
 			clock.Advance(61 * time.Second) // past the slow attempt's lease
-			winner := a.pay("acme", "slow", order, 600)
+			// The attempt that takes over waits for the order's row, which
+			// the slow one locked when it marked it paid: the slow one is
+			// released once the takeover is recorded.
+			taken := make(chan *testkit.Response)
+			go func() { taken <- a.pay("acme", "slow", order, 600) }()
+			testkit.Eventually(t, func() bool {
+				var attempt int
+				q := `SELECT idempotency_attempt FROM payments WHERE idempotency_key = 'slow'`
+				if err := a.Driver.DB().QueryRowContext(context.Background(), q).Scan(&attempt); err != nil {
+					t.Fatal(err)
+				}
+				return attempt == 2
+			}, "the slow payment taken over")
+			release()
+			winner := <-taken
 			if len(winner.Errors) > 0 {
 				t.Fatalf("takeover: %s", winner.Body)
 			}
-			release()
-			if loser := <-slow; string(loser.Data) != string(winner.Data) {
+			// The slow attempt, fenced out, looks again: the winner's
+			// result, or, while the winner still runs, IN_PROGRESS.
+			if loser := <-slow; string(loser.Data) != string(winner.Data) && loser.Code() != "IDEMPOTENCY_IN_PROGRESS" {
 				t.Fatalf("the slow attempt answered %s, want the winner's %s", loser.Body, winner.Body)
+			}
+			if later := a.pay("acme", "slow", order, 600); string(later.Data) != string(winner.Data) || !later.Replayed {
+				t.Fatalf("later retry: %s", later.Body)
 			}
 			if n := receiptJobs(t, a.App); n != 1 {
 				t.Fatalf("%d receipt jobs, want 1", n)

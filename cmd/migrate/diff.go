@@ -259,10 +259,17 @@ func cmdCheck(ctx context.Context, stdout io.Writer, dirPath, devURL string) err
 	if len(res.ExtraTables) > 0 {
 		problems = append(problems, extraTablesHelp(res.ExtraTables))
 	}
+	river, err := checkRiver(dir, dirName)
+	if err != nil {
+		return err
+	}
+	if river != "" {
+		problems = append(problems, river)
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", errDrift, strings.Join(problems, "\n\n"))
 	}
-	fmt.Fprintf(stdout, "ok: the %d migration(s) in %s produce exactly the ent schema, and %s matches them\n",
+	fmt.Fprintf(stdout, "ok: the %d migration(s) in %s produce exactly the ent schema and River's tables, and %s matches them\n",
 		len(files), dirName, migrate.HashFileName)
 	return nil
 }

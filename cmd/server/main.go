@@ -42,6 +42,7 @@ import (
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idemoutbox"
 	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 )
@@ -141,6 +142,10 @@ func run() error {
 		if err := graph.MigrateRiver(ctx, drv); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
+	} else if err := idemoutbox.Validate(ctx, drv.DB(), drv.Dialect()); err != nil {
+		// Versioned migrations: River's must have been applied with the
+		// rest (cmd/migrate up).
+		return err
 	}
 
 	prov, mail, closeProv, err := openProvider(ctx, providerDSN, *provConns, *connectWait, logger)
