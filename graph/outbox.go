@@ -117,11 +117,11 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 		ID:                   w.ID,
 		JobTimeout:           rescue / 2,
 		RescueStuckJobsAfter: rescue,
-		Workers:           workers,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
-		PollOnly:          w.PollOnly,
-		FetchPollInterval: w.PollInterval,
-		Logger:            w.Logger,
+		Workers:              workers,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		PollOnly:             w.PollOnly,
+		FetchPollInterval:    w.PollInterval,
+		Logger:               w.Logger,
 	}
 	// Every process works the fold, which any may be handed; the leader
 	// enqueues it, so every process must be given the same FoldEvery.
