@@ -118,7 +118,10 @@ func (f *fleet) startOnce(s *server) error {
 		return err
 	}
 	defer logf.Close() // the child has its own descriptor
-	args := append(append([]string{"-addr", addr}, f.args...), s.profile.args()...)
+	// The slot's River client id is the same across its restarts: a
+	// restarted server takes its leadership back at once.
+	riverID := fmt.Sprintf("loadtest-%s-%d", filepath.Base(f.logDir), s.index)
+	args := append(append([]string{"-addr", addr, "-river-id", riverID}, f.args...), s.profile.args()...)
 	fmt.Fprintf(logf, "=== loadtest: start %s %s\n", f.bin, strings.Join(args, " "))
 	cmd := exec.Command(f.bin, args...)
 	cmd.Env = append(os.Environ(), f.env...)
