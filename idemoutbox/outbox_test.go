@@ -241,3 +241,28 @@ func TestEnqueueNeedsAnAttempt(t *testing.T) {
 		t.Fatalf("Enqueue outside an attempt: %v, want ErrNoAttempt", err)
 	}
 }
+
+// Operators see the jobs that wait, and how old the oldest is.
+func TestStatsCountWaitingJobs(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+		be := bench(t, b, false)
+		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+			_, err := idemoutbox.Enqueue(ctx, mailArgs{Shipment: s.ID.String()}, nil)
+			return err
+		}
+		for _, k := range []string{"a", "b", "c"} {
+			if r := be.Post("org-1", k, 100); len(r.Errors) > 0 {
+				t.Fatalf("mutation: %s", r.Body)
+			}
+		}
+		be2 := be.Client.IdempotencyBackend()
+		stats, err := idemoutbox.Stats(context.Background(), be2.DB(), be2.Dialect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats) != 1 || stats[0].Kind != "test_mail" || stats[0].Waiting != 3 || stats[0].Failed != 0 ||
+			stats[0].OldestWaiting < 0 || stats[0].OldestWaiting > time.Hour {
+			t.Fatalf("stats %+v, want 3 test_mail jobs waiting, the oldest inserted just now", stats)
+		}
+	})
+}

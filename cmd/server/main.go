@@ -169,6 +169,10 @@ func run() error {
 			return err
 		}
 		opts.MeterProvider = mp
+		// How many effects wait in the outbox, how old the oldest is.
+		if err := idemoutbox.RegisterMetrics(mp, client.IdempotencyBackend().DB(), drv.Dialect()); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	hook, err := graph.NewHook(client, opts)
 	if err != nil {
