@@ -43,7 +43,7 @@ type Config struct {
 	MaxConns int
 	// Workers, if not nil, configures the River client that delivers the
 	// outbox's jobs (graph.StartWorkers; its Mailer is the app's). Nil:
-	// the defaults, polling every 50ms. Mailer latency is set on
+	// the defaults, polling every 100ms. Mailer latency is set on
 	// App.Mailer.
 	Workers *graph.Workers
 }
@@ -99,7 +99,7 @@ func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 	if err := graph.MigrateRiver(context.Background(), drv); err != nil {
 		t.Fatal(err)
 	}
-	w := graph.Workers{PollInterval: 50 * time.Millisecond, Logger: testkit.Logger(t)}
+	w := graph.Workers{PollInterval: 100 * time.Millisecond, Logger: testkit.Logger(t)}
 	if cfg.Workers != nil {
 		w = *cfg.Workers
 	}
