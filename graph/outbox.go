@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
@@ -136,7 +138,31 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 	}
 	switch d := drv.(type) {
 	case *pgxdriver.Driver:
-		return start(ctx, riverpgxv5.New(d.Pool()), cfg)
+		pool := d.Pool()
+		switch pool.Config().ConnConfig.DefaultQueryExecMode {
+		case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+			// Behind PgBouncer: River passes []byte for jsonb, which these
+			// modes send as bytea; a small pool of its own describes each
+			// statement first (one unnamed statement, as PgBouncer's
+			// transaction pooling allows).
+			pc := pool.Config()
+			pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
+			pc.MaxConns = 4
+			own, err := pgxpool.NewWithConfig(ctx, pc)
+			if err != nil {
+				return nil, fmt.Errorf("river: %w", err)
+			}
+			stop, err := start(ctx, riverpgxv5.New(own), cfg)
+			if err != nil {
+				own.Close()
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				defer own.Close()
+				return stop(ctx)
+			}, nil
+		}
+		return start(ctx, riverpgxv5.New(pool), cfg)
 	default:
 		if drv.Dialect() == dialect.SQLite {
 			return start(ctx, riversqlite.New(drv.DB()), cfg)

@@ -23,10 +23,41 @@ var errNotOwner = errors.New("pgxdriver: this pgx.Tx is a view of a transaction 
 type pgxTx struct{ tx *Tx }
 
 func (t pgxTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	args, err := t.described(ctx, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	return t.tx.exec(ctx, sql, args)
 }
 
+// described returns args for a statement sent by itself, the statement
+// described first, when the pool sends parameters without describing
+// statements (default_query_exec_mode exec or simple_protocol, behind
+// PgBouncer): a library's statement (River's) may pass []byte for a jsonb
+// parameter, which pgx then sends as bytea. What is queued, and BEGIN, go
+// ahead in a round trip of their own.
+func (t pgxTx) described(ctx context.Context, args []any) ([]any, error) {
+	switch t.tx.d.pool.Config().ConnConfig.DefaultQueryExecMode {
+	case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+	default:
+		return args, nil
+	}
+	if err := t.tx.lock(); err != nil {
+		return nil, err
+	}
+	err := t.tx.flush(ctx)
+	t.tx.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return append([]any{pgx.QueryExecModeDescribeExec}, args...), nil
+}
+
 func (t pgxTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	args, err := t.described(ctx, args)
+	if err != nil {
+		return nil, err
+	}
 	r, finish, pb, err := t.tx.query(ctx, sql, args)
 	if err != nil {
 		return nil, err
