@@ -118,8 +118,8 @@ func (f *fleet) startOnce(s *server) error {
 		return err
 	}
 	defer logf.Close() // the child has its own descriptor
-	// The slot's River client id is the same across its restarts: a
-	// restarted server takes its leadership back at once.
+	// The slot's River client id: unique among the running servers, the
+	// same across the slot's restarts.
 	riverID := fmt.Sprintf("loadtest-%s-%d", filepath.Base(f.logDir), s.index)
 	args := append(append([]string{"-addr", addr, "-river-id", riverID}, f.args...), s.profile.args()...)
 	fmt.Fprintf(logf, "=== loadtest: start %s %s\n", f.bin, strings.Join(args, " "))
