@@ -14,9 +14,9 @@ import (
 
 // The outbox's crash: a server commits a payment, whose receipt job River
 // has started to work (the mailer is slow), and is killed with SIGKILL
-// before the mailer recorded it. Restarted with the same -river-id, the
-// process finds the job it was running, takes it for stuck past
-// -river-rescue-after, and runs it again: the receipt is delivered, once.
+// before the mailer recorded it. Restarted (with the same -river-id), the
+// server's River takes the job for stuck past -river-rescue-after and runs
+// it again: the receipt is delivered, once.
 func TestReceiptIsDeliveredAfterAKillBetweenCommitAndDelivery(t *testing.T) {
 	bin := proctest.Build(t, ".")
 	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
