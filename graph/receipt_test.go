@@ -15,6 +15,20 @@ import (
 	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
+// receiptApp is newApp with a River client that delivers the receipts
+// (every 100ms; the pgx path listens).
+func receiptApp(t testing.TB, backend idemtest.Backend) *app {
+	t.Helper()
+	clock := &idem.ClockOffset{}
+	p := &abandoning{giveUp: map[string]func(){}, ended: make(chan struct{})}
+	a := &app{t: t, clock: clock, provider: p}
+	a.App = exampletest.Start(t, backend, exampletest.Config{Options: graph.Options{Clock: clock, Logger: testkit.Logger(t)},
+		Workers:  &graph.Workers{PollInterval: 100 * time.Millisecond},
+		Provider: func(sim *provider.Simulated) provider.Provider { p.Simulated = sim; return p }})
+	t.Cleanup(func() { close(p.ended) })
+	return a
+}
+
 type receipt struct {
 	ID, PaymentID string
 	Requests      int
@@ -59,7 +73,7 @@ func (a *app) awaitOneReceipt(tenant, order, payment string) {
 // replay and enqueue nothing.
 func TestPaidPaymentSendsOneReceipt(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
+		a := receiptApp(t, b)
 		order := a.newOrder("acme", 700)
 		r := a.pay("acme", "pay", order, 700)
 		var d struct{ CreatePayment struct{ ID string } }
@@ -86,7 +100,7 @@ func TestPaidPaymentSendsOneReceipt(t *testing.T) {
 // released), or beaten by another payment of the order.
 func TestFailedPaymentSendsNoReceipt(t *testing.T) {
 	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
-		a := newApp(t, b)
+		a := receiptApp(t, b)
 		order := a.newOrder("acme", 800)
 		if r := a.pay("acme", "wrong-amount", order, 799); r.Code() != "BAD_USER_INPUT" {
 			t.Fatalf("wrong amount: %s", r.Body)
@@ -151,6 +165,7 @@ func TestTakenOverPaymentSendsOneReceipt(t *testing.T) {
 			ea := exampletest.Start(t, b, exampletest.Config{
 				Options:  graph.Options{Clock: clock, Lease: time.Minute, Logger: testkit.Logger(t)},
 				Provider: func(sim *provider.Simulated) provider.Provider { h.Provider = sim; return h },
+				Workers:  &graph.Workers{PollInterval: 100 * time.Millisecond},
 			})
 			a := &app{App: ea, t: t, clock: clock}
 			order := a.newOrder("acme", 600)

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
@@ -41,10 +40,11 @@ type Config struct {
 	// SetMaxOpenConns on SQLite or with
 	// IDEMTEST_POSTGRES_DRIVER=database/sql.
 	MaxConns int
-	// Workers, if not nil, configures the River client that delivers the
-	// outbox's jobs (graph.StartWorkers; its Mailer is the app's). Nil:
-	// the defaults, polling every 100ms. Mailer latency is set on
-	// App.Mailer.
+	// Workers, if not nil, starts a River client with this configuration
+	// (graph.StartWorkers; its Mailer is the app's), which delivers the
+	// outbox's jobs (the receipts). Nil: none, and jobs wait in River's
+	// table (a test that checks no delivery spares the machine a client
+	// per app).
 	Workers *graph.Workers
 }
 
@@ -99,16 +99,18 @@ func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 	if err := graph.MigrateRiver(context.Background(), drv); err != nil {
 		t.Fatal(err)
 	}
-	w := graph.Workers{PollInterval: 100 * time.Millisecond, Logger: testkit.Logger(t)}
 	if cfg.Workers != nil {
-		w = *cfg.Workers
+		w := *cfg.Workers
+		w.Mailer = a.Mailer
+		if w.Logger == nil {
+			w.Logger = testkit.Logger(t)
+		}
+		stop, err := graph.StartWorkers(context.Background(), client, drv, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.CloseInCleanup(t, "the River client", func() { _ = stop(context.Background()) })
 	}
-	w.Mailer = a.Mailer
-	stop, err := graph.StartWorkers(context.Background(), client, drv, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.CloseInCleanup(t, "the River client", func() { _ = stop(context.Background()) })
 	if cfg.Provider != nil {
 		a.prov = cfg.Provider(a.Provider)
 	}
