@@ -17,6 +17,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -80,6 +81,13 @@ type ComplexityRoot struct {
 		Order           func(childComplexity int, id int) int
 		PageViews       func(childComplexity int, page string) int
 		ProviderCharges func(childComplexity int, orderID int) int
+		Receipts        func(childComplexity int, orderID int) int
+	}
+
+	Receipt struct {
+		ID        func(childComplexity int) int
+		PaymentID func(childComplexity int) int
+		Requests  func(childComplexity int) int
 	}
 
 	Refund struct {
@@ -104,6 +112,7 @@ type QueryResolver interface {
 	Order(ctx context.Context, id int) (*ent.Order, error)
 	ProviderCharges(ctx context.Context, orderID int) ([]*provider.Charge, error)
 	PageViews(ctx context.Context, page string) (int, error)
+	Receipts(ctx context.Context, orderID int) ([]*mailer.Receipt, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -325,6 +334,36 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.ProviderCharges(childComplexity, args["orderID"].(int)), true
+	case "Query.receipts":
+		if e.ComplexityRoot.Query.Receipts == nil {
+			break
+		}
+
+		args, err := ec.field_Query_receipts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Receipts(childComplexity, args["orderID"].(int)), true
+
+	case "Receipt.id":
+		if e.ComplexityRoot.Receipt.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Receipt.ID(childComplexity), true
+	case "Receipt.paymentID":
+		if e.ComplexityRoot.Receipt.PaymentID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Receipt.PaymentID(childComplexity), true
+	case "Receipt.requests":
+		if e.ComplexityRoot.Receipt.Requests == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Receipt.Requests(childComplexity), true
 
 	case "Refund.amount":
 		if e.ComplexityRoot.Refund.Amount == nil {
@@ -514,6 +553,18 @@ func (ec *executionContext) childFields_ProviderCharge(ctx context.Context, fiel
 		return ec.fieldContext_ProviderCharge_createdAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ProviderCharge", field.Name)
+}
+
+func (ec *executionContext) childFields_Receipt(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Receipt_id(ctx, field)
+	case "paymentID":
+		return ec.fieldContext_Receipt_paymentID(ctx, field)
+	case "requests":
+		return ec.fieldContext_Receipt_requests(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Receipt", field.Name)
 }
 
 func (ec *executionContext) childFields_Refund(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -785,6 +836,20 @@ func (ec *executionContext) field_Query_pageViews_args(ctx context.Context, rawA
 }
 
 func (ec *executionContext) field_Query_providerCharges_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "orderID",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNID2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["orderID"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_receipts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "orderID",
@@ -1667,6 +1732,50 @@ func (ec *executionContext) fieldContext_Query_pageViews(ctx context.Context, fi
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_receipts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_receipts(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().Receipts(ctx, fc.Args["orderID"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*mailer.Receipt) graphql.Marshaler {
+			return ec.marshalNReceipt2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋmailerᚐReceiptᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_receipts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Receipt(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_receipts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1741,6 +1850,75 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _Receipt_id(ctx context.Context, field graphql.CollectedField, obj *mailer.Receipt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Receipt_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Receipt_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Receipt", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Receipt_paymentID(ctx context.Context, field graphql.CollectedField, obj *mailer.Receipt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Receipt_paymentID(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PaymentID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNID2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Receipt_paymentID(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Receipt", field, false, false, "ID")
+}
+
+func (ec *executionContext) _Receipt_requests(ctx context.Context, field graphql.CollectedField, obj *mailer.Receipt) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Receipt_requests(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Requests, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Receipt_requests(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Receipt", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Refund_id(ctx context.Context, field graphql.CollectedField, obj *ent.Refund) (ret graphql.Marshaler) {
@@ -3311,6 +3489,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_pageViews(ctx, field)
 				})
+		case "receipts":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_receipts(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -3324,6 +3508,49 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			})
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var receiptImplementors = []string{"Receipt"}
+
+func (ec *executionContext) _Receipt(ctx context.Context, sel ast.SelectionSet, obj *mailer.Receipt) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, receiptImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Receipt")
+		case "id":
+			out.Values[i] = ec._Receipt_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "paymentID":
+			out.Values[i] = ec._Receipt_paymentID(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "requests":
+			out.Values[i] = ec._Receipt_requests(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -3857,6 +4084,30 @@ func (ec *executionContext) marshalNProviderCharge2ᚖgithubᚗcomᚋgoovoᚋide
 		return graphql.Null
 	}
 	return ec._ProviderCharge(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNReceipt2ᚕᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋmailerᚐReceiptᚄ(ctx context.Context, sel ast.SelectionSet, v []*mailer.Receipt) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNReceipt2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋmailerᚐReceipt(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNReceipt2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋexampleᚋmailerᚐReceipt(ctx context.Context, sel ast.SelectionSet, v *mailer.Receipt) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "Receipt!")
+		return graphql.Null
+	}
+	return ec._Receipt(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRefund2ᚖgithubᚗcomᚋgoovoᚋidemᚋentᚐRefund(ctx context.Context, sel ast.SelectionSet, v *ent.Refund) graphql.Marshaler {

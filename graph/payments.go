@@ -11,6 +11,7 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
+	"github.com/goovo/idem/idemoutbox"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
@@ -96,7 +97,16 @@ func (r *Resolver) pay(ctx context.Context, p *ent.Payment) (*ent.Payment, error
 		// charges again, which the provider deduplicates.
 		return nil, err
 	}
-	return p.Update().SetProviderChargeID(charge.ID).Save(ctx)
+	paid, err := p.Update().SetProviderChargeID(charge.ID).Save(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The receipt is sent after the payment commits, and only if it does:
+	// its job is inserted in this transaction (the outbox).
+	if _, err := idemoutbox.Enqueue(ctx, SendReceiptArgs{Tenant: tenant, OrderID: o.ID, PaymentID: p.ID}, nil); err != nil {
+		return nil, err // retryable: rolled back and released
+	}
+	return paid, nil
 }
 
 // finalError is a business-rule error: final, so stored and replayed.

@@ -321,9 +321,10 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 		if r := a.pay("acme", "doomed", order, 300); r.Code() != string(idemcode.Abandoned) {
 			t.Fatalf("retry: %s", r.Body)
 		}
-		if !strings.Contains(logs.String(), "idempotency claim abandoned") {
-			t.Fatalf("no abandonment logged:\n%s", logs)
-		}
+		// Logged once the abandonment committed, which the retry may see
+		// first on a busy machine.
+		testkit.Eventually(t, func() bool { return strings.Contains(logs.String(), "idempotency claim abandoned") },
+			"the abandonment logged")
 		// Abandoned is not finished: idemctl failed lists it, not recovered.
 		if got := a.recoveredKeys(); len(got) != 0 {
 			t.Fatalf("idemctl recovered: %v, want nothing", got)

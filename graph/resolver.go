@@ -4,6 +4,7 @@ package graph
 
 import (
 	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
@@ -13,4 +14,5 @@ import (
 type Resolver struct {
 	client   *ent.Client
 	provider provider.Provider
+	mailer   *mailer.Simulated
 }

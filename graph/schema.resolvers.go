@@ -11,6 +11,7 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/internal/example/counter"
+	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
@@ -62,6 +63,19 @@ func (r *queryResolver) PageViews(ctx context.Context, page string) (int, error)
 		return 0, err
 	}
 	return counter.Count(ctx, r.client, tenant, page)
+}
+
+// Receipts is the resolver for the receipts field.
+func (r *queryResolver) Receipts(ctx context.Context, orderID int) ([]*mailer.Receipt, error) {
+	tenant, err := TenantFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	receipts, err := r.mailer.Receipts(ctx, tenant, orderID)
+	if receipts == nil && err == nil {
+		receipts = []*mailer.Receipt{}
+	}
+	return receipts, err
 }
 
 // Query returns QueryResolver implementation.

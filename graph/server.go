@@ -17,6 +17,7 @@ import (
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
@@ -70,12 +71,13 @@ func NewHook(client *ent.Client, opts Options) (*idem.Hook, error) {
 	})
 }
 
-// NewHandler returns the example's HTTP handler with hook (NewHook's):
+// NewHandler returns the example's HTTP handler with hook (NewHook's) and
+// mail, the mailer whose receipts Query.receipts lists:
 // GraphQL at /query, with the idempotency hook and the X-Tenant-ID and
 // X-User-ID authentication, a checkout page at /checkout/ (on the
 // JavaScript client) and a playground at /.
-func NewHandler(client *ent.Client, prov provider.Provider, hook *idem.Hook) (http.Handler, error) {
-	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov}}))
+func NewHandler(client *ent.Client, prov provider.Provider, mail *mailer.Simulated, hook *idem.Hook) (http.Handler, error) {
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov, mailer: mail}}))
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated operations are reused: a retry sends the same
 	// document, and parsing is a seventh of a request's CPU.

@@ -3,6 +3,8 @@ package idembackend
 import (
 	"context"
 	"time"
+
+	"entgo.io/ent/dialect"
 )
 
 // Claim is the claim of an idempotent mutation: what a record table's
@@ -53,4 +55,22 @@ func WithClaim(ctx context.Context, c *Claim) context.Context {
 func ClaimFromContext(ctx context.Context) *Claim {
 	c, _ := ctx.Value(claimKey{}).(*Claim)
 	return c
+}
+
+type driverTxKey struct{}
+
+// WithDriverTx returns ctx carrying tx, the ent driver's transaction under
+// the one Backend.BeginTx began (a *pgxdriver.Tx on pgx, an *entsql.Tx on
+// database/sql). Generated code calls it, so that code writing in the
+// attempt's transaction through another library than ent (idemoutbox's
+// River jobs) reaches it.
+func WithDriverTx(ctx context.Context, tx dialect.Tx) context.Context {
+	return context.WithValue(ctx, driverTxKey{}, tx)
+}
+
+// DriverTx returns the driver's transaction WithDriverTx put in ctx, or
+// nil.
+func DriverTx(ctx context.Context) dialect.Tx {
+	tx, _ := ctx.Value(driverTxKey{}).(dialect.Tx)
+	return tx
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemoutbox"
 )
 
 // DefaultLimit is how many records stuck and failed list per table.
@@ -399,6 +400,34 @@ var statsCmd = &subcommand{
 				} else {
 					fmt.Fprintln(w, "\nNo archive table: add an idemschema.Archive entity to the ent schema.")
 				}
+			})
+		}
+	},
+}
+
+var outboxCmd = &subcommand{
+	name: "outbox", args: "",
+	summary: "count the outbox's River jobs per kind: how many wait (running, retrying), how old the oldest waiting one is, how many failed for good",
+	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		return nil, func(ctx context.Context) error {
+			st, err := idemoutbox.Stats(ctx, e.backend.DB(), e.backend.Dialect())
+			if err != nil {
+				return err
+			}
+			return e.emit(st, func(w io.Writer) {
+				if len(st) == 0 {
+					fmt.Fprintln(w, "No jobs.")
+					return
+				}
+				t := newTable(w, "KIND", "WAITING", "RUNNING", "RETRYING", "FAILED", "COMPLETED", "OLDEST WAITING")
+				for _, k := range st {
+					oldest := "-"
+					if k.Waiting > 0 {
+						oldest = formatDuration(k.OldestWaiting.Round(time.Second)) + " ago"
+					}
+					t.row(k.Kind, itoa(k.Waiting), itoa(k.Running), itoa(k.Retrying), itoa(k.Failed), itoa(k.Completed), oldest)
+				}
+				t.flush()
 			})
 		}
 	},

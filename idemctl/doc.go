@@ -38,6 +38,7 @@
 //	recovered [-table T] [-since D] [-limit N]
 //	                               records the recoverer finished instead of their client
 //	stats                          records by state per entity, the oldest pending claim, the archive's size
+//	outbox                         the outbox's River jobs per kind: waiting (running, retrying), failed for good, the oldest waiting's age
 //	sweep [-dry-run] [-batch N] [-pause D]
 //	                               archive responses past retention, purge tombstones past the horizon
 //

@@ -119,7 +119,7 @@ type subcommand struct {
 }
 
 func subcommands() []*subcommand {
-	return []*subcommand{inspectCmd, stuckCmd, failedCmd, recoveredCmd, statsCmd, sweepCmd}
+	return []*subcommand{inspectCmd, stuckCmd, failedCmd, recoveredCmd, statsCmd, outboxCmd, sweepCmd}
 }
 
 func names() string {

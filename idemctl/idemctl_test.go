@@ -567,8 +567,8 @@ func TestBadInput(t *testing.T) {
 			code    int
 			pattern string
 		}{
-			{nil, 2, `^idemctl: no command given: one of inspect, stuck, failed, recovered, stats, sweep \(see idemctl -h\)`},
-			{[]string{"frobnicate"}, 2, `^idemctl: unknown command "frobnicate": one of inspect, stuck, failed, recovered, stats, sweep`},
+			{nil, 2, `^idemctl: no command given: one of inspect, stuck, failed, recovered, stats, outbox, sweep \(see idemctl -h\)`},
+			{[]string{"frobnicate"}, 2, `^idemctl: unknown command "frobnicate": one of inspect, stuck, failed, recovered, stats, outbox, sweep`},
 			{[]string{"-frob", "stats"}, 2, `^idemctl: flag provided but not defined: -frob \(see idemctl -h\)`},
 			{[]string{"inspect"}, 2, `^idemctl inspect: -tenant is required \(see idemctl inspect -h\)`},
 			{[]string{"inspect", "-tenant", "org-1"}, 2, `^idemctl inspect: -key is required`},

@@ -18,7 +18,9 @@ import (
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/pgcluster"
 )
 
@@ -142,11 +144,26 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	prov.Latency = 50 * time.Millisecond
+	// The outbox behind PgBouncer: River's tables migrated through it, and
+	// River polling (transaction pooling cannot hold a LISTEN).
+	if err := graph.MigrateRiver(ctx, drv); err != nil {
+		t.Fatal(err)
+	}
+	mail, err := mailer.NewSimulated(ctx, ledger.DB(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := graph.StartWorkers(ctx, client, drv, graph.Workers{Mailer: mail, PollOnly: true, PollInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop(context.Background()) })
 	hook, err := graph.NewHook(client, graph.Options{WaitForInFlight: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := graph.NewHandler(client, prov, hook)
+	h, err := graph.NewHandler(client, prov, mail, hook)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,4 +221,15 @@ func TestBehindPgBouncer(t *testing.T) {
 	if n, err := client.Order.Query().Count(ctx); err != nil || n != 1 {
 		t.Fatalf("%d orders (%v), want 1", n, err)
 	}
+	// The payment's receipt, enqueued in its transaction, is sent once.
+	testkit.Eventually(t, func() bool {
+		rs, err := mail.Receipts(ctx, "acme", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) > 1 || (len(rs) == 1 && rs[0].Requests != 1) {
+			t.Fatalf("receipts %+v, want one, requested once", rs)
+		}
+		return len(rs) == 1
+	}, "the payment's receipt sent")
 }

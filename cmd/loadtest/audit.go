@@ -52,6 +52,12 @@ type (
 		chargeID sql.NullString
 		orderID  int
 	}
+	receiptRow struct {
+		id        string
+		tenant    string
+		paymentID int
+		requests  int
+	}
 	chargeRow struct {
 		id       string
 		tenant   string
@@ -69,6 +75,7 @@ type snapshot struct {
 	orders   []orderRow
 	payments []paymentRow
 	charges  []chargeRow
+	receipts []receiptRow
 }
 
 func readSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
@@ -92,6 +99,14 @@ func readSnapshot(ctx context.Context, db *sql.DB) (*snapshot, error) {
 			var r chargeRow
 			err := rows.Scan(&r.id, &r.tenant, &r.key, &r.orderID, &r.amount, &r.requests, &r.voided)
 			s.charges = append(s.charges, r)
+			return err
+		})
+	}
+	if err == nil {
+		err = eachRow(ctx, db, `SELECT id, tenant, payment_id, requests FROM mailer_receipts`, func(rows *sql.Rows) error {
+			var r receiptRow
+			err := rows.Scan(&r.id, &r.tenant, &r.paymentID, &r.requests)
+			s.receipts = append(s.receipts, r)
 			return err
 		})
 	}
@@ -119,7 +134,10 @@ type auditReport struct {
 	dedupedRequests int // provider requests deduplicated by key
 	dedupedKeys     int // keys the provider saw more than once
 	replays         int // fresh replays compared
-	noRetry         noRetryReport
+	// redeliveredReceipts counts the mailer's requests for a receipt it
+	// had sent (a job run again after its process died), deduplicated.
+	redeliveredReceipts int
+	noRetry             noRetryReport
 }
 
 // noRetryReport counts the intents sent once and never retried.
@@ -236,7 +254,43 @@ func auditDatabase(intents []*intent, s *snapshot, v *violations) auditReport {
 			v.add("stray-charge", "provider charge %s has key %q, which no intent sent", c.id, c.key)
 		}
 	}
+	auditReceipts(s, v, &rep)
 	return rep
+}
+
+// auditReceipts checks the outbox: every succeeded payment has exactly one
+// receipt (its job was enqueued in its transaction and delivered once the
+// mailer deduplicated the redeliveries), and nothing else has one (an
+// attempt rolled back or fenced out enqueued nothing that ran).
+func auditReceipts(s *snapshot, v *violations, rep *auditReport) {
+	type payment struct {
+		tenant string
+		id     int
+	}
+	receipts := map[payment]int{}
+	for _, r := range s.receipts {
+		receipts[payment{r.tenant, r.paymentID}]++
+		rep.redeliveredReceipts += r.requests - 1
+	}
+	succeeded := map[payment]bool{}
+	for _, p := range s.payments {
+		if p.status.String != "succeeded" {
+			continue
+		}
+		k := payment{p.tenant, p.id}
+		succeeded[k] = true
+		switch n := receipts[k]; {
+		case n == 0:
+			v.add("missing-receipt", "payment %d (key %s) succeeded and has no receipt", p.id, p.key.String)
+		case n > 1:
+			v.add("double-receipt", "payment %d (key %s) has %d receipts", p.id, p.key.String, n)
+		}
+	}
+	for k, n := range receipts {
+		if !succeeded[k] {
+			v.add("stray-receipt", "payment %d of %s has %d receipt(s) and did not succeed", k.id, k.tenant, n)
+		}
+	}
 }
 
 // auditUnanswered checks a payment intent whose only request got no final
@@ -399,6 +453,33 @@ func replayOnce(ctx context.Context, c *client, server int, in *intent) (answer,
 		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
 	}
 	return answer{}, false
+}
+
+// awaitReceipts waits, for a minute at most, until River has no receipt
+// job left to work (a job a killed server was running is run again once
+// the leader takes it for stuck), and returns how long it took (-1 if it
+// did not happen).
+func awaitReceipts(ctx context.Context, db *database) time.Duration {
+	start := time.Now()
+	sdb, err := db.open()
+	if err != nil {
+		return -1
+	}
+	defer sdb.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		var n int
+		err := sdb.QueryRowContext(ctx, `SELECT count(*) FROM river_job WHERE kind = 'send_receipt' AND state NOT IN ('completed', 'discarded', 'cancelled')`).Scan(&n)
+		if err == nil && n == 0 {
+			return time.Since(start)
+		}
+		select {
+		case <-ctx.Done():
+			return -1
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // awaitRecovery waits until no payment is pending (every intent that still

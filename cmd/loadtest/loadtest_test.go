@@ -100,21 +100,34 @@ func TestAuditFindsViolations(t *testing.T) {
 			{id: "ch_1", tenant: "t", key: "p1", orderID: 1, amount: 100, requests: 1},
 			{id: "ch_2", tenant: "t", key: "p1", orderID: 1, amount: 100, requests: 1}, // a second charge
 		},
+		receipts: []receiptRow{
+			{id: "rc_1", tenant: "t", paymentID: 1, requests: 2},
+			{id: "rc_2", tenant: "t", paymentID: 1, requests: 1}, // a second receipt
+			{id: "rc_3", tenant: "t", paymentID: 2, requests: 1}, // of a payment that did not succeed
+		},
 	}
 	v := &violations{}
 	auditDatabase([]*intent{order, pay, lost}, snap, v)
-	for _, kind := range []string{"answers-differ", "charges", "pending", "unanswered"} {
+	for _, kind := range []string{"answers-differ", "charges", "pending", "unanswered", "double-receipt", "stray-receipt"} {
 		if v.counts.get(kind) == 0 {
 			t.Errorf("no %s violation found; found %s", kind, &v.counts)
 		}
 	}
 
-	// The same run, healthy.
-	order.differ, snap.payments, snap.charges = nil, snap.payments[:1], snap.charges[:1]
+	// The same run, healthy (a receipt redelivered once, deduplicated).
+	order.differ, snap.payments, snap.charges, snap.receipts = nil, snap.payments[:1], snap.charges[:1], snap.receipts[:1]
+	v = &violations{}
+	rep := auditDatabase([]*intent{order, pay}, snap, v)
+	if v.total() != 0 || rep.redeliveredReceipts != 1 {
+		t.Errorf("violations in a healthy run: %s %v (%d receipts redelivered, want 1)", &v.counts, v.examples, rep.redeliveredReceipts)
+	}
+
+	// A paid payment without its receipt.
+	snap.receipts = nil
 	v = &violations{}
 	auditDatabase([]*intent{order, pay}, snap, v)
-	if v.total() != 0 {
-		t.Errorf("violations in a healthy run: %s %v", &v.counts, v.examples)
+	if v.counts.get("missing-receipt") != 1 {
+		t.Errorf("no missing-receipt violation found; found %s", &v.counts)
 	}
 }
 

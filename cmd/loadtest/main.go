@@ -409,6 +409,12 @@ func serverArgs(cfg *config) []string {
 		"-wait-in-flight", cfg.waitInFlight.String(),
 		"-materialize-every", "0", // the page-view folder is not under test
 		"-recover-after", cfg.recoverAfter.String(),
+		// Receipts: a job a killed server was running is run again soon.
+		"-river-rescue-after", "4s", "-river-poll-interval", "200ms",
+	}
+	if cfg.pgbouncer {
+		// Transaction pooling cannot hold River's LISTEN.
+		args = append(args, "-river-poll-only")
 	}
 	if cfg.dbMaxConns > 0 {
 		args = append(args, "-db-max-conns", fmt.Sprint(cfg.dbMaxConns))
@@ -481,6 +487,10 @@ func runLoad(ctx context.Context, cfg *config, bin, tmp string, db *database, pg
 		sum.burst = runBurst(ctx, cfg, f, reg, sum.v, prefix)
 		sum.burst.peakConns = sampler.end()
 	}
+	// The receipts of the paid payments are delivered after their commits,
+	// by the servers still running: wait for River to have no receipt job
+	// left before they stop.
+	sum.delivered = awaitReceipts(ctx, db)
 	f.stop()
 	if ctx.Err() != nil {
 		return fail(ctx.Err())
@@ -556,6 +566,9 @@ type summary struct {
 	// recovered is how long the recoverer took to leave no payment
 	// pending after the load (negative: it had not by the deadline).
 	recovered time.Duration
+	// delivered is how long River took after the load to have no receipt
+	// job left to work (negative: it had not within awaitReceipts' bound).
+	delivered time.Duration
 	snap      *snapshot
 	logs      map[string]int
 	intents   []*intent
@@ -579,6 +592,8 @@ func (s *summary) print(w io.Writer) {
 	}
 	p("database", "%d orders, %d payments, %d provider charges; the provider deduplicated %d requests on %d keys",
 		len(s.snap.orders), len(s.snap.payments), len(s.snap.charges), s.audit.dedupedRequests, s.audit.dedupedKeys)
+	p("receipts", "%d sent, one per paid payment required; %d redelivered to the mailer and deduplicated by their downstream key; none left to deliver %v after the load",
+		len(s.snap.receipts), s.audit.redeliveredReceipts, s.delivered.Round(time.Millisecond))
 	if nr := s.audit.noRetry; nr.intents > 0 {
 		p("no retry", "%d payment intents sent once, never retried: %d answered by that request; of the %d unanswered, %d finished by the servers' recoverer "+
 			"(%d paid, %d ORDER_ALREADY_PAID), %d never claimed (nothing charged); no payment pending %v after the load",

@@ -121,7 +121,10 @@ func (f *fleet) startOnce(s *server) error {
 		return err
 	}
 	defer logf.Close() // the child has its own descriptor
-	args := append([]string{"-addr", addr}, f.args...)
+	// The slot's River client id: unique among the running servers, the
+	// same across the slot's restarts.
+	riverID := fmt.Sprintf("loadtest-%s-%d", filepath.Base(f.logDir), s.index)
+	args := append([]string{"-addr", addr, "-river-id", riverID}, f.args...)
 	if !f.noProfile {
 		args = append(args, s.profile.args()...)
 	}

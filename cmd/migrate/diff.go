@@ -156,19 +156,40 @@ func entDiff(ctx context.Context, devURL string, dir migrate.Dir, name string) (
 
 // recordDroppedTables is an ent diff hook that notes the tables the
 // migrations create and the ent schema does not have: ent's diff keeps only
-// created and modified tables, so they would go unnoticed.
+// created and modified tables, so they would go unnoticed. River's tables
+// (river_*) are not ent's: their migration is River's SQL, and the diff
+// leaves them out.
 func recordDroppedTables(tables *[]string) schema.DiffHook {
 	return func(next schema.Differ) schema.Differ {
 		return schema.DiffFunc(func(current, desired *atlas.Schema) ([]atlas.Change, error) {
 			changes, err := next.Diff(current, desired)
+			kept := changes[:0]
 			for _, c := range changes {
+				if riverChange(c) {
+					continue
+				}
 				if d, ok := c.(*atlas.DropTable); ok {
 					*tables = append(*tables, d.T.Name)
 				}
+				kept = append(kept, c)
 			}
-			return changes, err
+			return kept, err
 		})
 	}
+}
+
+// riverChange reports whether c changes one of River's tables.
+func riverChange(c atlas.Change) bool {
+	var t *atlas.Table
+	switch c := c.(type) {
+	case *atlas.DropTable:
+		t = c.T
+	case *atlas.ModifyTable:
+		t = c.T
+	case *atlas.AddTable:
+		t = c.T
+	}
+	return t != nil && strings.HasPrefix(t.Name, "river_")
 }
 
 func extraTablesHelp(tables []string) string {
@@ -238,10 +259,17 @@ func cmdCheck(ctx context.Context, stdout io.Writer, dirPath, devURL string) err
 	if len(res.ExtraTables) > 0 {
 		problems = append(problems, extraTablesHelp(res.ExtraTables))
 	}
+	river, err := checkRiver(dir, dirName)
+	if err != nil {
+		return err
+	}
+	if river != "" {
+		problems = append(problems, river)
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", errDrift, strings.Join(problems, "\n\n"))
 	}
-	fmt.Fprintf(stdout, "ok: the %d migration(s) in %s produce exactly the ent schema, and %s matches them\n",
+	fmt.Fprintf(stdout, "ok: the %d migration(s) in %s produce exactly the ent schema and River's tables, and %s matches them\n",
 		len(files), dirName, migrate.HashFileName)
 	return nil
 }

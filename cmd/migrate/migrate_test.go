@@ -26,6 +26,7 @@ import (
 	"github.com/goovo/idem/ent"
 	entmigrate "github.com/goovo/idem/ent/migrate"
 	"github.com/goovo/idem/ent/migrate/migrations"
+	"github.com/goovo/idem/idemoutbox"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
@@ -178,7 +179,7 @@ func TestMigrationsProduceTheEntSchema(t *testing.T) {
 	if !strings.Contains(out, "applied "+fmt.Sprint(len(committedFiles(t)))+" migration(s)") {
 		t.Fatalf("up: %s", out)
 	}
-	want := []string{RevisionsTable}
+	want := []string{RevisionsTable, "river_job", "river_leader", "river_migration", "river_notification", "river_queue"}
 	for _, tb := range entmigrate.Tables {
 		want = append(want, tb.Name)
 	}
@@ -187,8 +188,12 @@ func TestMigrationsProduceTheEntSchema(t *testing.T) {
 		t.Fatalf("tables %v, want %v", got, want)
 	}
 
+	// The server's automatic migration: ent's, then River's own migrator.
 	ref := idemtest.Open(t, idemtest.Postgres)
 	if err := ent.NewClient(ent.Driver(ref.Driver)).Schema.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := idemoutbox.Migrate(context.Background(), ref.Driver.DB(), "postgres"); err != nil {
 		t.Fatal(err)
 	}
 	migrated, created := inspectEnt(t, db.DSN), inspectEnt(t, ref.DSN)
@@ -480,7 +485,14 @@ func TestCheckDetectsDrift(t *testing.T) {
 		// never generated.
 		t.Parallel()
 		dir := copyMigrations(t)
-		files := committedFiles(t)
+		// The last of ent's: River's are River's SQL, which diff does not
+		// write (see "River's migration missing").
+		var files []migrate.File
+		for _, f := range committedFiles(t) {
+			if !strings.Contains(f.Name(), "river") {
+				files = append(files, f)
+			}
+		}
 		last := files[len(files)-1]
 		if err := os.Remove(filepath.Join(dir, last.Name())); err != nil {
 			t.Fatal(err)
@@ -497,13 +509,31 @@ func TestCheckDetectsDrift(t *testing.T) {
 		out = mustMigrate(t, "", "diff", "-dir", dir, "again")
 		d, _ := migrate.NewLocalDir(dir)
 		after, _ := d.Files()
-		if len(after) != len(files) || after[len(after)-1].Desc() != "again" {
+		if len(after) != len(committedFiles(t)) || after[len(after)-1].Desc() != "again" {
 			t.Fatalf("diff wrote %v:\n%s", after, out)
 		}
 		if len(files) == 1 && !bytes.Equal(after[0].Bytes(), last.Bytes()) {
 			t.Fatalf("diff from nothing differs from the committed initial migration:\n%s\n---\n%s", after[0].Bytes(), last.Bytes())
 		}
 		mustMigrate(t, "", "check", "-dir", dir)
+	})
+	t.Run("River's migration missing", func(t *testing.T) {
+		// River's tables behind the River the module requires (a River
+		// upgrade without its migration).
+		t.Parallel()
+		dir := copyMigrations(t)
+		for _, f := range committedFiles(t) {
+			if strings.Contains(f.Name(), "river") {
+				if err := os.Remove(filepath.Join(dir, f.Name())); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		rehash(t, dir)
+		_, err := migrateCmd(t, "", "check", "-dir", dir)
+		if !errors.Is(err, errDrift) || !strings.Contains(err.Error(), "River's tables to its version 0") {
+			t.Fatalf("check without River's migration: %v", err)
+		}
 	})
 	t.Run("column dropped", func(t *testing.T) {
 		t.Parallel()

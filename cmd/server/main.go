@@ -42,7 +42,8 @@ import (
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemhttp"
-	"github.com/goovo/idem/internal/example/counter"
+	"github.com/goovo/idem/idemoutbox"
+	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
@@ -66,7 +67,12 @@ func run() error {
 		sweepEvery   = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
 		recoverAfter = flag.Duration("recover-after", 0, "how long after a lease runs out the server finishes a claim whose client never came back, by running it again with its key (0: never; the claim waits for its client's retry)")
 		retention    = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
-		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts (0: never)")
+		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts: a River periodic job, which the leader of the servers enqueues, so give every server the same (0: never)")
+		mailLatency  = flag.Duration("mailer-latency", 0, "latency of the simulated mailer, before it records a receipt: a crash in it falls between the payment's commit and the receipt's delivery")
+		riverID      = flag.String("river-id", "", "this process's River client id, the same across its restarts, so that River tells its jobs from other processes' (default: one River makes up)")
+		riverPoll    = flag.Bool("river-poll-only", false, "River polls for jobs instead of listening (behind PgBouncer's transaction pooling, which cannot hold a LISTEN)")
+		riverPollInt = flag.Duration("river-poll-interval", 0, "how often River polls for jobs (default 1s)")
+		riverRescue  = flag.Duration("river-rescue-after", time.Minute, "how long a job may run before River takes it for stuck (its process died) and runs it again; jobs time out at half of it")
 		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
 		metricsAddr  = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
@@ -133,14 +139,22 @@ func run() error {
 		if err := client.Schema.Create(ctx); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
+		if err := graph.MigrateRiver(ctx, drv); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	} else if err := idemoutbox.Validate(ctx, drv.DB(), drv.Dialect()); err != nil {
+		// Versioned migrations: River's must have been applied with the
+		// rest (cmd/migrate up).
+		return err
 	}
 
-	prov, closeProv, err := openProvider(ctx, providerDSN, *provConns, *connectWait, logger)
+	prov, mail, closeProv, err := openProvider(ctx, providerDSN, *provConns, *connectWait, logger)
 	if err != nil {
 		return err
 	}
 	defer closeProv()
 	prov.Latency, prov.ResponseLatency, prov.FailureRate = *latency, *respLatency, *failureRate
+	mail.Latency = *mailLatency
 	if *gate != "" {
 		if prov.Gate, err = httpGate(*gate); err != nil {
 			return err
@@ -155,21 +169,36 @@ func run() error {
 			return err
 		}
 		opts.MeterProvider = mp
+		// How many effects wait in the outbox, how old the oldest is.
+		if err := idemoutbox.RegisterMetrics(mp, client.IdempotencyBackend().DB(), drv.Dialect()); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	hook, err := graph.NewHook(client, opts)
 	if err != nil {
 		return err
 	}
-	h, err := graph.NewHandler(client, prov, hook)
+	h, err := graph.NewHandler(client, prov, mail, hook)
 	if err != nil {
 		return err
 	}
 	if *sweepEvery > 0 {
 		go idemctl.New(hook).RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
 	}
-	if *foldEvery > 0 {
-		go counter.Run(ctx, client, *foldEvery, *foldBatch, logger)
+	// River works the outbox's jobs (the receipts) and the counter's
+	// periodic fold. The sweeper and the recoverer stay on every process:
+	// their batches are fenced and skip what another process holds, so
+	// they need no leader, and keep working while River's is being elected.
+	stopWorkers, err := graph.StartWorkers(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
+		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue, Logger: logger})
+	if err != nil {
+		return err
 	}
+	defer func() {
+		stopping, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = stopWorkers(stopping)
+	}()
 	// Listening before the log line names the address: a test that starts
 	// the server on port 0 reads its port there, with no window in which
 	// another process could take a port chosen in advance.
@@ -196,25 +225,31 @@ func run() error {
 	}
 }
 
-// openProvider opens the simulated provider's ledger with a pool of its
-// own, of maxConns connections: one statement per charge, none held while
-// the simulated latencies pass.
-func openProvider(ctx context.Context, dsn string, maxConns int, connectWait time.Duration, logger *slog.Logger) (*provider.Simulated, func(), error) {
+// openProvider opens the simulated provider's ledger, and the simulated
+// mailer's records beside it, with a pool of their own, of maxConns
+// connections: one statement per charge or receipt, none held while the
+// simulated latencies pass.
+func openProvider(ctx context.Context, dsn string, maxConns int, connectWait time.Duration, logger *slog.Logger) (*provider.Simulated, *mailer.Simulated, func(), error) {
 	drv, err := idemdb.OpenSQL(dsn, idemdb.Pool{MaxConns: maxConns})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	db := drv.DB()
 	if err := idemdb.WaitReady(ctx, db, connectWait, logger); err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	p, err := provider.NewSimulated(ctx, db, idemdb.IsPostgres(dsn))
 	if err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return p, func() { db.Close() }, nil
+	m, err := mailer.NewSimulated(ctx, db, idemdb.IsPostgres(dsn))
+	if err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return p, m, func() { db.Close() }, nil
 }
 
 // httpGate returns a provider Gate that asks gateURL about each charge (a

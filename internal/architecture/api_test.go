@@ -14,7 +14,7 @@ import (
 // code imports, relative to the module. Their API is recorded in api/.
 var publicPackages = []string{
 	".", "idemhttp", "idembackend", "idemcode", "idemctl",
-	"idemschema", "idemgen", "idemdb", "idemdb/pgxdriver",
+	"idemschema", "idemgen", "idemdb", "idemdb/pgxdriver", "idemoutbox",
 	"idemtest", "idemclient", "clients/js",
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/effects"
 	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/refusal"
@@ -358,7 +359,9 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 	if b.tx == nil {
 		return ctx, errNotRun()
 	}
-	return txCtx, nil
+	r := a.req
+	return effects.With(txCtx, &effects.Scope{Dialect: a.ext.cfg.Backend.Dialect(),
+		Table: r.spec.table.Name, Tenant: r.tenant, Key: r.key, Tx: idembackend.DriverTx(txCtx)}), nil
 }
 
 // insertClaim inserts the claim row: the claim of settle's Claim decision,

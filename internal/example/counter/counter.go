@@ -14,8 +14,6 @@ package counter
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"time"
 
 	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql"
@@ -77,30 +75,4 @@ func Count(ctx context.Context, client *ent.Client, tenant, page string) (int, e
 		return 0, err
 	}
 	return c.Count, nil
-}
-
-// Run folds page views every interval until ctx ends, as long as batches
-// come back full.
-func Run(ctx context.Context, client *ent.Client, interval time.Duration, batch int, logger *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		for {
-			n, err := Fold(ctx, client, batch)
-			if err != nil {
-				if ctx.Err() == nil {
-					logger.Warn("page-view materializer", slog.Any("error", err))
-				}
-				break
-			}
-			if n < batch {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }

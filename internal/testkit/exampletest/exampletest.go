@@ -20,6 +20,7 @@ import (
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -39,6 +40,12 @@ type Config struct {
 	// SetMaxOpenConns on SQLite or with
 	// IDEMTEST_POSTGRES_DRIVER=database/sql.
 	MaxConns int
+	// Workers, if not nil, starts a River client with this configuration
+	// (graph.StartWorkers; its Mailer is the app's), which delivers the
+	// outbox's jobs (the receipts). Nil: none, and jobs wait in River's
+	// table (a test that checks no delivery spares the machine a client
+	// per app).
+	Workers *graph.Workers
 }
 
 // App is the example application of one test, serving over HTTP. Everything
@@ -56,6 +63,9 @@ type App struct {
 	// PostgreSQL schema or, on SQLite, in a file of its own beside DB's. A
 	// test may change its latencies and failure rate between requests.
 	Provider *provider.Simulated
+	// Mailer is the simulated mailer whose receipts the River client
+	// sends, its records beside the provider's ledger.
+	Mailer *mailer.Simulated
 	// Server serves the handler; a test may replace Server.Config.Handler
 	// (with one from Handler, say). Its Send and GQL post GraphQL as a
 	// tenant (the X-Tenant-ID header); its URL is the server's, and the
@@ -83,8 +93,24 @@ func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
 	} else if cfg.MaxConns > 0 {
 		drv.DB().SetMaxOpenConns(cfg.MaxConns)
 	}
-	a := &App{t: t, DB: db, Client: client, Driver: drv, Provider: openProvider(t, db)}
+	a := &App{t: t, DB: db, Client: client, Driver: drv}
+	a.Provider, a.Mailer = openProvider(t, db)
 	a.prov = a.Provider
+	if err := graph.MigrateRiver(context.Background(), drv); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Workers != nil {
+		w := *cfg.Workers
+		w.Mailer = a.Mailer
+		if w.Logger == nil {
+			w.Logger = testkit.Logger(t)
+		}
+		stop, err := graph.StartWorkers(context.Background(), client, drv, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.CloseInCleanup(t, "the River client", func() { _ = stop(context.Background()) })
+	}
 	if cfg.Provider != nil {
 		a.prov = cfg.Provider(a.Provider)
 	}
@@ -107,16 +133,17 @@ func (a *App) Handler(client *ent.Client, opts graph.Options) http.Handler {
 	if err != nil {
 		a.t.Fatalf("hook: %v", err)
 	}
-	h, err := graph.NewHandler(client, a.prov, hook)
+	h, err := graph.NewHandler(client, a.prov, a.Mailer, hook)
 	if err != nil {
 		a.t.Fatalf("handler: %v", err)
 	}
 	return h
 }
 
-// openProvider opens the simulated provider's ledger: the test's PostgreSQL
-// schema, or a SQLite file of its own.
-func openProvider(t testing.TB, db *idemtest.DB) *provider.Simulated {
+// openProvider opens the simulated provider's ledger, and the mailer's
+// records beside it: the test's PostgreSQL schema, or a SQLite file of
+// their own.
+func openProvider(t testing.TB, db *idemtest.DB) (*provider.Simulated, *mailer.Simulated) {
 	t.Helper()
 	dsn := db.DSN
 	if db.Backend == idemtest.SQLite {
@@ -132,5 +159,9 @@ func openProvider(t testing.TB, db *idemtest.DB) *provider.Simulated {
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
-	return p
+	m, err := mailer.NewSimulated(context.Background(), pdb, db.Backend.IsPostgres())
+	if err != nil {
+		t.Fatalf("mailer: %v", err)
+	}
+	return p, m
 }

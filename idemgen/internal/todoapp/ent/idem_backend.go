@@ -37,6 +37,11 @@ func (b *idempotencyBackend) BeginTx(ctx context.Context) (context.Context, idem
 		return ctx, nil, err
 	}
 	ctx = NewTxContext(ctx, tx)
+	if d, ok := tx.driver.(*txDriver); ok {
+		// The driver's own transaction, for what writes in it through
+		// another library (idemoutbox's River jobs).
+		ctx = idembackend.WithDriverTx(ctx, d.tx)
+	}
 	return NewContext(ctx, tx.Client()), tx, nil
 }
 

@@ -1,0 +1,185 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+
+	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/idemoutbox"
+	"github.com/goovo/idem/internal/example/counter"
+	"github.com/goovo/idem/internal/example/mailer"
+)
+
+// SendReceiptArgs is the job that sends the receipt of a paid payment: pay
+// enqueues it in the payment's transaction (idemoutbox.Enqueue), so that
+// a payment's receipt is sent if and only if the payment committed.
+type SendReceiptArgs struct {
+	Tenant    string `json:"tenant"`
+	OrderID   int    `json:"order_id"`
+	PaymentID int    `json:"payment_id"`
+}
+
+// Kind implements river.JobArgs.
+func (SendReceiptArgs) Kind() string { return "send_receipt" }
+
+// sendReceipt sends a receipt through the mailer with the job's downstream
+// key: River may run a job twice (a worker that died after the mailer
+// answered), and the mailer sends once per key.
+type sendReceipt struct {
+	river.WorkerDefaults[SendReceiptArgs]
+	mailer *mailer.Simulated
+}
+
+func (w *sendReceipt) Work(ctx context.Context, job *river.Job[SendReceiptArgs]) error {
+	return w.mailer.SendReceipt(ctx, job.Args.Tenant, job.Args.OrderID, job.Args.PaymentID, idemoutbox.DownstreamKey(job.JobRow))
+}
+
+// foldPageViewsArgs is the counter materialiser's periodic job: River's
+// leader enqueues it every Workers.FoldEvery, and one process works it
+// (counter.Fold is exactly once with any number of folders at a time;
+// this only spares them the work).
+type foldPageViewsArgs struct{}
+
+func (foldPageViewsArgs) Kind() string { return "fold_page_views" }
+
+type foldPageViews struct {
+	river.WorkerDefaults[foldPageViewsArgs]
+	client *ent.Client
+	batch  int
+}
+
+func (w *foldPageViews) Work(ctx context.Context, _ *river.Job[foldPageViewsArgs]) error {
+	for {
+		n, err := counter.Fold(ctx, w.client, w.batch)
+		if err != nil || n < w.batch {
+			return err
+		}
+	}
+}
+
+// Workers configure the example's River client (StartWorkers).
+type Workers struct {
+	// ID names this process's River client; stable across restarts of one
+	// process (the server's -river-id), so that River tells its own jobs
+	// from others'. Empty: River makes one up.
+	ID string
+	// Mailer sends the receipts.
+	Mailer *mailer.Simulated
+	// FoldEvery is how often the page views are folded into counts (0:
+	// never), FoldBatch how many per transaction.
+	FoldEvery time.Duration
+	FoldBatch int
+	// PollOnly polls for jobs without LISTEN, which PgBouncer's transaction
+	// pooling cannot hold; PollInterval is how often (0: River's 1s).
+	PollOnly     bool
+	PollInterval time.Duration
+	// RescueAfter is how long a job may run before River's leader takes it
+	// for stuck (its process died while it ran) and runs it again
+	// (default a minute; the mailer deduplicates the second delivery). A
+	// job is timed out at half of it.
+	RescueAfter time.Duration
+	Logger      *slog.Logger
+}
+
+// MigrateRiver creates or updates River's tables in drv's database, beside
+// the application's: what ent's automatic migration (-migrate) does for
+// them. cmd/migrate's versioned files hold the same.
+func MigrateRiver(ctx context.Context, drv idemdb.Driver) error {
+	return idemoutbox.Migrate(ctx, drv.DB(), drv.Dialect())
+}
+
+// StartWorkers starts the example's River client on drv's database: the
+// receipts, and the counter materialiser. stop stops it, waiting for the
+// jobs that run.
+func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (stop func(context.Context) error, err error) {
+	if w.Mailer == nil {
+		return nil, errors.New("graph: StartWorkers needs a mailer")
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &sendReceipt{mailer: w.Mailer})
+	rescue := w.RescueAfter
+	if rescue <= 0 {
+		rescue = time.Minute
+	}
+	cfg := &river.Config{
+		ID:                   w.ID,
+		JobTimeout:           rescue / 2,
+		RescueStuckJobsAfter: rescue,
+		Workers:              workers,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		PollOnly:             w.PollOnly,
+		FetchPollInterval:    w.PollInterval,
+		Logger:               w.Logger,
+	}
+	// Every process works the fold, which any may be handed; the leader
+	// enqueues it, so every process must be given the same FoldEvery.
+	river.AddWorker(workers, &foldPageViews{client: client, batch: max(w.FoldBatch, 1)})
+	if w.FoldEvery > 0 {
+		cfg.PeriodicJobs = []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(w.FoldEvery),
+			func() (river.JobArgs, *river.InsertOpts) { return foldPageViewsArgs{}, nil },
+			&river.PeriodicJobOpts{RunOnStart: true})}
+	}
+	if cfg.FetchPollInterval > 0 {
+		cfg.FetchCooldown = min(cfg.FetchPollInterval, 100*time.Millisecond)
+	}
+	switch d := drv.(type) {
+	case *pgxdriver.Driver:
+		pool := d.Pool()
+		switch pool.Config().ConnConfig.DefaultQueryExecMode {
+		case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
+			// Behind PgBouncer: River passes []byte for jsonb, which these
+			// modes send as bytea; a small pool of its own describes each
+			// statement first (one unnamed statement, as PgBouncer's
+			// transaction pooling allows).
+			pc := pool.Config()
+			pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
+			pc.MaxConns = 4
+			own, err := pgxpool.NewWithConfig(ctx, pc)
+			if err != nil {
+				return nil, fmt.Errorf("river: %w", err)
+			}
+			stop, err := start(ctx, riverpgxv5.New(own), cfg)
+			if err != nil {
+				own.Close()
+				return nil, err
+			}
+			return func(ctx context.Context) error {
+				defer own.Close()
+				return stop(ctx)
+			}, nil
+		}
+		return start(ctx, riverpgxv5.New(pool), cfg)
+	default:
+		if drv.Dialect() == dialect.SQLite {
+			return start(ctx, riversqlite.New(drv.DB()), cfg)
+		}
+		return start(ctx, riverdatabasesql.New(drv.DB()), cfg)
+	}
+}
+
+func start[TTx any](ctx context.Context, d riverdriver.Driver[TTx], cfg *river.Config) (func(context.Context) error, error) {
+	c, err := river.NewClient(d, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("river: %w", err)
+	}
+	// The client lives until stop, not until ctx ends: stopping waits for
+	// the running jobs.
+	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("river: %w", err)
+	}
+	return c.Stop, nil
+}

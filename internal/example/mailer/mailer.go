@@ -1,0 +1,134 @@
+// Package mailer simulates the mail service of the example application:
+// a system outside the application's database that sends the receipt of a
+// paid payment, and that deduplicates by the downstream key the outbox
+// gives each effect (idemoutbox.DownstreamKey), as a real mail API does by
+// its idempotency key. It records every delivery, and how many times it
+// was asked for it, in a table of its own written outside the
+// application's transactions (in the provider's database), so that tools
+// check from outside that every paid payment has exactly one receipt.
+package mailer
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/goovo/idem/internal/timer"
+)
+
+// Receipt is a receipt the mailer sent.
+type Receipt struct {
+	ID        string
+	PaymentID int
+	OrderID   int
+	// Requests counts the requests for this receipt (its downstream key)
+	// that reached the mailer: 1 unless a redelivery was deduplicated.
+	Requests int
+	SentAt   time.Time
+}
+
+// Simulated is the mailer of the example server and its tests.
+type Simulated struct {
+	db       *sql.DB
+	postgres bool
+
+	// Latency is added to every request before the mailer records it: a
+	// crash of the sender in that window leaves a committed payment whose
+	// receipt is not sent yet.
+	Latency time.Duration
+}
+
+// NewSimulated returns a mailer that keeps its records in db (a PostgreSQL
+// database when postgres is true, else SQLite), creating its table.
+func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, error) {
+	ts := "TEXT"
+	if postgres {
+		ts = "TIMESTAMPTZ"
+	}
+	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS mailer_receipts (
+		id TEXT PRIMARY KEY,
+		tenant TEXT NOT NULL,
+		downstream_key TEXT NOT NULL UNIQUE,
+		order_id BIGINT NOT NULL,
+		payment_id BIGINT NOT NULL,
+		requests INTEGER NOT NULL DEFAULT 1,
+		sent_at `+ts+` NOT NULL)`)
+	if err != nil {
+		return nil, fmt.Errorf("mailer: create table: %w", err)
+	}
+	return &Simulated{db: db, postgres: postgres}, nil
+}
+
+// SendReceipt sends the receipt of a payment once per downstream key: a
+// request with a key the mailer has seen is counted, not sent again.
+func (s *Simulated) SendReceipt(ctx context.Context, tenant string, orderID, paymentID int, downstreamKey string) error {
+	if downstreamKey == "" {
+		return errors.New("mailer: a receipt needs a downstream key")
+	}
+	if err := timer.Sleep(ctx, s.Latency); err != nil {
+		return err
+	}
+	id := make([]byte, 12)
+	_, _ = rand.Read(id)
+	_, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO mailer_receipts
+		(id, tenant, downstream_key, order_id, payment_id, requests, sent_at)
+		VALUES ($1, $2, $3, $4, $5, 1, $6)
+		ON CONFLICT (downstream_key) DO UPDATE SET requests = mailer_receipts.requests + 1`),
+		"rc_"+hex.EncodeToString(id), tenant, downstreamKey, orderID, paymentID, s.now())
+	if err != nil {
+		return fmt.Errorf("mailer: send receipt: %w", err)
+	}
+	return nil
+}
+
+// Receipts lists the receipts sent for an order of a tenant, oldest first.
+func (s *Simulated) Receipts(ctx context.Context, tenant string, orderID int) ([]*Receipt, error) {
+	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, payment_id, order_id, requests, sent_at
+		FROM mailer_receipts WHERE tenant = $1 AND order_id = $2 ORDER BY sent_at, id`), tenant, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("mailer: list receipts: %w", err)
+	}
+	defer rows.Close()
+	var out []*Receipt
+	for rows.Next() {
+		var (
+			r    Receipt
+			sent any
+		)
+		if err := rows.Scan(&r.ID, &r.PaymentID, &r.OrderID, &r.Requests, &sent); err != nil {
+			return nil, err
+		}
+		switch v := sent.(type) {
+		case time.Time:
+			r.SentAt = v
+		case string:
+			r.SentAt, _ = time.Parse(time.RFC3339Nano, v)
+		}
+		out = append(out, &r)
+	}
+	return out, rows.Err()
+}
+
+// now is stored as RFC 3339 text on SQLite, whose TEXT column sorts it.
+func (s *Simulated) now() any {
+	if s.postgres {
+		return time.Now().UTC()
+	}
+	return time.Now().UTC().Format(time.RFC3339Nano)
+}
+
+// rebind turns $n placeholders into SQLite's ?.
+func (s *Simulated) rebind(q string) string {
+	if s.postgres {
+		return q
+	}
+	for i := 9; i >= 1; i-- {
+		q = strings.ReplaceAll(q, fmt.Sprintf("$%d", i), "?")
+	}
+	return q
+}
