@@ -15,9 +15,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/goovo/idem/internal/example/simsql"
 	"github.com/goovo/idem/internal/timer"
 )
 
@@ -75,11 +75,11 @@ func (s *Simulated) SendReceipt(ctx context.Context, tenant string, orderID, pay
 	}
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
-	_, err := s.db.ExecContext(ctx, s.rebind(`INSERT INTO mailer_receipts
+	_, err := s.db.ExecContext(ctx, simsql.Rebind(s.postgres, `INSERT INTO mailer_receipts
 		(id, tenant, downstream_key, order_id, payment_id, requests, sent_at)
 		VALUES ($1, $2, $3, $4, $5, 1, $6)
 		ON CONFLICT (downstream_key) DO UPDATE SET requests = mailer_receipts.requests + 1`),
-		"rc_"+hex.EncodeToString(id), tenant, downstreamKey, orderID, paymentID, s.now())
+		"rc_"+hex.EncodeToString(id), tenant, downstreamKey, orderID, paymentID, simsql.Now(s.postgres))
 	if err != nil {
 		return fmt.Errorf("mailer: send receipt: %w", err)
 	}
@@ -88,7 +88,7 @@ func (s *Simulated) SendReceipt(ctx context.Context, tenant string, orderID, pay
 
 // Receipts lists the receipts sent for an order of a tenant, oldest first.
 func (s *Simulated) Receipts(ctx context.Context, tenant string, orderID int) ([]*Receipt, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT id, payment_id, order_id, requests, sent_at
+	rows, err := s.db.QueryContext(ctx, simsql.Rebind(s.postgres, `SELECT id, payment_id, order_id, requests, sent_at
 		FROM mailer_receipts WHERE tenant = $1 AND order_id = $2 ORDER BY sent_at, id`), tenant, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("mailer: list receipts: %w", err)
@@ -112,23 +112,4 @@ func (s *Simulated) Receipts(ctx context.Context, tenant string, orderID int) ([
 		out = append(out, &r)
 	}
 	return out, rows.Err()
-}
-
-// now is stored as RFC 3339 text on SQLite, whose TEXT column sorts it.
-func (s *Simulated) now() any {
-	if s.postgres {
-		return time.Now().UTC()
-	}
-	return time.Now().UTC().Format(time.RFC3339Nano)
-}
-
-// rebind turns $n placeholders into SQLite's ?.
-func (s *Simulated) rebind(q string) string {
-	if s.postgres {
-		return q
-	}
-	for i := 9; i >= 1; i-- {
-		q = strings.ReplaceAll(q, fmt.Sprintf("$%d", i), "?")
-	}
-	return q
 }

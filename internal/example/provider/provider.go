@@ -14,9 +14,9 @@ import (
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
-	"strings"
 	"time"
 
+	"github.com/goovo/idem/internal/example/simsql"
 	"github.com/goovo/idem/internal/timer"
 )
 
@@ -148,12 +148,12 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	}
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
-	row := s.db.QueryRowContext(ctx, s.rebind(`INSERT INTO provider_charges
+	row := s.db.QueryRowContext(ctx, simsql.Rebind(s.postgres, `INSERT INTO provider_charges
 		(id, tenant, idempotency_key, order_id, amount, currency, requests, created_at, requested_by)
 		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)
 		ON CONFLICT (tenant, idempotency_key) DO UPDATE SET requests = provider_charges.requests + 1
 		RETURNING `+chargeColumns),
-		"ch_"+hex.EncodeToString(id), req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, s.now(), req.User)
+		"ch_"+hex.EncodeToString(id), req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, simsql.Now(s.postgres), req.User)
 	c, err := s.scan(row)
 	if err != nil {
 		return nil, fmt.Errorf("provider: charge: %w", err)
@@ -174,7 +174,7 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 
 // Charges implements Provider.
 func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]*Charge, error) {
-	rows, err := s.db.QueryContext(ctx, s.rebind(`SELECT `+chargeColumns+`
+	rows, err := s.db.QueryContext(ctx, simsql.Rebind(s.postgres, `SELECT `+chargeColumns+`
 		FROM provider_charges WHERE tenant = $1 AND order_id = $2 ORDER BY created_at, id`), tenant, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("provider: list charges: %w", err)
@@ -193,7 +193,7 @@ func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]
 
 // Void implements Provider.
 func (s *Simulated) Void(ctx context.Context, tenant, key string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.rebind(`UPDATE provider_charges SET voided = true WHERE tenant = $1 AND idempotency_key = $2`), tenant, key)
+	res, err := s.db.ExecContext(ctx, simsql.Rebind(s.postgres, `UPDATE provider_charges SET voided = true WHERE tenant = $1 AND idempotency_key = $2`), tenant, key)
 	if err != nil {
 		return false, fmt.Errorf("provider: void: %w", err)
 	}
@@ -221,23 +221,4 @@ func (s *Simulated) scan(r scanner) (*Charge, error) {
 		c.CreatedAt, _ = time.Parse(time.RFC3339Nano, v)
 	}
 	return &c, nil
-}
-
-// now is stored as RFC 3339 text on SQLite, whose TEXT column sorts it.
-func (s *Simulated) now() any {
-	if s.postgres {
-		return time.Now().UTC()
-	}
-	return time.Now().UTC().Format(time.RFC3339Nano)
-}
-
-// rebind turns $n placeholders into SQLite's ?.
-func (s *Simulated) rebind(q string) string {
-	if s.postgres {
-		return q
-	}
-	for i := 9; i >= 1; i-- {
-		q = strings.ReplaceAll(q, fmt.Sprintf("$%d", i), "?")
-	}
-	return q
 }
