@@ -142,11 +142,16 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 		switch pool.Config().ConnConfig.DefaultQueryExecMode {
 		case pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol:
 			// Behind PgBouncer: River passes []byte for jsonb, which these
-			// modes send as bytea; a small pool of its own describes each
-			// statement first (one unnamed statement, as PgBouncer's
-			// transaction pooling allows).
+			// modes send as bytea; a small pool of its own learns each
+			// statement's parameter types once per connection
+			// (cache_describe) and then sends every statement whole in one
+			// round trip, which transaction pooling allows. Not
+			// describe_exec: outside a transaction its second round trip
+			// may reach another server connection, where the unnamed
+			// statement it described does not exist (SQLSTATE 26000, seen
+			// at River's start under load).
 			pc := pool.Config()
-			pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
+			pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 			pc.MaxConns = 4
 			own, err := pgxpool.NewWithConfig(ctx, pc)
 			if err != nil {
