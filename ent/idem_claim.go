@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/pageview"
 	"github.com/goovo/idem/ent/payment"
@@ -67,20 +68,52 @@ func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idembackend.Tx,
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(order.FieldTenantID, order.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*Order, error) { return saveClaimOrder(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("Order", err)
+}
+
+// claimInsertOrder is the claim INSERT of Order, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertOrder = idembackend.ClaimInsert{Conflict: []string{order.FieldTenantID, order.FieldIdempotencyKey}}
+
+// saveClaimOrder is OrderCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertOrder, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimOrder(ctx context.Context, _c *OrderCreate) (*Order, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*Order, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertOrder.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		id := _spec.ID.Value.(int64)
+		_node.ID = int(id)
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemOrderArgs lists, for idemgen's gqlgen plugin, the arguments from
@@ -141,20 +174,52 @@ func (b *idempotencyBackend) insertPageView(ctx context.Context, tx idembackend.
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(pageview.FieldTenantID, pageview.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*PageView, error) { return saveClaimPageView(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("PageView", err)
+}
+
+// claimInsertPageView is the claim INSERT of PageView, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertPageView = idembackend.ClaimInsert{Conflict: []string{pageview.FieldTenantID, pageview.FieldIdempotencyKey}}
+
+// saveClaimPageView is PageViewCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertPageView, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimPageView(ctx context.Context, _c *PageViewCreate) (*PageView, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*PageView, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertPageView.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		id := _spec.ID.Value.(int64)
+		_node.ID = int(id)
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemPageViewArgs lists, for idemgen's gqlgen plugin, the arguments from
@@ -223,20 +288,52 @@ func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idembackend.T
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(payment.FieldTenantID, payment.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*Payment, error) { return saveClaimPayment(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("Payment", err)
+}
+
+// claimInsertPayment is the claim INSERT of Payment, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertPayment = idembackend.ClaimInsert{Conflict: []string{payment.FieldTenantID, payment.FieldIdempotencyKey}}
+
+// saveClaimPayment is PaymentCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertPayment, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimPayment(ctx context.Context, _c *PaymentCreate) (*Payment, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*Payment, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertPayment.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		id := _spec.ID.Value.(int64)
+		_node.ID = int(id)
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemPaymentArgs lists, for idemgen's gqlgen plugin, the arguments from
@@ -297,20 +394,52 @@ func (b *idempotencyBackend) insertRefund(ctx context.Context, tx idembackend.Tx
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(refund.FieldTenantID, refund.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*Refund, error) { return saveClaimRefund(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("Refund", err)
+}
+
+// claimInsertRefund is the claim INSERT of Refund, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertRefund = idembackend.ClaimInsert{Conflict: []string{refund.FieldTenantID, refund.FieldIdempotencyKey}}
+
+// saveClaimRefund is RefundCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertRefund, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimRefund(ctx context.Context, _c *RefundCreate) (*Refund, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*Refund, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertRefund.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		id := _spec.ID.Value.(int64)
+		_node.ID = int(id)
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemRefundArgs lists, for idemgen's gqlgen plugin, the arguments from

@@ -2,7 +2,9 @@ package testapp_test
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemtest"
@@ -48,9 +50,21 @@ func BenchmarkPath(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			before := processCPU(b)
 			for i := range b.N {
 				send(b, h, v.body(first+i))
 			}
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
+}
+
+// processCPU is the CPU time the process has spent so far, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

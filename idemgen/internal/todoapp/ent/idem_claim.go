@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/google/uuid"
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
@@ -67,20 +68,57 @@ func (b *idempotencyBackend) insertCategory(ctx context.Context, tx idembackend.
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(category.FieldTenantID, category.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*Category, error) { return saveClaimCategory(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("Category", err)
+}
+
+// claimInsertCategory is the claim INSERT of Category, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertCategory = idembackend.ClaimInsert{Conflict: []string{category.FieldTenantID, category.FieldIdempotencyKey}}
+
+// saveClaimCategory is CategoryCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertCategory, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimCategory(ctx context.Context, _c *CategoryCreate) (*Category, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*Category, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertCategory.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		if _spec.ID.Value != nil {
+			if id, ok := _spec.ID.Value.(*uuid.UUID); ok {
+				_node.ID = *id
+			} else if err := _node.ID.Scan(_spec.ID.Value); err != nil {
+				return nil, err
+			}
+		}
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemCategoryArgs lists, for idemgen's gqlgen plugin, the arguments from
@@ -146,20 +184,52 @@ func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx ide
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*IdempotencyRecord, error) { return saveClaimIdempotencyRecord(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("IdempotencyRecord", err)
+}
+
+// claimInsertIdempotencyRecord is the claim INSERT of IdempotencyRecord, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertIdempotencyRecord = idembackend.ClaimInsert{Conflict: []string{idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey}}
+
+// saveClaimIdempotencyRecord is IdempotencyRecordCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertIdempotencyRecord, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimIdempotencyRecord(ctx context.Context, _c *IdempotencyRecordCreate) (*IdempotencyRecord, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*IdempotencyRecord, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertIdempotencyRecord.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		id := _spec.ID.Value.(int64)
+		_node.ID = int(id)
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemIdempotencyRecordArgs lists, for idemgen's gqlgen plugin, the arguments from
@@ -198,20 +268,57 @@ func (b *idempotencyBackend) insertTodo(ctx context.Context, tx idembackend.Tx, 
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(todo.FieldTenantID, todo.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*Todo, error) { return saveClaimTodo(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("Todo", err)
+}
+
+// claimInsertTodo is the claim INSERT of Todo, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertTodo = idembackend.ClaimInsert{Conflict: []string{todo.FieldTenantID, todo.FieldIdempotencyKey}}
+
+// saveClaimTodo is TodoCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertTodo, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimTodo(ctx context.Context, _c *TodoCreate) (*Todo, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*Todo, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertTodo.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		if _spec.ID.Value != nil {
+			if id, ok := _spec.ID.Value.(*uuid.UUID); ok {
+				_node.ID = *id
+			} else if err := _node.ID.Scan(_spec.ID.Value); err != nil {
+				return nil, err
+			}
+		}
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemTodoArgs lists, for idemgen's gqlgen plugin, the arguments from

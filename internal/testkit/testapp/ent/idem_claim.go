@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"entgo.io/ent/dialect/sql/sqlgraph"
+	"github.com/google/uuid"
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyrecord"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/shipment"
@@ -55,20 +57,52 @@ func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx ide
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*IdempotencyRecord, error) { return saveClaimIdempotencyRecord(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("IdempotencyRecord", err)
+}
+
+// claimInsertIdempotencyRecord is the claim INSERT of IdempotencyRecord, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertIdempotencyRecord = idembackend.ClaimInsert{Conflict: []string{idempotencyrecord.FieldTenantID, idempotencyrecord.FieldIdempotencyKey}}
+
+// saveClaimIdempotencyRecord is IdempotencyRecordCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertIdempotencyRecord, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimIdempotencyRecord(ctx context.Context, _c *IdempotencyRecordCreate) (*IdempotencyRecord, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*IdempotencyRecord, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertIdempotencyRecord.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		id := _spec.ID.Value.(int64)
+		_node.ID = int(id)
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemIdempotencyRecordArgs lists, for idemgen's gqlgen plugin, the arguments from
@@ -107,20 +141,57 @@ func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idembackend.
 			SetIdempotencyFingerprint(c.Fingerprint).
 			SetIdempotencyAttempt(c.Attempt).
 			SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
-			SetIdempotencyClaimedAt(c.ClaimedAt).
-			OnConflictColumns(shipment.FieldOrg, shipment.FieldIdempotencyKey).
-			DoNothing()
+			SetIdempotencyClaimedAt(c.ClaimedAt)
 		if c.Operation != nil {
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	// Save keeps the conflict clause the upsert builder set on create, and
-	// returns the row when it was inserted.
-	row, err := create.Save(ctx)
+	save := create.Save
+	if c.Key != "" {
+		save = func(ctx context.Context) (*Shipment, error) { return saveClaimShipment(ctx, create) }
+	}
+	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
 	return claimResult("Shipment", err)
+}
+
+// claimInsertShipment is the claim INSERT of Shipment, built once
+// per set of columns: ON CONFLICT on the key's unique index, DO NOTHING.
+var claimInsertShipment = idembackend.ClaimInsert{Conflict: []string{shipment.FieldOrg, shipment.FieldIdempotencyKey}}
+
+// saveClaimShipment is ShipmentCreate.Save for a claim: the same
+// defaults, hooks, validators and row, with the INSERT … ON CONFLICT DO
+// NOTHING of claimInsertShipment, which is built once, where ent's Save
+// builds its statement again for every row. It returns sql.ErrNoRows when
+// the key is taken.
+func saveClaimShipment(ctx context.Context, _c *ShipmentCreate) (*Shipment, error) {
+	if err := _c.defaults(); err != nil {
+		return nil, err
+	}
+	return withHooks(ctx, func(ctx context.Context) (*Shipment, error) {
+		if err := _c.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := _c.createSpec()
+		if err := claimInsertShipment.Create(ctx, _c.driver, _spec); err != nil {
+			if sqlgraph.IsConstraintError(err) {
+				err = &ConstraintError{msg: err.Error(), wrap: err}
+			}
+			return nil, err
+		}
+		if _spec.ID.Value != nil {
+			if id, ok := _spec.ID.Value.(*uuid.UUID); ok {
+				_node.ID = *id
+			} else if err := _node.ID.Scan(_spec.ID.Value); err != nil {
+				return nil, err
+			}
+		}
+		_c.mutation.id = &_node.ID
+		_c.mutation.done = true
+		return _node, nil
+	}, _c.mutation, _c.hooks)
 }
 
 // idemShipmentArgs lists, for idemgen's gqlgen plugin, the arguments from
