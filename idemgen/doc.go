@@ -15,7 +15,7 @@
 //		ix.EntGQLOption())                          // adds the directive and the mutations
 //	err = entc.Generate("./ent/schema", &gen.Config{}, entc.Extensions(gx, ix))
 //
-// The extension turns on ent's sql/upsert and sql/execquery features and
+// The extension turns on ent's sql/execquery feature (and sql/upsert) and
 // writes the idem_*.go files of AllTemplates into the ent package:
 // client.IdempotencyBackend() for idem.Config, a Claimed<T>(ctx) accessor
 // per record entity, and the claim insert. A claim builds its row from the

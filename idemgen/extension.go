@@ -80,9 +80,11 @@ func NewExtension(opts ...Option) (*Extension, error) {
 	return e, nil
 }
 
-// Options enables the ent features the generated code uses: upserts for the
-// claim (INSERT … ON CONFLICT DO NOTHING) and raw SQL on clients and
-// transactions for the record store.
+// Options enables the ent features the generated code uses: raw SQL on
+// clients and transactions for the record store. It keeps sql/upsert on
+// too, which the claim used before it built its own INSERT … ON CONFLICT
+// DO NOTHING (idembackend.ClaimInsert): applications that adopted the
+// library have had ent's upsert builders since, and may call them.
 func (e *Extension) Options() []entc.Option {
 	return []entc.Option{entc.FeatureNames("sql/upsert", "sql/execquery")}
 }

@@ -56,7 +56,7 @@ func runAnchor(ctx context.Context, cfg *config, tmp string, db *database) error
 		}
 	}
 	app := "loadtest_" + runID()
-	f := &fleet{bin: bin, env: db.serverEnv(dsnParams("application_name", app)), args: driverArgs(cfg), logDir: tmp, noProfile: true}
+	f := &fleet{bin: bin, env: db.serverEnv(dsnParams("application_name", app)), args: driverArgs(cfg), logDir: tmp, testApp: true}
 	defer f.stop()
 	for range cfg.servers {
 		if err := f.add(ctx, profile{name: "anchor"}); err != nil {

@@ -51,9 +51,10 @@ type fleet struct {
 	args    []string // flags every server gets
 	logDir  string
 	newPort bool // a restarted server listens on a new port
-	// noProfile: the servers take no provider flags (the test
-	// application's server of -anchor has no provider).
-	noProfile bool
+	// testApp: the servers are the test application's server of
+	// -anchor, which has no provider and no River: they take neither the
+	// provider flags nor a River client id.
+	testApp bool
 
 	mu      sync.Mutex
 	servers []*server
@@ -121,11 +122,12 @@ func (f *fleet) startOnce(s *server) error {
 		return err
 	}
 	defer logf.Close() // the child has its own descriptor
-	// The slot's River client id: unique among the running servers, the
-	// same across the slot's restarts.
-	riverID := fmt.Sprintf("loadtest-%s-%d", filepath.Base(f.logDir), s.index)
-	args := append([]string{"-addr", addr, "-river-id", riverID}, f.args...)
-	if !f.noProfile {
+	args := append([]string{"-addr", addr}, f.args...)
+	if !f.testApp {
+		// The slot's River client id: unique among the running servers,
+		// the same across the slot's restarts.
+		riverID := fmt.Sprintf("loadtest-%s-%d", filepath.Base(f.logDir), s.index)
+		args = append(args, "-river-id", riverID)
 		args = append(args, s.profile.args()...)
 	}
 	fmt.Fprintf(logf, "=== loadtest: start %s %s\n", f.bin, strings.Join(args, " "))
