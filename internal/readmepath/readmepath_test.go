@@ -357,7 +357,8 @@ func exported(t *testing.T, url string) {
 }
 
 // stats runs the guide's idemctl against the server's database: the
-// records of the requests sent are counted per entity.
+// records of the requests sent are counted per entity, and inspect knows
+// a record's mutation's window.
 func stats(t *testing.T, idemctl, dsn string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -374,6 +375,18 @@ func stats(t *testing.T, idemctl, dsn string) {
 		}
 	}
 	t.Logf("idemctl stats:\n%s", out)
+
+	// The guide's idemctl reads the GraphQL schema: inspect states the
+	// record's own window, not the entity's upper bound.
+	cmd = exec.CommandContext(ctx, idemctl, "inspect", "-tenant", "acme", "-key", "b-1")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+	out, err = cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("idemctl inspect: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "replays the stored response until") || strings.Contains(string(out), "at the latest") {
+		t.Errorf("idemctl inspect does not state the record's own window (has it read the schema?):\n%s", out)
+	}
 }
 
 type response struct {
