@@ -73,11 +73,12 @@ func (b *idempotencyBackend) insertOrder(ctx context.Context, tx idembackend.Tx,
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *Order
 	if c.Key != "" {
-		save = func(ctx context.Context) (*Order, error) { return saveClaimOrder(ctx, create) }
+		row, err = saveClaimOrder(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
@@ -179,11 +180,12 @@ func (b *idempotencyBackend) insertPageView(ctx context.Context, tx idembackend.
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *PageView
 	if c.Key != "" {
-		save = func(ctx context.Context) (*PageView, error) { return saveClaimPageView(ctx, create) }
+		row, err = saveClaimPageView(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
@@ -293,11 +295,12 @@ func (b *idempotencyBackend) insertPayment(ctx context.Context, tx idembackend.T
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *Payment
 	if c.Key != "" {
-		save = func(ctx context.Context) (*Payment, error) { return saveClaimPayment(ctx, create) }
+		row, err = saveClaimPayment(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
@@ -399,11 +402,12 @@ func (b *idempotencyBackend) insertRefund(ctx context.Context, tx idembackend.Tx
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *Refund
 	if c.Key != "" {
-		save = func(ctx context.Context) (*Refund, error) { return saveClaimRefund(ctx, create) }
+		row, err = saveClaimRefund(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}

@@ -73,11 +73,12 @@ func (b *idempotencyBackend) insertCategory(ctx context.Context, tx idembackend.
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *Category
 	if c.Key != "" {
-		save = func(ctx context.Context) (*Category, error) { return saveClaimCategory(ctx, create) }
+		row, err = saveClaimCategory(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
@@ -189,11 +190,12 @@ func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx ide
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *IdempotencyRecord
 	if c.Key != "" {
-		save = func(ctx context.Context) (*IdempotencyRecord, error) { return saveClaimIdempotencyRecord(ctx, create) }
+		row, err = saveClaimIdempotencyRecord(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
@@ -273,11 +275,12 @@ func (b *idempotencyBackend) insertTodo(ctx context.Context, tx idembackend.Tx, 
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *Todo
 	if c.Key != "" {
-		save = func(ctx context.Context) (*Todo, error) { return saveClaimTodo(ctx, create) }
+		row, err = saveClaimTodo(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}

@@ -62,11 +62,12 @@ func (b *idempotencyBackend) insertIdempotencyRecord(ctx context.Context, tx ide
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *IdempotencyRecord
 	if c.Key != "" {
-		save = func(ctx context.Context) (*IdempotencyRecord, error) { return saveClaimIdempotencyRecord(ctx, create) }
+		row, err = saveClaimIdempotencyRecord(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
@@ -146,11 +147,12 @@ func (b *idempotencyBackend) insertShipment(ctx context.Context, tx idembackend.
 			create.SetIdempotencyOperation(c.Operation)
 		}
 	}
-	save := create.Save
+	var row *Shipment
 	if c.Key != "" {
-		save = func(ctx context.Context) (*Shipment, error) { return saveClaimShipment(ctx, create) }
+		row, err = saveClaimShipment(ctx, create)
+	} else {
+		row, err = create.Save(ctx)
 	}
-	row, err := save(ctx)
 	if err == nil {
 		c.SetRow(row)
 	}
