@@ -460,32 +460,21 @@ func replayOnce(ctx context.Context, c *client, server int, in *intent) (answer,
 // the leader takes it for stuck), and returns how long it took (-1 if it
 // did not happen).
 func awaitReceipts(ctx context.Context, db *database) time.Duration {
-	start := time.Now()
-	sdb, err := db.open()
-	if err != nil {
-		return -1
-	}
-	defer sdb.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	for {
-		var n int
-		err := sdb.QueryRowContext(ctx, `SELECT count(*) FROM river_job WHERE kind = 'send_receipt' AND state NOT IN ('completed', 'discarded', 'cancelled')`).Scan(&n)
-		if err == nil && n == 0 {
-			return time.Since(start)
-		}
-		select {
-		case <-ctx.Done():
-			return -1
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return awaitNone(ctx, db, `SELECT count(*) FROM river_job WHERE kind = 'send_receipt' AND state NOT IN ('completed', 'discarded', 'cancelled')`)
 }
 
 // awaitRecovery waits until no payment is pending (every intent that still
 // retries has its answer by now, so what is left is the recoverer's work)
 // or ctx ends, and returns how long it took (-1 if it did not happen).
 func awaitRecovery(ctx context.Context, db *database) time.Duration {
+	return awaitNone(ctx, db, `SELECT count(*) FROM payments WHERE idempotency_status = 'pending'`)
+}
+
+// awaitNone polls count, a query of one count, until it answers 0 or ctx
+// ends, and returns how long it took (-1 if it did not happen).
+func awaitNone(ctx context.Context, db *database, count string) time.Duration {
 	start := time.Now()
 	sdb, err := db.open()
 	if err != nil {
@@ -494,7 +483,7 @@ func awaitRecovery(ctx context.Context, db *database) time.Duration {
 	defer sdb.Close()
 	for {
 		var n int
-		err := sdb.QueryRowContext(ctx, `SELECT count(*) FROM payments WHERE idempotency_status = 'pending'`).Scan(&n)
+		err := sdb.QueryRowContext(ctx, count).Scan(&n)
 		if err == nil && n == 0 {
 			return time.Since(start)
 		}

@@ -26,12 +26,7 @@ func TestPageViewCountSurvivesAKilledMaterializer(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
-			var env, args []string
-			if b == idemtest.Postgres {
-				env = append(env, "DATABASE_URL="+db.DSN)
-			} else {
-				args = append(args, "-db", db.DSN)
-			}
+			env, args := serverDatabase(db)
 			// Small batches, often: the kills land between and inside folds.
 			// Every server has the same periodic job: whichever leads
 			// enqueues it.

@@ -45,12 +45,9 @@ func TestKilledServerIsRecovered(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
-			env, args := []string{}, []string{}
+			env, args := serverDatabase(db)
 			providerDSN := db.DSN
-			if b == idemtest.Postgres {
-				env = append(env, "DATABASE_URL="+db.DSN)
-			} else {
-				args = append(args, "-db", db.DSN)
+			if b == idemtest.SQLite {
 				providerDSN = strings.TrimSuffix(db.DSN, ".db") + "-provider.db"
 			}
 			const (
@@ -159,6 +156,15 @@ func claimStatus(t *testing.T, db *idemtest.DB, b idemtest.Backend, key string) 
 type serverProcess struct {
 	*proctest.Process
 	url string
+}
+
+// serverDatabase is how the server is given db: PostgreSQL by
+// DATABASE_URL, a SQLite file by -db.
+func serverDatabase(db *idemtest.DB) (env, args []string) {
+	if db.Backend == idemtest.SQLite {
+		return nil, []string{"-db", db.DSN}
+	}
+	return []string{"DATABASE_URL=" + db.DSN}, nil
 }
 
 // startServer starts the server binary on a free loopback port and returns
@@ -270,12 +276,9 @@ func TestKilledServerIsRecoveredWithoutRetry(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
-			env, args := []string{}, []string{}
+			env, args := serverDatabase(db)
 			providerDSN := db.DSN
-			if b == idemtest.Postgres {
-				env = append(env, "DATABASE_URL="+db.DSN)
-			} else {
-				args = append(args, "-db", db.DSN)
+			if b == idemtest.SQLite {
 				providerDSN = strings.TrimSuffix(db.DSN, ".db") + "-provider.db"
 			}
 			args = append(args, "-lease", "1s", "-provider-response-latency", "2s")

@@ -23,12 +23,7 @@ func TestReceiptIsDeliveredAfterAKillBetweenCommitAndDelivery(t *testing.T) {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
-			var env, args []string
-			if b == idemtest.Postgres {
-				env = append(env, "DATABASE_URL="+db.DSN)
-			} else {
-				args = append(args, "-db", db.DSN)
-			}
+			env, args := serverDatabase(db)
 			args = append(args, "-river-id", "server-1", "-river-poll-interval", "50ms", "-river-rescue-after", "2s")
 			// The mailer never answers in time: the kill falls between the
 			// payment's commit and the receipt's delivery.

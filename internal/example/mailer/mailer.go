@@ -46,10 +46,7 @@ type Simulated struct {
 // NewSimulated returns a mailer that keeps its records in db (a PostgreSQL
 // database when postgres is true, else SQLite), creating its table.
 func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, error) {
-	ts := "TEXT"
-	if postgres {
-		ts = "TIMESTAMPTZ"
-	}
+	ts := simsql.TimeColumn(postgres)
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS mailer_receipts (
 		id TEXT PRIMARY KEY,
 		tenant TEXT NOT NULL,

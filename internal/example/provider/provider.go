@@ -98,10 +98,7 @@ type Simulated struct {
 // database when postgres is true, else SQLite), creating its table.
 func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, error) {
 	s := &Simulated{db: db, postgres: postgres}
-	ts := "TEXT"
-	if postgres {
-		ts = "TIMESTAMPTZ"
-	}
+	ts := simsql.TimeColumn(postgres)
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS provider_charges (
 		id TEXT PRIMARY KEY,
 		tenant TEXT NOT NULL,

@@ -18,6 +18,15 @@ func Now(postgres bool) any {
 	return time.Now().UTC().Format(time.RFC3339Nano)
 }
 
+// TimeColumn is the column type of the times Now writes: TIMESTAMPTZ on
+// PostgreSQL, TEXT on SQLite.
+func TimeColumn(postgres bool) string {
+	if postgres {
+		return "TIMESTAMPTZ"
+	}
+	return "TEXT"
+}
+
 // Rebind turns q's $1…$9 placeholders into SQLite's ? when postgres is
 // false.
 func Rebind(postgres bool, q string) string {
