@@ -11,19 +11,19 @@
 // test-output/.
 
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 
-import { backends, chromiumPath, launchChromium, outputDir, providerCharges, startGate, startServer, waitFor } from "./harness.mjs";
+import { backends, chromiumPath, launchChromium, removeProfile, outputDir, providerCharges, startGate, startServer, waitFor } from "./harness.mjs";
 
 describe("the checkout page after the browser was killed", { concurrency: true }, () => {
   for (const backend of backends) {
     test(`${backend}: Pay, SIGKILL while the provider answers, restart on the same profile: one live charge, the order paid`, async (t) => {
       assert.ok(existsSync(chromiumPath), `no browser at ${chromiumPath}: install Debian's chromium (./scripts/apt-install chromium) or set CHROMIUM`);
       const profile = mkdtempSync(join(tmpdir(), "idem-crash-"));
-      t.after(() => rmSync(profile, { recursive: true, force: true }));
+      t.after(() => removeProfile(profile));
       const gate = await startGate(t);
       gate.rule = () => "hold";
       const server = await startServer(t, backend, ["-provider-gate", gate.url]);

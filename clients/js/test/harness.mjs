@@ -346,10 +346,22 @@ export const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
  * same profile. Resolves to { browser, context, kill, close }; the test's
  * cleanup kills what is left.
  */
+const running = new Map(); // profile → the kill of each Chromium on it
+
+/**
+ * Removes a profile directory made for launchChromium, once every Chromium
+ * started on it is dead: for the test's cleanup.
+ */
+export async function removeProfile(profile) {
+  for (const kill of running.get(profile) ?? []) await kill();
+  running.delete(profile);
+  rmSync(profile, { recursive: true, force: true });
+}
+
 export async function launchChromium(t, profile, { width = 900, height = 1000 } = {}) {
   const { chromium } = await import("playwright-core");
-  const { rmSync: rm, readFileSync } = await import("node:fs");
-  rm(join(profile, "DevToolsActivePort"), { force: true });
+  const { readFileSync } = await import("node:fs");
+  rmSync(join(profile, "DevToolsActivePort"), { force: true });
   const child = spawn(
     chromiumPath,
     [
@@ -383,6 +395,7 @@ export async function launchChromium(t, profile, { width = 900, height = 1000 } 
     await exited;
   };
   t.after(kill);
+  running.set(profile, [...(running.get(profile) ?? []), kill]);
   const port = await waitFor("Chromium's DevTools port", () => {
     if (exit) throw Object.assign(new Error(`Chromium exited (${exit.code ?? exit.signal}):\n${stderr}`), { fatal: true });
     try {

@@ -7,7 +7,7 @@
 // backend; the provider's answer waits at a gate until the reload.
 
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,7 +15,7 @@ import { before, describe, test } from "node:test";
 
 import { build } from "esbuild";
 
-import { backends, gql, jsRoot, launchChromium, newTenant, providerCharges, startGate, startServer, waitFor } from "./harness.mjs";
+import { backends, gql, jsRoot, launchChromium, removeProfile, newTenant, providerCharges, startGate, startServer, waitFor } from "./harness.mjs";
 
 describe("useIntent in a React app, cross-origin", { concurrency: true }, () => {
   let bundle;
@@ -57,7 +57,7 @@ describe("useIntent in a React app, cross-origin", { concurrency: true }, () => 
       const orderID = created.data.createOrder.id;
 
       const profile = mkdtempSync(join(tmpdir(), "idem-react-"));
-      t.after(() => rmSync(profile, { recursive: true, force: true }));
+      t.after(() => removeProfile(profile));
       const chrome = await launchChromium(t, profile);
       const page = await chrome.context.newPage();
       const failures = [];
