@@ -109,8 +109,6 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
       assert.equal(await page.locator("#payment").isHidden(), true, "the answer has not arrived before the reload");
       await page.reload();
       await page.waitForSelector("body[data-ready=true]");
-      // The server sees the page that was left gone while the charge is in
-      // flight; then the provider may answer, and answers at once from now.
       // The page finds the payment it had sent, says so, and finishes it
       // with its key as soon as the provider answers.
       await visible("unfinished");
