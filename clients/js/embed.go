@@ -14,9 +14,9 @@ import (
 var dist embed.FS
 
 // Dist holds the package's modules by file name: index.js (intents, the
-// fetch function, the codes) and the modules it imports; also apollo.js and
-// urql.js, which import their frameworks by bare name and so need an import
-// map or a bundler, and node.js, which is for Node only.
+// fetch function, the codes) and the modules it imports; also apollo.js,
+// urql.js and react.js, which import their frameworks by bare name and so
+// need an import map or a bundler, and node.js, which is for Node only.
 var Dist fs.FS = func() fs.FS {
 	sub, err := fs.Sub(dist, "dist")
 	if err != nil {

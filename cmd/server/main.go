@@ -80,6 +80,7 @@ func run() error {
 		maxConns     = flag.Int("db-max-conns", idemdb.DefaultMaxConns, "most database connections of the application (PostgreSQL: keep the sum over all processes below max_connections); a request waits for a free one")
 		provConns    = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
 		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
+		corsOrigins  = flag.String("cors-origin", "", "comma-separated origins whose pages may call the server from a browser (CORS: the idempotency headers and X-Tenant-ID, X-User-ID allowed; Idempotent-Replayed exposed); \"*\" for any (off when empty)")
 		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 	)
 	// Request limits (idemhttp.Limits): 0 keeps the default, a negative value
@@ -205,6 +206,9 @@ func run() error {
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
+	}
+	if *corsOrigins != "" {
+		h = idemhttp.CORS{Origins: strings.Split(*corsOrigins, ","), AllowHeaders: []string{"X-Tenant-ID", "X-User-ID"}}.Handler(h)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)

@@ -1,10 +1,13 @@
 // The example's checkout page: create an order, pay it. Built on the
 // JavaScript client's fetch function (served from ./idem/, the package's
-// compiled modules), with intents kept in localStorage: each action gets
-// its key when it is armed, and keeps it across double clicks, retries and
-// reloads until the server's final answer.
+// compiled modules), with intents kept in IndexedDB, each written to disk
+// before its request leaves: each action gets its key when it is armed, and
+// keeps it across double clicks, retries, reloads and a browser killed in
+// the middle, until the server's final answer. The order on screen is kept
+// the same way (and in the URL), so that a browser started again finds it,
+// and the page finishes a payment it had sent.
 
-import { createFetch, Intents, ResponseError, webStorage } from "./idem/index.js";
+import { createFetch, indexedDBStorage, Intents, ResponseError } from "./idem/index.js";
 
 const CREATE_ORDER = `mutation CreateOrder($key: String, $input: CreateOrderInput!) {
   createOrder(idempotencyKey: $key, input: $input) { id amount currency paid }
@@ -18,8 +21,36 @@ const ORDER = `query Order($id: ID!) {
 }`;
 
 const $ = (id) => document.getElementById(id);
-const intents = new Intents(webStorage(localStorage, "idem.checkout.intent."));
-const tenant = () => localStorage.getItem("idem.checkout.tenant") || "demo";
+const intents = new Intents(indexedDBStorage("idem-checkout"));
+
+// The page's own state (the tenant, the order on screen), in IndexedDB
+// with the intents' durability: localStorage loses a write when the
+// browser is killed within seconds of it.
+const pageState = (() => {
+  let db;
+  const open = () =>
+    (db ??= new Promise((resolve, reject) => {
+      const req = indexedDB.open("idem-checkout-page", 1);
+      req.onupgradeneeded = () => req.result.createObjectStore("state");
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    }));
+  const run = async (mode, op) => {
+    const tx = (await open()).transaction("state", mode, { durability: "strict" });
+    const req = op(tx.objectStore("state"));
+    return new Promise((resolve, reject) => {
+      tx.oncomplete = () => resolve(req.result);
+      tx.onerror = tx.onabort = () => reject(tx.error);
+    });
+  };
+  return {
+    get: (name) => run("readonly", (s) => s.get(name)),
+    set: (name, value) => run("readwrite", (s) => (value === null ? s.delete(name) : s.put(value, name))),
+  };
+})();
+
+let tenantName = "demo";
+const tenant = () => tenantName;
 
 const send = createFetch({
   url: "/query",
@@ -28,11 +59,24 @@ const send = createFetch({
     log(`attempt ${r.attempt} of ${short(r.key)}: ${r.reason}${r.code ? ` (${r.code})` : ""}; retrying in ${r.delay} ms with the same key`),
 });
 
-// The order on screen survives a reload, as the intents do.
-let current = JSON.parse(localStorage.getItem("idem.checkout.order") || "null");
+let current = null; // { id } of the order on screen: in the URL and pageState
 let order = null; // as the server last answered
 let orderIntent = null; // armed when the form renders
 let payIntent = null; // armed when an unpaid order is shown
+
+/** Shows order (or none) and keeps it where a restarted browser finds it. */
+async function setCurrent(o) {
+  current = o;
+  const url = new URL(location.href);
+  if (o) url.searchParams.set("order", o.id);
+  else url.searchParams.delete("order");
+  history.replaceState(null, "", url);
+  await pageState.set(`order:${tenant()}`, o);
+}
+
+function money(amount, currency) {
+  return `${(amount / 100).toFixed(2)} ${currency}`;
+}
 
 function short(key) {
   return key.slice(0, 8) + "…";
@@ -63,12 +107,15 @@ async function arm() {
   $("order-key").textContent = orderIntent.key;
   payIntent = null;
   if (current && order && !order.paid) {
-    payIntent = await intents.getOrCreate({ name: "pay", meta: { tenant: tenant(), orderID: current.id } });
+    payIntent = await intents.getOrCreate({
+      name: "pay",
+      meta: { tenant: tenant(), orderID: current.id, amount: order.amount, currency: order.currency },
+    });
   }
   $("pay-key").textContent = payIntent ? payIntent.key : "";
   show("pay-key-line", !!payIntent);
   $("pay").disabled = !payIntent;
-  $("pay").textContent = order && !order.paid ? `Pay ${(order.amount / 100).toFixed(2)} ${order.currency}` : "Pay";
+  $("pay").textContent = order && !order.paid ? `Pay ${money(order.amount, order.currency)}` : "Pay";
   show("new-order", !!current);
   $("create-order").disabled = !!current && !orderIntent.sent;
 }
@@ -76,6 +123,7 @@ async function arm() {
 async function refresh() {
   if (!current) {
     order = null;
+    $("order-status").textContent = "";
     show("order", false);
     $("charges-count").textContent = "–";
     $("charges").replaceChildren();
@@ -84,13 +132,15 @@ async function refresh() {
   const res = await send({ query: ORDER, variables: { id: current.id } });
   order = res.data.order;
   if (!order) {
-    current = null;
-    localStorage.removeItem("idem.checkout.order");
+    await setCurrent(null);
     return refresh();
   }
   $("order-id").textContent = `#${order.id}`;
-  $("order-amount").textContent = `${(order.amount / 100).toFixed(2)} ${order.currency}`;
+  $("order-amount").textContent = money(order.amount, order.currency);
   $("order-paid").textContent = order.paid ? "yes" : "no";
+  $("order-status").textContent = order.paid
+    ? `Order #${order.id} is paid (${money(order.amount, order.currency)}).`
+    : `Order #${order.id} is not paid yet.`;
   show("order", true);
   const charges = res.data.providerCharges;
   $("charges-count").textContent = String(charges.length);
@@ -98,7 +148,7 @@ async function refresh() {
   $("charges").replaceChildren(
     ...charges.map((c) => {
       const tr = document.createElement("tr");
-      for (const v of [c.id, `${(c.amount / 100).toFixed(2)} ${c.currency}`, short(c.idempotencyKey), c.requests, c.voided ? "yes" : "no"]) {
+      for (const v of [c.id, money(c.amount, c.currency), short(c.idempotencyKey), c.requests, c.voided ? "yes" : "no"]) {
         const td = document.createElement("td");
         td.textContent = String(v);
         tr.append(td);
@@ -108,29 +158,67 @@ async function refresh() {
   );
 }
 
-async function renderUnfinished() {
+/** In words, what an unfinished intent was. */
+function describeIntent(intent) {
+  return intent.name === "pay"
+    ? `The payment of order #${intent.meta.orderID}${intent.meta.amount ? ` (${money(intent.meta.amount, intent.meta.currency)})` : ""}`
+    : "Creating an order";
+}
+
+async function renderUnfinished(failed = new Map()) {
   const sent = (await intents.list()).filter((i) => i.sent && i.meta?.tenant === tenant());
   $("unfinished-list").replaceChildren(
     ...sent.map((intent) => {
       const li = document.createElement("li");
-      const what = intent.name === "pay" ? `Payment of order #${intent.meta.orderID}` : "Order creation";
-      li.append(`${what}, key `);
-      const code = document.createElement("code");
-      code.textContent = intent.key;
+      li.append(
+        `${describeIntent(intent)} was sent, but this page was closed before the answer came, so it is not known yet whether it went through. ` +
+          (failed.has(intent.key)
+            ? `Finishing it did not work yet (${failed.get(intent.key)}). Try again: it will not be carried out twice. `
+            : "Finishing it now: it will not be carried out twice. "),
+      );
       const button = document.createElement("button");
       button.type = "button";
       button.className = "resume secondary";
       button.dataset.key = intent.key;
-      button.textContent = "Resume";
-      button.addEventListener("click", () => (intent.name === "pay" ? pay(intent) : createOrder(intent)));
-      li.append(code, " ", button);
+      button.textContent = "Try again";
+      button.hidden = !failed.has(intent.key);
+      button.addEventListener("click", () => resumeAll([intent]));
+      const code = document.createElement("code");
+      code.textContent = intent.key;
+      const small = document.createElement("small");
+      small.append(" (key ", code, ") ");
+      li.append(small, button);
       return li;
     }),
   );
   show("unfinished", sent.length > 0);
 }
 
+/**
+ * Finishes the intents sent before the page was left (a reload, a closed
+ * tab, a browser killed): each is sent again as it was first sent, with its
+ * key; the server runs it if no attempt did, or replays the attempt's
+ * answer. A payment is never made twice, and never left half done.
+ */
+async function resumeAll(list) {
+  const failed = new Map();
+  await renderUnfinished();
+  for (const intent of list) {
+    const ok = intent.name === "pay" ? await pay(intent, true) : await createOrder(intent);
+    if (!ok) failed.set(intent.key, $(intent.name === "pay" ? "payment-error" : "order-error").textContent);
+  }
+  await renderUnfinished(failed);
+  if (list.length > 0 && failed.size === 0) {
+    $("resumed").textContent =
+      list.length === 1
+        ? `${describeIntent(list[0])}, sent before this page was closed, is finished: see below.`
+        : `${list.length} actions sent before this page was closed are finished: see below.`;
+    show("resumed", true);
+  }
+}
+
 async function createOrder(intent = orderIntent) {
+  let ok = false;
   show("order-error", false);
   log(`create order with key ${short(intent.key)}`);
   try {
@@ -141,14 +229,14 @@ async function createOrder(intent = orderIntent) {
           variables: { input: { amount: Number($("amount").value), currency: $("currency").value.trim().toUpperCase() } },
           intent,
         });
-    current = { id: res.data.createOrder.id };
+    await setCurrent({ id: res.data.createOrder.id });
     $("order-used-key").textContent = res.key;
-    localStorage.setItem("idem.checkout.order", JSON.stringify(current));
     log(`order #${current.id} ${res.replayed ? "replayed" : "created"} after ${res.attempts} attempt(s)`);
     $("order-replayed").textContent = replayedText(res);
     show("payment", false);
     show("payment-error", false);
     $("pay-status").textContent = "";
+    ok = true;
   } catch (e) {
     $("order-error").textContent = describeError(e);
     show("order-error", true);
@@ -157,29 +245,31 @@ async function createOrder(intent = orderIntent) {
   await refresh();
   await arm();
   await renderUnfinished();
+  return ok;
 }
 
 let inFlight = 0;
 let clicks = 0;
 
-async function pay(intent = payIntent) {
-  if (!intent) return;
-  const click = ++clicks;
+async function pay(intent = payIntent, resumed = false) {
+  if (!intent) return false;
+  let ok = false;
+  const click = resumed ? clicks : ++clicks;
   inFlight++;
   $("pay-status").textContent = "paying…";
   show("payment-error", false);
-  const resuming = intent.sent && intent !== payIntent;
+  const resuming = resumed || (intent.sent && intent.key !== payIntent?.key);
   log(
     inFlight > 1
       ? `click ${click}: pay again while the payment is on its way; same intent, same key ${short(intent.key)}`
       : resuming
-        ? `click ${click}: resume the payment of order #${intent.meta.orderID}, sent before the page was left, with its key ${short(intent.key)}`
+        ? `resume the payment of order #${intent.meta.orderID}, sent before the page was left, with its key ${short(intent.key)}`
         : `click ${click}: pay order #${intent.meta.orderID} with key ${short(intent.key)}`,
   );
   try {
-    const res = resuming
+    const res = intent.sent
       ? await send.resume(intent)
-      : await send({ query: PAY, variables: { input: { orderID: intent.meta.orderID, amount: order.amount } }, intent });
+      : await send({ query: PAY, variables: { input: { orderID: intent.meta.orderID, amount: intent.meta.amount } }, intent });
     const p = res.data.createPayment;
     $("payment-id").textContent = `#${p.id}`;
     $("payment-key").textContent = res.key;
@@ -188,7 +278,11 @@ async function pay(intent = payIntent) {
     $("payment-attempts").textContent = String(res.attempts);
     show("payment", true);
     $("pay-status").textContent = "paid";
-    log(`click ${click}: payment #${p.id} ${res.replayed ? "replayed" : "made"} after ${res.attempts} attempt(s)`);
+    $("payment-summary").textContent = res.replayed
+      ? `Paid. The payment had already gone through (payment #${p.id}); it was not charged again.`
+      : `Paid. Payment #${p.id} went through.`;
+    log(`${resuming ? "resumed" : `click ${click}`}: payment #${p.id} ${res.replayed ? "replayed" : "made"} after ${res.attempts} attempt(s)`);
+    ok = true;
   } catch (e) {
     $("payment-error").textContent = describeError(e);
     show("payment-error", true);
@@ -200,13 +294,15 @@ async function pay(intent = payIntent) {
   await refresh();
   await arm();
   await renderUnfinished();
+  return ok;
 }
 
 async function init() {
+  tenantName = (await pageState.get("tenant")) || "demo";
   $("tenant").value = tenant();
-  $("tenant").addEventListener("change", () => {
-    localStorage.setItem("idem.checkout.tenant", $("tenant").value.trim() || "demo");
-    localStorage.removeItem("idem.checkout.order");
+  $("tenant").addEventListener("change", async () => {
+    await pageState.set("tenant", $("tenant").value.trim() || "demo");
+    await setCurrent(null);
     location.reload();
   });
   $("order-form").addEventListener("submit", (ev) => {
@@ -215,20 +311,30 @@ async function init() {
   });
   $("pay").addEventListener("click", () => pay());
   $("new-order").addEventListener("click", async () => {
-    current = null;
-    localStorage.removeItem("idem.checkout.order");
+    await setCurrent(null);
     show("payment", false);
     show("payment-error", false);
+    show("resumed", false);
+    $("payment-summary").textContent = "";
     $("order-replayed").textContent = "–";
     $("order-used-key").textContent = "–";
     $("pay-status").textContent = "";
     await refresh();
     await arm();
   });
+  // The order on screen: the URL's, else the one this browser kept, else
+  // the one of a payment sent before the page was left.
+  const unfinished = (await intents.list()).filter((i) => i.sent && i.meta?.tenant === tenant());
+  const fromURL = new URL(location.href).searchParams.get("order");
+  const pending = unfinished.find((i) => i.name === "pay");
+  current = fromURL ? { id: fromURL } : ((await pageState.get(`order:${tenant()}`)) ?? (pending ? { id: pending.meta.orderID } : null));
+  if (current) await setCurrent(current);
   await refresh();
   await arm();
   await renderUnfinished();
   document.body.dataset.ready = "true";
+  await resumeAll(unfinished);
+  document.body.dataset.settled = "true";
 }
 
 init().catch((e) => log(`the page failed to start: ${e.message}`));

@@ -183,8 +183,8 @@ func (e *Engine) refusal(r *request, d protocol.Decision, rec *record.Record) er
 			"idempotency key belongs to a row written outside the idempotency hook")
 	}
 	return refusal.Errorf(idemcode.KeyReused, r.key,
-		"idempotency key was first used for a different request: its %s; use a new key for a new intent",
-		fingerprint.Describe(d.Differences))
+		"idempotency key was first used for a different request: its %s; %s",
+		fingerprint.Describe(d.Differences), fingerprint.Advice(d.Differences))
 }
 
 // takeOver gives the record seen, pending and its lease run out, to a: it

@@ -1,4 +1,4 @@
-import { ApolloLink, Observable } from "@apollo/client";
+import { ApolloLink, Observable, type ApolloClient, type OperationVariables } from "@apollo/client";
 import { type DevOptions, type KeyOptions } from "./fetch.js";
 import { type Intent } from "./intents.js";
 import { type RetryOptions } from "./retry.js";
@@ -47,3 +47,17 @@ export declare class IdempotencyLink extends ApolloLink {
     constructor(options?: IdempotencyLinkOptions);
     request(operation: ApolloLink.Operation, forward: ApolloLink.ForwardFunction): Observable<ApolloLink.Result>;
 }
+/**
+ * Sends an unfinished intent's recorded request again through client (whose
+ * link chain has an {@link IdempotencyLink}), with its key: the document and
+ * variables as they were first sent, not the app's current mutation, which a
+ * deploy may have changed since. After a reload the server runs the
+ * request if no earlier attempt did, or replays that attempt's result.
+ *
+ * ```js
+ * for (const intent of await intents.list({ name: "pay" })) {
+ *   if (intent.sent) await resumeMutation(client, intent);
+ * }
+ * ```
+ */
+export declare function resumeMutation<TData = unknown>(client: ApolloClient, intent: Intent, options?: Omit<ApolloClient.MutateOptions<TData, OperationVariables>, "mutation" | "variables">): Promise<ApolloClient.MutateResult<TData>>;

@@ -100,7 +100,10 @@ export interface MutationFetch {
     /**
      * Sends an unfinished intent's recorded request again, with its key: after
      * a reload, the server runs it if no earlier attempt did, or replays the
-     * earlier attempt's result.
+     * earlier attempt's result. It sends the request as it was first sent
+     * (document and variables), not the app's current one: a deploy that
+     * changed the mutation's fields in between would otherwise be refused.
+     * (A send with a sent intent and another request resumes it too.)
      */
     resume<TData = unknown>(intent: Intent, options?: Pick<MutationRequest, "headers" | "signal">): Promise<MutationResult<TData>>;
 }

@@ -2,7 +2,7 @@
 // sends an intent's key and retries with it. The urql exchange sends
 // through the same code.
 import { declaresVariable, operationType } from "./document.js";
-import { singleFlight } from "./intents.js";
+import { canonical, singleFlight } from "./intents.js";
 import { Header, keyHeaderValue, newKey } from "./key.js";
 import { Defaults, idempotencyReports, isReplayed, parseBody, settle, } from "./retry.js";
 /**
@@ -124,6 +124,12 @@ export async function sendGraphQL(opts, warned, s) {
         return finish({ ...answer, attempts: 1 }, undefined, undefined, false);
     }
     const intent = req.intent;
+    if (intent?.request && !sameRequestAs(intent, req, opts)) {
+        // A sent intent is one request: what the server may have carried out.
+        // Another request under its key would be refused (IDEMPOTENCY_KEY_REUSED),
+        // and one under a new key might run the action twice; resume it.
+        return sendGraphQL(opts, warned, { ...s, request: { ...req, ...intent.request, variables: withKey(intent.request.variables, opts, req) } });
+    }
     const key = intent?.key ?? keyForCall(opts, warned, req.operationName);
     const headers = new Headers(s.headers);
     let variables = req.variables;
@@ -149,6 +155,25 @@ export async function sendGraphQL(opts, warned, s) {
     const run = () => settle(key, attemptOf(s, body, headers), { ...opts, signal: req.signal });
     const settled = intent ? await singleFlight(intent, body, run) : await run();
     return finish(settled, key, intent, ours);
+}
+/** Whether req, its key aside, is the request intent recorded when it was sent. */
+function sameRequestAs(intent, req, opts) {
+    const keyVariable = opts.keyVariable ?? Defaults.keyVariable;
+    const r = { query: req.query };
+    if (req.variables) {
+        const { [keyVariable]: _, ...rest } = req.variables;
+        r.variables = opts.keyIn === "header" ? req.variables : rest;
+    }
+    if (req.operationName)
+        r.operationName = req.operationName;
+    return canonical(r) === canonical(intent.request);
+}
+/** The recorded variables, with the key variable of req if it set one. */
+function withKey(variables, opts, req) {
+    const keyVariable = opts.keyVariable ?? Defaults.keyVariable;
+    if (opts.keyIn === "header" || !req.variables || !(keyVariable in req.variables))
+        return variables;
+    return { ...variables, [keyVariable]: req.variables[keyVariable] };
 }
 function attemptOf(s, body, headers) {
     return async (n, signal) => {

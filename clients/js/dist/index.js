@@ -5,7 +5,7 @@
 // "@goovo/idem-client/node".
 export { allCodes, Code, retryableCodes } from "./codes.js";
 export { createFetch, ResponseError, } from "./fetch.js";
-export { Intent, Intents } from "./intents.js";
+export { Intent, IntentDefaults, Intents } from "./intents.js";
 export { Header, keyHeaderValue, newKey } from "./key.js";
 export { classify, Defaults, idempotencyReports, isFinalCode, isKnownCode, isReplayed, isRetryableCode, RetriesExhaustedError, } from "./retry.js";
-export { indexedDBStorage, memoryStorage, webStorage, } from "./storage.js";
+export { defaultStorage, indexedDBStorage, memoryStorage, webStorage, } from "./storage.js";

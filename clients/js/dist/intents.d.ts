@@ -23,21 +23,61 @@ export interface IntentInit {
  * the key from the moment the action starts until a final answer, across
  * calls, retries and reloads.
  */
+/** How {@link Intents} keeps its intents. */
+export interface IntentsOptions {
+    /**
+     * How long an intent that was never sent is kept, in milliseconds: a form
+     * armed and left is forgotten after this, when the intents are next
+     * listed. An intent that was sent is kept until its final answer, however
+     * long that takes. Default one day.
+     */
+    unsentFor?: number;
+}
+/** Defaults of {@link IntentsOptions}. */
+export declare const IntentDefaults: {
+    /** One day. */
+    readonly unsentFor: number;
+};
+/**
+ * The intents of an app, kept in a storage: create one when the user starts
+ * an action (the form renders, the button is armed), hand it to every send
+ * of that action, and list the unfinished ones after a reload to resume
+ * them.
+ *
+ * A key per call is not enough: a double click is two calls, and a reload
+ * forgets a key held in memory, so either would send the action again under
+ * a new key, and the server would rightly run it twice. The intent holds
+ * the key from the moment the action starts until a final answer, across
+ * calls, retries, reloads and, with the default storage, a browser that was
+ * killed.
+ */
 export declare class Intents {
+    #private;
     /** Where the intents are kept. */
     readonly storage: IntentStorage;
-    /** storage defaults to {@link memoryStorage}, which a reload empties. */
-    constructor(storage?: IntentStorage);
+    /**
+     * storage defaults to {@link defaultStorage}: IndexedDB in a browser
+     * (writes flushed to disk before a request leaves), memory elsewhere.
+     * Constructing is safe without a browser (server-side rendering): the
+     * storage is chosen on first use.
+     */
+    constructor(storage?: IntentStorage, options?: IntentsOptions);
     /**
      * Creates an intent and stores it before returning: its key is made now,
      * once, and every send of the intent uses it.
      */
     create(init?: IntentInit): Promise<Intent>;
     /**
-     * The unfinished intent that has this name and meta (equal as JSON), the
-     * oldest if there are several, or a new one: what a form calls when it
-     * renders, so that after a reload the same action gets the same key
-     * (whether or not it was sent before the reload).
+     * The unfinished intent that has this name and meta (equal as JSON), or a
+     * new one: what a form calls when it renders, so that after a reload the
+     * same action gets the same key. An intent that was sent wins over one
+     * that was not (its request may have been carried out: it is to be
+     * resumed, not replaced), the oldest among equals.
+     *
+     * Calls for the same name and meta run one at a time, in this page and,
+     * where the browser has Web Locks, across its tabs: two calls at once (a
+     * component rendered twice, as React's StrictMode does) get the same
+     * intent, not two.
      */
     getOrCreate(init: IntentInit & {
         name: string;
@@ -84,6 +124,8 @@ export declare class Intent {
      * sent with any request; one that was must be resumed with the same.
      */
     get sent(): boolean;
+    /** When the request was recorded, just before its first send (RFC 3339). */
+    get sentAt(): string | undefined;
     /**
      * Removes the intent from its storage: the transports call it when a
      * final answer arrives; an app calls it when the user gives the action up.
@@ -91,8 +133,11 @@ export declare class Intent {
     forget(): Promise<void>;
     /**
      * Records request as the intent's request, in its storage, unless the
-     * intent has one: the transports call it before the first attempt, so
-     * that a reload finds what to resume. It reports whether request is the
+     * intent has one: the transports call it before the first attempt, and
+     * send only once it resolved, that is once the storage holds it (with
+     * IndexedDB, once the write's transaction completed, flushed to disk), so
+     * that a reload, or a browser started again after a crash, finds what to
+     * resume. It reports whether request is the
      * intent's request (a different one sent with the same key gets
      * IDEMPOTENCY_KEY_REUSED, an answer that does not settle the intent).
      */

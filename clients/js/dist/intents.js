@@ -1,6 +1,11 @@
 // Intents: one business action the user wants done once, and its key.
 import { newKey } from "./key.js";
-import { memoryStorage } from "./storage.js";
+import { defaultStorage } from "./storage.js";
+/** Defaults of {@link IntentsOptions}. */
+export const IntentDefaults = {
+    /** One day. */
+    unsentFor: 24 * 60 * 60 * 1000,
+};
 /**
  * The intents of an app, kept in a storage: create one when the user starts
  * an action (the form renders, the button is armed), hand it to every send
@@ -11,14 +16,22 @@ import { memoryStorage } from "./storage.js";
  * forgets a key held in memory, so either would send the action again under
  * a new key, and the server would rightly run it twice. The intent holds
  * the key from the moment the action starts until a final answer, across
- * calls, retries and reloads.
+ * calls, retries, reloads and, with the default storage, a browser that was
+ * killed.
  */
 export class Intents {
     /** Where the intents are kept. */
     storage;
-    /** storage defaults to {@link memoryStorage}, which a reload empties. */
-    constructor(storage = memoryStorage()) {
+    #unsentFor;
+    /**
+     * storage defaults to {@link defaultStorage}: IndexedDB in a browser
+     * (writes flushed to disk before a request leaves), memory elsewhere.
+     * Constructing is safe without a browser (server-side rendering): the
+     * storage is chosen on first use.
+     */
+    constructor(storage = defaultStorage(), options = {}) {
         this.storage = storage;
+        this.#unsentFor = options.unsentFor ?? IntentDefaults.unsentFor;
     }
     /**
      * Creates an intent and stores it before returning: its key is made now,
@@ -34,15 +47,23 @@ export class Intents {
         return new Intent(this, record);
     }
     /**
-     * The unfinished intent that has this name and meta (equal as JSON), the
-     * oldest if there are several, or a new one: what a form calls when it
-     * renders, so that after a reload the same action gets the same key
-     * (whether or not it was sent before the reload).
+     * The unfinished intent that has this name and meta (equal as JSON), or a
+     * new one: what a form calls when it renders, so that after a reload the
+     * same action gets the same key. An intent that was sent wins over one
+     * that was not (its request may have been carried out: it is to be
+     * resumed, not replaced), the oldest among equals.
+     *
+     * Calls for the same name and meta run one at a time, in this page and,
+     * where the browser has Web Locks, across its tabs: two calls at once (a
+     * component rendered twice, as React's StrictMode does) get the same
+     * intent, not two.
      */
     async getOrCreate(init) {
         const meta = canonical(init.meta ?? null);
-        const found = (await this.list()).find((i) => i.name === init.name && canonical(i.meta ?? null) === meta);
-        return found ?? this.create(init);
+        return exclusive(`idem.intent:${init.name}:${meta}`, async () => {
+            const same = (await this.list()).filter((i) => i.name === init.name && canonical(i.meta ?? null) === meta);
+            return same.find((i) => i.sent) ?? same[0] ?? this.create(init);
+        });
     }
     /** The intent with this key, if it is unfinished. */
     async get(key) {
@@ -57,11 +78,39 @@ export class Intents {
      */
     async list(filter = {}) {
         const records = await this.storage.list();
-        return records
+        const stale = new Date(Date.now() - this.#unsentFor).toISOString();
+        const kept = [];
+        for (const r of records) {
+            // An intent armed and never sent, long ago: nothing to resume.
+            if (!r.request && r.createdAt < stale)
+                await this.storage.delete(r.key);
+            else
+                kept.push(r);
+        }
+        return kept
             .filter((r) => filter.name === undefined || r.name === filter.name)
             .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0))
             .map((r) => new Intent(this, r));
     }
+}
+const chains = new Map();
+/**
+ * Runs fn alone among the calls with this name: after the ones before it in
+ * this page, and inside a Web Lock of the name where the browser has them,
+ * so that other tabs wait too.
+ */
+function exclusive(name, fn) {
+    const locks = globalThis.navigator?.locks;
+    const run = locks ? () => locks.request(name, fn) : fn;
+    const prev = chains.get(name) ?? Promise.resolve();
+    const next = prev.then(run, run);
+    const tail = next.catch(() => undefined);
+    chains.set(name, tail);
+    void tail.then(() => {
+        if (chains.get(name) === tail)
+            chains.delete(name);
+    });
+    return next;
 }
 /**
  * One action the user wants done once, and its idempotency key. Pass it to
@@ -80,6 +129,7 @@ export class Intent {
     /** When the intent was created (RFC 3339). */
     createdAt;
     #request;
+    #sentAt;
     /** Intents are made by {@link Intents.create} and read by {@link Intents.list}. */
     constructor(intents, record) {
         this.intents = intents;
@@ -88,6 +138,7 @@ export class Intent {
         this.meta = record.meta;
         this.createdAt = record.createdAt;
         this.#request = record.request;
+        this.#sentAt = record.sentAt;
     }
     /**
      * The request the intent sends, once one was sent: the first send
@@ -104,6 +155,10 @@ export class Intent {
     get sent() {
         return this.#request !== undefined;
     }
+    /** When the request was recorded, just before its first send (RFC 3339). */
+    get sentAt() {
+        return this.#sentAt;
+    }
     /**
      * Removes the intent from its storage: the transports call it when a
      * final answer arrives; an app calls it when the user gives the action up.
@@ -113,8 +168,11 @@ export class Intent {
     }
     /**
      * Records request as the intent's request, in its storage, unless the
-     * intent has one: the transports call it before the first attempt, so
-     * that a reload finds what to resume. It reports whether request is the
+     * intent has one: the transports call it before the first attempt, and
+     * send only once it resolved, that is once the storage holds it (with
+     * IndexedDB, once the write's transaction completed, flushed to disk), so
+     * that a reload, or a browser started again after a crash, finds what to
+     * resume. It reports whether request is the
      * intent's request (a different one sent with the same key gets
      * IDEMPOTENCY_KEY_REUSED, an answer that does not settle the intent).
      */
@@ -127,9 +185,11 @@ export class Intent {
             this.#request = stored.request;
             return sameRequest(stored.request, request);
         }
-        const record = { ...this.toJSON(), request };
+        const sentAt = new Date().toISOString();
+        const record = { ...this.toJSON(), request, sentAt };
         await this.intents.storage.set(record);
         this.#request = request;
+        this.#sentAt = sentAt;
         return true;
     }
     /** The intent as its storage keeps it. */
@@ -141,6 +201,8 @@ export class Intent {
             r.meta = this.meta;
         if (this.#request)
             r.request = this.#request;
+        if (this.#sentAt)
+            r.sentAt = this.#sentAt;
         return r;
     }
 }

@@ -1,7 +1,7 @@
 // The Apollo Client 4 link: mutations carry their intent's key and are
 // retried with it; queries pass through untouched.
 
-import { ApolloLink, Observable } from "@apollo/client";
+import { ApolloLink, gql, Observable, type ApolloClient, type OperationVariables } from "@apollo/client";
 import { ServerError, ServerParseError } from "@apollo/client/errors";
 import { print } from "@apollo/client/utilities";
 
@@ -88,6 +88,15 @@ export class IdempotencyLink extends ApolloLink {
     return new Observable<ApolloLink.Result>((observer) => {
       const abort = new AbortController();
       (async () => {
+        if (intent?.request) {
+          // A sent intent is one request, what the server may have carried
+          // out: it is sent again as recorded (a resume), whatever document
+          // the app holds now, which the server would refuse under this key.
+          operation.query = gql(intent.request.query);
+          const v = operation.variables[keyVariable];
+          operation.variables = { ...intent.request.variables };
+          if (v !== undefined && opts.keyIn !== "header") operation.variables[keyVariable] = v;
+        }
         const key = intent?.key ?? keyForCall(opts, this.#warned, operation.operationName);
         const recorded: IntentRequest = { query: print(operation.query) };
         if (Object.keys(operation.variables).length > 0) recorded.variables = { ...operation.variables };
@@ -158,4 +167,32 @@ function attempt(
     if (signal.aborted) stop();
     else signal.addEventListener("abort", stop, { once: true });
   });
+}
+
+/**
+ * Sends an unfinished intent's recorded request again through client (whose
+ * link chain has an {@link IdempotencyLink}), with its key: the document and
+ * variables as they were first sent, not the app's current mutation, which a
+ * deploy may have changed since. After a reload the server runs the
+ * request if no earlier attempt did, or replays that attempt's result.
+ *
+ * ```js
+ * for (const intent of await intents.list({ name: "pay" })) {
+ *   if (intent.sent) await resumeMutation(client, intent);
+ * }
+ * ```
+ */
+export function resumeMutation<TData = unknown>(
+  client: ApolloClient,
+  intent: Intent,
+  options: Omit<ApolloClient.MutateOptions<TData, OperationVariables>, "mutation" | "variables"> = {},
+): Promise<ApolloClient.MutateResult<TData>> {
+  const request = intent.request;
+  if (!request) return Promise.reject(new TypeError(`idem: intent ${intent.key} was never sent: there is nothing to resume`));
+  return client.mutate<TData>({
+    ...options,
+    mutation: gql(request.query),
+    variables: request.variables ?? {},
+    context: { ...options.context, intent },
+  }) as Promise<ApolloClient.MutateResult<TData>>;
 }

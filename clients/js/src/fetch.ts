@@ -3,7 +3,7 @@
 // through the same code.
 
 import { declaresVariable, operationType } from "./document.js";
-import { singleFlight, type Intent } from "./intents.js";
+import { canonical, singleFlight, type Intent } from "./intents.js";
 import { Header, keyHeaderValue, newKey } from "./key.js";
 import {
   Defaults,
@@ -142,7 +142,10 @@ export interface MutationFetch {
   /**
    * Sends an unfinished intent's recorded request again, with its key: after
    * a reload, the server runs it if no earlier attempt did, or replays the
-   * earlier attempt's result.
+   * earlier attempt's result. It sends the request as it was first sent
+   * (document and variables), not the app's current one: a deploy that
+   * changed the mutation's fields in between would otherwise be refused.
+   * (A send with a sent intent and another request resumes it too.)
    */
   resume<TData = unknown>(intent: Intent, options?: Pick<MutationRequest, "headers" | "signal">): Promise<MutationResult<TData>>;
 }
@@ -256,6 +259,12 @@ export async function sendGraphQL<TData>(
   }
 
   const intent = req.intent;
+  if (intent?.request && !sameRequestAs(intent, req, opts)) {
+    // A sent intent is one request: what the server may have carried out.
+    // Another request under its key would be refused (IDEMPOTENCY_KEY_REUSED),
+    // and one under a new key might run the action twice; resume it.
+    return sendGraphQL<TData>(opts, warned, { ...s, request: { ...req, ...intent.request, variables: withKey(intent.request.variables, opts, req) } });
+  }
   const key = intent?.key ?? keyForCall(opts, warned, req.operationName);
   const headers = new Headers(s.headers);
   let variables = req.variables;
@@ -279,6 +288,25 @@ export async function sendGraphQL<TData>(
   const run = () => settle(key, attemptOf(s, body, headers), { ...opts, signal: req.signal });
   const settled = intent ? await singleFlight(intent, body, run) : await run();
   return finish<TData>(settled, key, intent, ours);
+}
+
+/** Whether req, its key aside, is the request intent recorded when it was sent. */
+function sameRequestAs(intent: Intent, req: MutationRequest, opts: KeyOptions): boolean {
+  const keyVariable = opts.keyVariable ?? Defaults.keyVariable;
+  const r: IntentRequest = { query: req.query };
+  if (req.variables) {
+    const { [keyVariable]: _, ...rest } = req.variables;
+    r.variables = opts.keyIn === "header" ? req.variables : rest;
+  }
+  if (req.operationName) r.operationName = req.operationName;
+  return canonical(r) === canonical(intent.request);
+}
+
+/** The recorded variables, with the key variable of req if it set one. */
+function withKey(variables: Record<string, unknown> | undefined, opts: KeyOptions, req: MutationRequest): Record<string, unknown> | undefined {
+  const keyVariable = opts.keyVariable ?? Defaults.keyVariable;
+  if (opts.keyIn === "header" || !req.variables || !(keyVariable in req.variables)) return variables;
+  return { ...variables, [keyVariable]: req.variables[keyVariable] };
 }
 
 function attemptOf(s: Send, body: string, headers: Headers) {

@@ -15,7 +15,7 @@ export {
   type MutationRequest,
   type MutationResult,
 } from "./fetch.js";
-export { Intent, Intents, type IntentInit } from "./intents.js";
+export { Intent, IntentDefaults, Intents, type IntentInit, type IntentsOptions } from "./intents.js";
 export { Header, keyHeaderValue, newKey } from "./key.js";
 export {
   classify,
@@ -35,6 +35,7 @@ export {
   type RetryOptions,
 } from "./retry.js";
 export {
+  defaultStorage,
   indexedDBStorage,
   memoryStorage,
   webStorage,

@@ -1,7 +1,7 @@
 // Intents: one business action the user wants done once, and its key.
 
 import { newKey } from "./key.js";
-import { memoryStorage, type IntentRecord, type IntentRequest, type IntentStorage } from "./storage.js";
+import { defaultStorage, type IntentRecord, type IntentRequest, type IntentStorage } from "./storage.js";
 
 /** What an app says of a new intent. */
 export interface IntentInit {
@@ -28,13 +28,50 @@ export interface IntentInit {
  * the key from the moment the action starts until a final answer, across
  * calls, retries and reloads.
  */
+/** How {@link Intents} keeps its intents. */
+export interface IntentsOptions {
+  /**
+   * How long an intent that was never sent is kept, in milliseconds: a form
+   * armed and left is forgotten after this, when the intents are next
+   * listed. An intent that was sent is kept until its final answer, however
+   * long that takes. Default one day.
+   */
+  unsentFor?: number;
+}
+
+/** Defaults of {@link IntentsOptions}. */
+export const IntentDefaults = {
+  /** One day. */
+  unsentFor: 24 * 60 * 60 * 1000,
+} as const;
+
+/**
+ * The intents of an app, kept in a storage: create one when the user starts
+ * an action (the form renders, the button is armed), hand it to every send
+ * of that action, and list the unfinished ones after a reload to resume
+ * them.
+ *
+ * A key per call is not enough: a double click is two calls, and a reload
+ * forgets a key held in memory, so either would send the action again under
+ * a new key, and the server would rightly run it twice. The intent holds
+ * the key from the moment the action starts until a final answer, across
+ * calls, retries, reloads and, with the default storage, a browser that was
+ * killed.
+ */
 export class Intents {
   /** Where the intents are kept. */
   readonly storage: IntentStorage;
+  readonly #unsentFor: number;
 
-  /** storage defaults to {@link memoryStorage}, which a reload empties. */
-  constructor(storage: IntentStorage = memoryStorage()) {
+  /**
+   * storage defaults to {@link defaultStorage}: IndexedDB in a browser
+   * (writes flushed to disk before a request leaves), memory elsewhere.
+   * Constructing is safe without a browser (server-side rendering): the
+   * storage is chosen on first use.
+   */
+  constructor(storage: IntentStorage = defaultStorage(), options: IntentsOptions = {}) {
     this.storage = storage;
+    this.#unsentFor = options.unsentFor ?? IntentDefaults.unsentFor;
   }
 
   /**
@@ -50,15 +87,23 @@ export class Intents {
   }
 
   /**
-   * The unfinished intent that has this name and meta (equal as JSON), the
-   * oldest if there are several, or a new one: what a form calls when it
-   * renders, so that after a reload the same action gets the same key
-   * (whether or not it was sent before the reload).
+   * The unfinished intent that has this name and meta (equal as JSON), or a
+   * new one: what a form calls when it renders, so that after a reload the
+   * same action gets the same key. An intent that was sent wins over one
+   * that was not (its request may have been carried out: it is to be
+   * resumed, not replaced), the oldest among equals.
+   *
+   * Calls for the same name and meta run one at a time, in this page and,
+   * where the browser has Web Locks, across its tabs: two calls at once (a
+   * component rendered twice, as React's StrictMode does) get the same
+   * intent, not two.
    */
   async getOrCreate(init: IntentInit & { name: string }): Promise<Intent> {
     const meta = canonical(init.meta ?? null);
-    const found = (await this.list()).find((i) => i.name === init.name && canonical(i.meta ?? null) === meta);
-    return found ?? this.create(init);
+    return exclusive(`idem.intent:${init.name}:${meta}`, async () => {
+      const same = (await this.list()).filter((i) => i.name === init.name && canonical(i.meta ?? null) === meta);
+      return same.find((i) => i.sent) ?? same[0] ?? this.create(init);
+    });
   }
 
   /** The intent with this key, if it is unfinished. */
@@ -75,11 +120,38 @@ export class Intents {
    */
   async list(filter: { name?: string } = {}): Promise<Intent[]> {
     const records = await this.storage.list();
-    return records
+    const stale = new Date(Date.now() - this.#unsentFor).toISOString();
+    const kept: IntentRecord[] = [];
+    for (const r of records) {
+      // An intent armed and never sent, long ago: nothing to resume.
+      if (!r.request && r.createdAt < stale) await this.storage.delete(r.key);
+      else kept.push(r);
+    }
+    return kept
       .filter((r) => filter.name === undefined || r.name === filter.name)
       .sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0))
       .map((r) => new Intent(this, r));
   }
+}
+
+const chains = new Map<string, Promise<unknown>>();
+
+/**
+ * Runs fn alone among the calls with this name: after the ones before it in
+ * this page, and inside a Web Lock of the name where the browser has them,
+ * so that other tabs wait too.
+ */
+function exclusive<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  const locks = (globalThis.navigator as { locks?: { request(name: string, cb: () => Promise<T>): Promise<T> } } | undefined)?.locks;
+  const run = locks ? () => locks.request(name, fn) : fn;
+  const prev = chains.get(name) ?? Promise.resolve();
+  const next = prev.then(run, run);
+  const tail = next.catch(() => undefined);
+  chains.set(name, tail);
+  void tail.then(() => {
+    if (chains.get(name) === tail) chains.delete(name);
+  });
+  return next;
 }
 
 /**
@@ -99,6 +171,7 @@ export class Intent {
   /** When the intent was created (RFC 3339). */
   readonly createdAt: string;
   #request: IntentRequest | undefined;
+  #sentAt: string | undefined;
 
   /** Intents are made by {@link Intents.create} and read by {@link Intents.list}. */
   constructor(intents: Intents, record: IntentRecord) {
@@ -108,6 +181,7 @@ export class Intent {
     this.meta = record.meta;
     this.createdAt = record.createdAt;
     this.#request = record.request;
+    this.#sentAt = record.sentAt;
   }
 
   /**
@@ -127,6 +201,11 @@ export class Intent {
     return this.#request !== undefined;
   }
 
+  /** When the request was recorded, just before its first send (RFC 3339). */
+  get sentAt(): string | undefined {
+    return this.#sentAt;
+  }
+
   /**
    * Removes the intent from its storage: the transports call it when a
    * final answer arrives; an app calls it when the user gives the action up.
@@ -137,8 +216,11 @@ export class Intent {
 
   /**
    * Records request as the intent's request, in its storage, unless the
-   * intent has one: the transports call it before the first attempt, so
-   * that a reload finds what to resume. It reports whether request is the
+   * intent has one: the transports call it before the first attempt, and
+   * send only once it resolved, that is once the storage holds it (with
+   * IndexedDB, once the write's transaction completed, flushed to disk), so
+   * that a reload, or a browser started again after a crash, finds what to
+   * resume. It reports whether request is the
    * intent's request (a different one sent with the same key gets
    * IDEMPOTENCY_KEY_REUSED, an answer that does not settle the intent).
    */
@@ -150,9 +232,11 @@ export class Intent {
       this.#request = stored.request;
       return sameRequest(stored.request, request);
     }
-    const record: IntentRecord = { ...this.toJSON(), request };
+    const sentAt = new Date().toISOString();
+    const record: IntentRecord = { ...this.toJSON(), request, sentAt };
     await this.intents.storage.set(record);
     this.#request = request;
+    this.#sentAt = sentAt;
     return true;
   }
 
@@ -162,6 +246,7 @@ export class Intent {
     if (this.name !== undefined) r.name = this.name;
     if (this.meta !== undefined) r.meta = this.meta;
     if (this.#request) r.request = this.#request;
+    if (this.#sentAt) r.sentAt = this.#sentAt;
     return r;
   }
 }

@@ -335,3 +335,78 @@ export async function startGate(t) {
 export function newTenant(prefix = "t") {
   return `${prefix}-${Math.random().toString(36).slice(2, 10)}`;
 }
+
+export const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+/**
+ * Debian's Chromium as a process of its own (its own process group), on
+ * the profile directory profile, driven over the DevTools protocol by
+ * playwright-core: unlike a browser playwright launches, it can be killed
+ * with SIGKILL (kill()) as a crash or the OS would, and started again on the
+ * same profile. Resolves to { browser, context, kill, close }; the test's
+ * cleanup kills what is left.
+ */
+const running = new Map(); // profile → the kill of each Chromium on it
+
+/**
+ * Removes a profile directory made for launchChromium, once every Chromium
+ * started on it is dead: for the test's cleanup.
+ */
+export async function removeProfile(profile) {
+  for (const kill of running.get(profile) ?? []) await kill();
+  running.delete(profile);
+  rmSync(profile, { recursive: true, force: true });
+}
+
+export async function launchChromium(t, profile, { width = 900, height = 1000 } = {}) {
+  const { chromium } = await import("playwright-core");
+  const { readFileSync } = await import("node:fs");
+  rmSync(join(profile, "DevToolsActivePort"), { force: true });
+  const child = spawn(
+    chromiumPath,
+    [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--no-default-browser-check",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--hide-crash-restore-bubble",
+      "--remote-debugging-port=0",
+      `--window-size=${width},${height}`,
+      `--user-data-dir=${profile}`,
+      "about:blank",
+    ],
+    { detached: true, stdio: ["ignore", "ignore", "pipe"] },
+  );
+  let stderr = "";
+  child.stderr.on("data", (d) => (stderr += d));
+  let exit;
+  const exited = new Promise((r) => child.once("exit", (code, signal) => r((exit = { code, signal }))));
+  const kill = async () => {
+    if (!exit) {
+      try {
+        process.kill(-child.pid, "SIGKILL"); // the browser and its renderers, at once
+      } catch {}
+    }
+    await exited;
+  };
+  t.after(kill);
+  running.set(profile, [...(running.get(profile) ?? []), kill]);
+  const port = await waitFor("Chromium's DevTools port", () => {
+    if (exit) throw Object.assign(new Error(`Chromium exited (${exit.code ?? exit.signal}):\n${stderr}`), { fatal: true });
+    try {
+      return Number(readFileSync(join(profile, "DevToolsActivePort"), "utf8").split("\n")[0]) || undefined;
+    } catch {
+      return undefined;
+    }
+  });
+  const browser = await chromium.connectOverCDP(`http://127.0.0.1:${port}`);
+  const context = browser.contexts()[0];
+  context.setDefaultTimeout(60_000);
+  context.setDefaultNavigationTimeout(60_000);
+  return { browser, context, kill, pid: child.pid };
+}

@@ -11,6 +11,8 @@ import {
   allCodes,
   classify,
   Code,
+  createFetch,
+  indexedDBStorage,
   Intents,
   isFinalCode,
   isRetryableCode,
@@ -155,6 +157,74 @@ describe("intents", () => {
     // Another tab's Intent object of the same key sees what was recorded.
     const other = await intents.get(i.key);
     assert.deepEqual(other.request.variables, { a: 1, b: 2 });
+  });
+
+  test("getOrCreate called twice at once (StrictMode, two components) makes one intent", async () => {
+    const storage = memoryStorage();
+    const got = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => new Intents(storage).getOrCreate({ name: "pay", meta: { order: 1, n: i % 1 } })),
+    );
+    assert.deepEqual(new Set(got.map((i) => i.key)).size, 1);
+    assert.equal((await new Intents(storage).list()).length, 1);
+  });
+
+  test("getOrCreate prefers an unfinished sent intent over an older unsent one", async () => {
+    const storage = memoryStorage();
+    const intents = new Intents(storage);
+    const unsent = await intents.create({ name: "pay", meta: { order: 1 } });
+    const sent = await intents.create({ name: "pay", meta: { order: 1 } });
+    await sent.record({ query: "mutation P($key: String) { pay }" });
+    assert.ok(unsent.createdAt <= sent.createdAt);
+    const found = await new Intents(storage).getOrCreate({ name: "pay", meta: { order: 1 } });
+    assert.equal(found.key, sent.key, "the sent one, to resume");
+    assert.equal(found.sent, true);
+    assert.ok(found.sentAt);
+  });
+
+  test("an intent never sent expires; a sent one stays until its answer", async () => {
+    const storage = memoryStorage();
+    const old = new Date(Date.now() - 2 * 60_000).toISOString();
+    storage.set({ key: "UNSENT", name: "pay", createdAt: old });
+    storage.set({ key: "SENT", name: "pay", createdAt: old, request: { query: "mutation { a }" } });
+    const intents = new Intents(storage, { unsentFor: 60_000 });
+    assert.deepEqual((await intents.list()).map((i) => i.key), ["SENT"]);
+    assert.equal(storage.get("UNSENT"), undefined, "removed from the storage");
+    assert.equal((await new Intents(storage).list()).length, 1);
+  });
+
+  test("constructing without a browser does not throw (server-side rendering)", async () => {
+    assert.equal(globalThis.localStorage, undefined);
+    assert.equal(globalThis.indexedDB, undefined);
+    const intents = new Intents(); // memory here, IndexedDB in a browser
+    const web = webStorage();
+    const idb = indexedDBStorage();
+    assert.equal((await intents.create({ name: "x" })).key.length, 26);
+    assert.throws(() => web.list(), /no localStorage/);
+    await assert.rejects(async () => idb.list(), /no indexedDB/);
+  });
+
+  test("a sent intent always sends its recorded request, whatever the app sends now", async () => {
+    const bodies = [];
+    const send = createFetch({
+      url: "http://server.invalid/query",
+      fetch: async (_url, init) => {
+        bodies.push(JSON.parse(init.body));
+        return new Response(JSON.stringify({ data: { pay: { id: "1" } } }), { status: 200 });
+      },
+    });
+    const intents = new Intents();
+    const intent = await intents.create({ name: "pay" });
+    // Recorded before a reload, with the document of that deploy.
+    await intent.record({ query: "mutation Pay($key: String, $n: Int) { pay(key: $key, n: $n) { id } }", variables: { n: 1 } });
+    const again = await intents.get(intent.key);
+    // The new deploy's document selects more fields and the app passes other variables.
+    await send({ query: "mutation Pay($key: String, $n: Int) { pay(key: $key, n: $n) { id amount } }", variables: { n: 2 }, intent: again });
+    await send.resume(intent);
+    assert.equal(bodies.length, 2);
+    for (const b of bodies) {
+      assert.equal(b.query, "mutation Pay($key: String, $n: Int) { pay(key: $key, n: $n) { id } }");
+      assert.deepEqual(b.variables, { n: 1, key: intent.key });
+    }
   });
 
   test("single flight: the same body joins the send in flight; another body does not", async () => {

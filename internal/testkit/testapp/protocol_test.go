@@ -56,6 +56,14 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 		if narrower.Code() != string(idemcode.KeyReused) || !strings.Contains(narrower.Errors[0].Message, "selection set") {
 			t.Fatalf("different selection: %s", narrower.Body)
 		}
+		// The same action asked with other fields (a resume after a
+		// deploy): a new key would carry it out again.
+		if msg := narrower.Errors[0].Message; strings.Contains(msg, "use a new key for a new intent") || !strings.Contains(msg, "resend the request as it was first sent") {
+			t.Fatalf("the refusal of a different selection advises: %s", msg)
+		}
+		if !strings.Contains(other.Errors[0].Message, "use a new key for a new intent") {
+			t.Fatalf("the refusal of different arguments advises: %s", other.Errors[0].Message)
+		}
 		if other.Replayed || narrower.Replayed {
 			t.Fatal("a refusal is marked replayed")
 		}
