@@ -81,7 +81,15 @@ func run() error {
 		provConns    = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
 		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
 		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
+		playground   = flag.Bool("playground", true, "serve the GraphQL playground at / (false: / answers 404)")
 	)
+	// Shutdown phases (docs/operations.md, "Shutdown"): at SIGTERM /readyz
+	// fails at once, the server keeps serving for the grace, then stops
+	// accepting and waits up to the drain for the requests under way.
+	var sd shutdown
+	flag.DurationVar(&sd.Grace, "shutdown-grace", 0, "after SIGTERM, how long /readyz fails while the server still accepts and serves requests, so that load balancers stop sending before the listener closes (a second signal ends it early)")
+	flag.DurationVar(&sd.Drain, "shutdown-drain", 10*time.Second, "after the grace, how long requests under way may take to finish once the listener is closed; those still running then are cancelled")
+	flag.DurationVar(&sd.RiverStop, "shutdown-river", 10*time.Second, "after SIGTERM, how long River's running jobs may take to finish (beside the HTTP drain); those still running then are cancelled and run again elsewhere")
 	// Request limits (idemhttp.Limits): 0 keeps the default, a negative value
 	// turns the limit off.
 	var limits idemhttp.Limits
@@ -123,8 +131,21 @@ func run() error {
 	case !idemdb.IsPostgres(providerDSN):
 		return errors.New("PROVIDER_DATABASE_URL must be a postgres:// URL")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// ctx ends at the first SIGTERM or interrupt: the background work (the
+	// recoverer, the sweeper) stops then; requests are served on until the
+	// shutdown's phases say otherwise.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	go func() {
+		select {
+		case <-signals:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 
 	drv, err := openDriver(dsn, *dbDriver, *maxConns)
 	if err != nil {
@@ -164,7 +185,10 @@ func run() error {
 	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger, Limits: limits,
 		RecoverAfter: *recoverAfter, Done: ctx.Done()}
 	if *metricsAddr != "" {
-		mp, err := serveMetrics(ctx, *metricsAddr, logger)
+		// Served until run returns, the shutdown's phases included.
+		lifetime, end := context.WithCancel(context.Background())
+		defer end()
+		mp, err := serveMetrics(lifetime, *metricsAddr, logger)
 		if err != nil {
 			return err
 		}
@@ -189,16 +213,25 @@ func run() error {
 	// periodic fold. The sweeper and the recoverer stay on every process:
 	// their batches are fenced and skip what another process holds, so
 	// they need no leader, and keep working while River's is being elected.
-	stopWorkers, err := graph.StartWorkers(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
+	riv, err := graph.StartRiver(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
 		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue, Logger: logger})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		stopping, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = stopWorkers(stopping)
-	}()
+	// Readiness: the database, the claim tables and River answer.
+	health := idemhttp.NewHealth(
+		idemhttp.PingCheck("database", drv.DB()),
+		idemhttp.ReadinessCheck{Name: "claims", Check: idemctl.New(hook).CheckClaimTables},
+		idemhttp.ReadinessCheck{Name: "river", Check: riv.Check},
+	)
+	health.Logger = logger
+	mux := http.NewServeMux()
+	health.Mount(mux)
+	if !*playground {
+		mux.Handle("GET /{$}", http.NotFoundHandler())
+	}
+	mux.Handle("/", h)
+	sd.Health, sd.River, sd.Logger, sd.Signals = health, riv, logger, signals
 	// Listening before the log line names the address: a test that starts
 	// the server on port 0 reads its port there, with no window in which
 	// another process could take a port chosen in advance.
@@ -206,7 +239,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := sd.server(mux)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
@@ -214,14 +247,14 @@ func run() error {
 	if idemdb.IsPostgres(dsn) {
 		backend = "postgres"
 	}
-	logger.Info("serving GraphQL", "url", base+"/query", "playground", base+"/", "database", backend)
+	logger.Info("serving GraphQL", "url", base+"/query", "playground", base+"/", "database", backend,
+		"health", base+idemhttp.PathLive, "ready", base+idemhttp.PathReady)
 	select {
 	case err := <-errc:
+		_ = riv.Stop(context.Background())
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
+		return sd.run(srv)
 	}
 }
 
