@@ -38,7 +38,7 @@ type shutdown struct {
 	Logger  *slog.Logger
 	Signals <-chan os.Signal // a second signal ends the grace early
 
-	inFlight atomic.Int64  // requests whose handler runs
+	inFlight atomic.Int64   // requests whose handler runs
 	handlers sync.WaitGroup // the same, to wait for
 	cut      context.CancelFunc
 }
