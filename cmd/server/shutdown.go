@@ -112,7 +112,10 @@ func (s *shutdown) run(srv *http.Server) error {
 		n := s.inFlight.Load()
 		s.Logger.Warn("shutdown: the drain ran out; cancelling the requests still running", slog.Int64("in_flight", n))
 		s.cut()
-		_ = srv.Close()
+		// Closed after the handlers return, so that each client gets
+		// its request's answer (a retryable error) rather than a
+		// connection closed under it.
+		defer srv.Close()
 		if !s.waitHandlers(releaseWait) {
 			s.Logger.Error("shutdown: requests still running after their cancellation; they are cut when the database closes",
 				slog.Int64("in_flight", s.inFlight.Load()), slog.Duration("waited", releaseWait))
