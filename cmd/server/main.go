@@ -32,10 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
@@ -82,6 +79,7 @@ func run() error {
 		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
 		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
 		playground   = flag.Bool("playground", true, "serve the GraphQL playground at / (false: / answers 404)")
+		serviceName  = flag.String("service-name", "idem-example", "the metrics' service.name (OTEL_SERVICE_NAME wins)")
 	)
 	// Shutdown phases (docs/operations.md, "Shutdown"): at SIGTERM /readyz
 	// fails at once, the server keeps serving for the grace, then stops
@@ -188,11 +186,14 @@ func run() error {
 		// Served until run returns, the shutdown's phases included.
 		lifetime, end := context.WithCancel(context.Background())
 		defer end()
-		mp, err := serveMetrics(lifetime, *metricsAddr, logger)
+		mp, err := serveMetrics(lifetime, *metricsAddr, *serviceName, logger)
 		if err != nil {
 			return err
 		}
 		opts.MeterProvider = mp
+		if err := registerPoolMetrics(mp, "app", drv); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 		// How many effects wait in the outbox, how old the oldest is.
 		if err := idemoutbox.RegisterMetrics(mp, client.IdempotencyBackend().DB(), drv.Dialect()); err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -218,10 +219,17 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	admin := idemctl.New(hook)
+	if opts.MeterProvider != nil {
+		// Claims past their lease, per table.
+		if err := admin.RegisterMetrics(opts.MeterProvider); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 	// Readiness: the database, the claim tables and River answer.
 	health := idemhttp.NewHealth(
 		idemhttp.PingCheck("database", drv.DB()),
-		idemhttp.ReadinessCheck{Name: "claims", Check: idemctl.New(hook).CheckClaimTables},
+		idemhttp.ReadinessCheck{Name: "claims", Check: admin.CheckClaimTables},
 		idemhttp.ReadinessCheck{Name: "river", Check: riv.Check},
 	)
 	health.Logger = logger
@@ -239,7 +247,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	srv := sd.server(mux)
+	var served http.Handler = mux
+	if opts.MeterProvider != nil {
+		// HTTP requests: count, duration and status (OpenTelemetry's
+		// net/http instrumentation).
+		served = otelhttp.NewHandler(mux, "server", otelhttp.WithMeterProvider(opts.MeterProvider))
+	}
+	srv := sd.server(served)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
@@ -317,30 +331,6 @@ func httpGate(gateURL string) (func(context.Context, provider.ChargeRequest) err
 		}
 		return nil
 	}, nil
-}
-
-// serveMetrics exports the OpenTelemetry metrics in Prometheus format on a
-// listener of their own, so that the GraphQL port does not expose them.
-func serveMetrics(ctx context.Context, addr string, logger *slog.Logger) (*sdkmetric.MeterProvider, error) {
-	registry := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics server", slog.Any("error", err))
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	logger.Info("serving metrics", "url", "http://"+addr+"/metrics")
-	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)), nil
 }
 
 // openDriver opens the application's database: PostgreSQL on pgx unless
