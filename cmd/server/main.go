@@ -73,7 +73,9 @@ func run() error {
 		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
 		metricsAddr  = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
-		verbose      = flag.Bool("v", false, "log every refusal and takeover")
+		verbose      = flag.Bool("v", false, "log every refusal and takeover (-log-level debug)")
+		logFormat    = flag.String("log-format", "text", "log format: text (logfmt) or json (one JSON object a line)")
+		logLevel     = flag.String("log-level", "info", "least level logged: debug, info, warn or error (River's own lines are logged one level lower: its info at debug)")
 		maxConns     = flag.Int("db-max-conns", idemdb.DefaultMaxConns, "most database connections of the application (PostgreSQL: keep the sum over all processes below max_connections); a request waits for a free one")
 		provConns    = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
 		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
@@ -106,11 +108,11 @@ func run() error {
 	if *maxConns < 1 || *provConns < 1 {
 		return errors.New("-db-max-conns and -provider-max-conns must be at least 1")
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
+	logger, err := newLogger(os.Stderr, *logFormat, *logLevel, *verbose)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logConfiguration(logger)
 
 	dsn := os.Getenv("DATABASE_URL")
 	if dsn == "" {
@@ -215,7 +217,8 @@ func run() error {
 	// their batches are fenced and skip what another process holds, so
 	// they need no leader, and keep working while River's is being elected.
 	riv, err := graph.StartRiver(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
-		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue, Logger: logger})
+		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue,
+		Logger: riverLogger(logger)})
 	if err != nil {
 		return err
 	}
