@@ -36,6 +36,15 @@ type SendReceiptArgs struct {
 // Kind implements river.JobArgs.
 func (SendReceiptArgs) Kind() string { return "send_receipt" }
 
+// OutboxQueue is the River queue of the outbox's jobs: apart from the
+// counter's fold on River's default queue, so that a slow mailer does not
+// hold the fold back, nor the reverse, and each has its own workers.
+const OutboxQueue = "outbox"
+
+// InsertOpts implements river.JobArgsWithInsertOpts: the receipts go on
+// OutboxQueue.
+func (SendReceiptArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: OutboxQueue} }
+
 // sendReceipt sends a receipt through the mailer with the job's downstream
 // key: River may run a job twice (a worker that died after the mailer
 // answered), and the mailer sends once per key.
@@ -145,7 +154,7 @@ func StartRiver(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Wo
 		JobTimeout:           rescue / 2,
 		RescueStuckJobsAfter: rescue,
 		Workers:              workers,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, OutboxQueue: {MaxWorkers: 10}},
 		PollOnly:             w.PollOnly,
 		FetchPollInterval:    w.PollInterval,
 		Logger:               w.Logger,
