@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -95,6 +97,21 @@ func TestMetricsExistAtZero(t *testing.T) {
 			}
 			if _, ok := sample(page, `http_server_request_duration_seconds_count{`); !ok {
 				t.Errorf("no HTTP server duration after requests")
+			}
+			// Every metric the alert rules name exists on the server.
+			rules, err := os.ReadFile("../../ops/prometheus/alerts.yml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := regexp.MustCompile(`\bidem_[a-z_]+`).FindAllString(string(rules), -1)
+			if len(names) < 5 {
+				t.Fatalf("the rules name %d metrics: %v", len(names), names)
+			}
+			for _, name := range names {
+				if _, ok := sample(page, name+"{"); !ok && !strings.HasPrefix(name, "idem_field") && !strings.HasPrefix(name, "idem_table") &&
+					!strings.HasPrefix(name, "idem_code") && !strings.HasPrefix(name, "idem_origin") {
+					t.Errorf("ops/prometheus/alerts.yml names %s, which the server does not export", name)
+				}
 			}
 		})
 	}
