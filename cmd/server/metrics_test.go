@@ -98,24 +98,34 @@ func TestMetricsExistAtZero(t *testing.T) {
 			if _, ok := sample(page, `http_server_request_duration_seconds_count{`); !ok {
 				t.Errorf("no HTTP server duration after requests")
 			}
-			// Every metric the alert rules name exists on the server.
-			rules, err := os.ReadFile("../../ops/prometheus/alerts.yml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			names := regexp.MustCompile(`\bidem_[a-z_]+`).FindAllString(string(rules), -1)
-			if len(names) < 5 {
-				t.Fatalf("the rules name %d metrics: %v", len(names), names)
-			}
-			for _, name := range names {
-				if _, ok := sample(page, name+"{"); !ok && !strings.HasPrefix(name, "idem_field") && !strings.HasPrefix(name, "idem_table") &&
-					!strings.HasPrefix(name, "idem_code") && !strings.HasPrefix(name, "idem_origin") {
-					t.Errorf("ops/prometheus/alerts.yml names %s, which the server does not export", name)
+			// Every metric the alert rules and the dashboard's panels name
+			// exists on the server.
+			for _, file := range []string{"../../ops/prometheus/alerts.yml", "../../ops/grafana/idem.json"} {
+				text, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := regexp.MustCompile(`\b(idem|http_server|db_client|go)_[a-z_]+\b`).FindAllString(string(text), -1)
+				if len(names) < 5 {
+					t.Fatalf("%s names %d metrics: %v", file, len(names), names)
+				}
+				for _, name := range names {
+					if labels[name] {
+						continue
+					}
+					if _, ok := sample(page, name+"{"); !ok {
+						t.Errorf("%s names %s, which the server does not export", file, name)
+					}
 				}
 			}
 		})
 	}
 }
+
+// labels are the label names the rules and the dashboard use, which the
+// metric pattern also matches.
+var labels = map[string]bool{"idem_field": true, "idem_table": true, "idem_code": true, "idem_origin": true, "idem_failure": true,
+	"idem_mode": true, "db_client_connection_state": true, "http_response_status_code": true}
 
 // sample returns the value of the first sample of page whose line begins
 // with prefix (a metric name and its first labels).
