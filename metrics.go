@@ -4,7 +4,11 @@ import "github.com/goovo/idem/internal/engine"
 
 // Metric names of the hook's OpenTelemetry instruments (Config.MeterProvider).
 // Every instrument carries the attribute idem.field (the mutation); the
-// others say what else they carry.
+// others say what else they carry. Once the hook has read the GraphQL
+// schema (Hook.Handler, Hook.ReadSchema), every counter exists at zero for
+// each @idempotent field (failures for each class and origin, refusals for
+// IDEMPOTENCY_UNAVAILABLE, _KEY_REUSED and _KEY_EXPIRED), so that an alert
+// on its increase sees the first event, also after a restart.
 const (
 	// MetricClaims ("idem.claims") counts keys claimed for a first run
 	// (attribute idem.mode).
@@ -20,7 +24,9 @@ const (
 	MetricInProgress = engine.MetricInProgress
 	// MetricFailures ("idem.failures") counts failed runs (attribute
 	// idem.failure: "final", stored and replayed, or "retryable", rolled back
-	// and released).
+	// and released; attribute idem.origin: "client", a request's, or
+	// "recoverer", a run of Config.RecoverAfter's, so that each is alerted
+	// on apart).
 	MetricFailures = engine.MetricFailures
 	// MetricRefusals ("idem.refusals") counts the hook's other refusals
 	// (attribute idem.code: the error code).

@@ -36,6 +36,15 @@ type SendReceiptArgs struct {
 // Kind implements river.JobArgs.
 func (SendReceiptArgs) Kind() string { return "send_receipt" }
 
+// OutboxQueue is the River queue of the outbox's jobs: apart from the
+// counter's fold on River's default queue, so that a slow mailer does not
+// hold the fold back, nor the reverse, and each has its own workers.
+const OutboxQueue = "outbox"
+
+// InsertOpts implements river.JobArgsWithInsertOpts: the receipts go on
+// OutboxQueue.
+func (SendReceiptArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: OutboxQueue} }
+
 // sendReceipt sends a receipt through the mailer with the job's downstream
 // key: River may run a job twice (a worker that died after the mailer
 // answered), and the mailer sends once per key.
@@ -106,6 +115,31 @@ func MigrateRiver(ctx context.Context, drv idemdb.Driver) error {
 // receipts, and the counter materialiser. stop stops it, waiting for the
 // jobs that run.
 func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (stop func(context.Context) error, err error) {
+	r, err := StartRiver(ctx, client, drv, w)
+	if err != nil {
+		return nil, err
+	}
+	return r.Stop, nil
+}
+
+// cancelWait bounds how long River.Stop waits, once its context has ended,
+// for the jobs whose context it cancelled.
+const cancelWait = 5 * time.Second
+
+// River is the example's running River client (StartRiver).
+type River struct {
+	// Stop stops the client, waiting for the jobs that run until ctx ends;
+	// then it cancels those still running and waits up to five seconds
+	// more for them to return.
+	Stop func(ctx context.Context) error
+	// Check is River's readiness check (idemhttp.ReadinessCheck): the
+	// client has not stopped, and answers a listing of one queue through
+	// its own driver and pool.
+	Check func(ctx context.Context) error
+}
+
+// StartRiver is StartWorkers, with River's readiness check.
+func StartRiver(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (*River, error) {
 	if w.Mailer == nil {
 		return nil, errors.New("graph: StartWorkers needs a mailer")
 	}
@@ -120,7 +154,7 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 		JobTimeout:           rescue / 2,
 		RescueStuckJobsAfter: rescue,
 		Workers:              workers,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}, OutboxQueue: {MaxWorkers: 10}},
 		PollOnly:             w.PollOnly,
 		FetchPollInterval:    w.PollInterval,
 		Logger:               w.Logger,
@@ -157,15 +191,17 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 			if err != nil {
 				return nil, fmt.Errorf("river: %w", err)
 			}
-			stop, err := start(ctx, riverpgxv5.New(own), cfg)
+			r, err := start(ctx, riverpgxv5.New(own), cfg)
 			if err != nil {
 				own.Close()
 				return nil, err
 			}
-			return func(ctx context.Context) error {
+			stop := r.Stop
+			r.Stop = func(ctx context.Context) error {
 				defer own.Close()
 				return stop(ctx)
-			}, nil
+			}
+			return r, nil
 		}
 		return start(ctx, riverpgxv5.New(pool), cfg)
 	default:
@@ -176,7 +212,7 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 	}
 }
 
-func start[TTx any](ctx context.Context, d riverdriver.Driver[TTx], cfg *river.Config) (func(context.Context) error, error) {
+func start[TTx any](ctx context.Context, d riverdriver.Driver[TTx], cfg *river.Config) (*River, error) {
 	c, err := river.NewClient(d, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river: %w", err)
@@ -186,5 +222,26 @@ func start[TTx any](ctx context.Context, d riverdriver.Driver[TTx], cfg *river.C
 	if err := c.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("river: %w", err)
 	}
-	return c.Stop, nil
+	check := func(ctx context.Context) error {
+		select {
+		case <-c.Stopped():
+			return errors.New("river: the client stopped")
+		default:
+		}
+		_, err := c.QueueList(ctx, river.NewQueueListParams().First(1))
+		return err
+	}
+	stop := func(ctx context.Context) error {
+		err := c.Stop(ctx)
+		if err != nil && ctx.Err() != nil {
+			// The jobs still running are cancelled, and waited for a
+			// moment, so that none is cut by its pool closing; River runs
+			// each again later.
+			cancelled, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelWait)
+			defer cancel()
+			_ = c.StopAndCancel(cancelled)
+		}
+		return err
+	}
+	return &River{Stop: stop, Check: check}, nil
 }

@@ -37,6 +37,9 @@ type Admin struct {
 	// to the table's cutoff.
 	mu    sync.Mutex
 	swept map[sweptKey]time.Time
+	// failedSeen is what the sweeper last logged of the failed records,
+	// so that it logs them again only when they change.
+	failedSeen string
 }
 
 // sweptKey names one mutation's records in one table.
@@ -309,6 +312,8 @@ func (a *Admin) RunSweeper(ctx context.Context, every time.Duration, opts SweepO
 		case err == nil && (report.Archived() > 0 || report.Purged() > 0):
 			a.cfg.Logger.Info("idempotency sweep", slog.Int("archived", report.Archived()), slog.Int("purged", report.Purged()),
 				slog.Duration("elapsed", report.Elapsed))
+		case err == nil:
+			a.cfg.Logger.Debug("idempotency sweep", slog.Int("archived", 0), slog.Duration("elapsed", report.Elapsed))
 		}
 		if err == nil {
 			a.reportStuck(ctx)
@@ -329,10 +334,26 @@ func (a *Admin) reportStuck(ctx context.Context) {
 		a.cfg.Logger.Warn("idempotency records stuck in pending; inspect them with idemctl stuck",
 			slog.Int("shown", len(stuck)), slog.String("oldest_entity", stuck[0].Entity), slog.Any("oldest_claimed_at", stuck[0].ClaimedAt))
 	}
+	// The failed records are logged when they change (the newest one, or
+	// how many are shown), not at every sweep: they are ordinary final
+	// errors, kept for their retention.
 	failed, err := a.Failed(ctx, 10)
 	if err == nil && len(failed) > 0 {
-		a.cfg.Logger.Info("idempotency records failed (final errors, replayed to retries); list them with idemctl failed",
-			slog.Int("shown", len(failed)))
+		newest := failed[0].Table + "/" + failed[0].Tenant + "/" + failed[0].Key
+		for _, f := range failed[1:] {
+			if f.CompletedAt != nil && failed[0].CompletedAt != nil && f.CompletedAt.After(*failed[0].CompletedAt) {
+				newest = f.Table + "/" + f.Tenant + "/" + f.Key
+			}
+		}
+		seen := fmt.Sprint(len(failed), newest)
+		a.mu.Lock()
+		changed := seen != a.failedSeen
+		a.failedSeen = seen
+		a.mu.Unlock()
+		if changed {
+			a.cfg.Logger.Info("idempotency records failed (final errors, replayed to retries); list them with idemctl failed",
+				slog.Int("shown", len(failed)))
+		}
 	}
 }
 

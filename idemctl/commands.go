@@ -160,6 +160,13 @@ func (e *env) printInspect(w io.Writer, out inspectOutput, now time.Time) {
 			t.row("  lease until", stampAgo(r.LeaseExpiresAt, now))
 		}
 		t.row("  completed", stampAgo(r.CompletedAt, now))
+		if r.State == "succeeded" || r.State == "failed" {
+			by := "its client"
+			if r.Recovered {
+				by = "the recoverer (idem.Config.RecoverAfter), not its client"
+			}
+			t.row("  finished by", by)
+		}
 		if r.ArchivedAt != nil {
 			t.row("  archived", stampAgo(r.ArchivedAt, now))
 		}
@@ -208,6 +215,34 @@ type listOutput struct {
 	OlderThan string       `json:"olderThan,omitempty"`
 	Limit     int          `json:"limitPerTable"`
 	Records   []RecordInfo `json:"records"`
+	// Truncated names the tables that have more records than Limit.
+	Truncated []string `json:"truncated,omitempty"`
+}
+
+// truncate keeps at most limit records of each table of infos, which were
+// read with a limit of limit+1, and returns the tables that had more.
+func truncate(infos []RecordInfo, limit int) (kept []RecordInfo, truncated []string) {
+	n := map[string]int{}
+	for _, r := range infos {
+		if n[r.Table]++; n[r.Table] > limit {
+			if n[r.Table] == limit+1 {
+				truncated = append(truncated, r.Table)
+			}
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept, truncated
+}
+
+// printTruncated says which tables a listing cut short, and how to see
+// the rest.
+func printTruncated(w io.Writer, truncated []string, limit int) {
+	if len(truncated) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nTruncated: %s %s more than %d; see the rest with a larger -limit (-limit %d).\n",
+		strings.Join(truncated, ", "), map[bool]string{true: "has", false: "have"}[len(truncated) == 1], limit, limit*10)
 }
 
 func limitFlag(fs *flag.FlagSet) *int {
@@ -236,11 +271,12 @@ var stuckCmd = &subcommand{
 			return checkLimit(*limit)
 		}
 		run := func(ctx context.Context) error {
-			infos, err := e.admin.Stuck(ctx, *older, *limit)
+			infos, err := e.admin.Stuck(ctx, *older, *limit+1)
 			if err != nil {
 				return err
 			}
-			out := listOutput{OlderThan: formatDuration(*older), Limit: *limit, Records: orEmpty(infos)}
+			infos, truncated := truncate(infos, *limit)
+			out := listOutput{OlderThan: formatDuration(*older), Limit: *limit, Records: orEmpty(infos), Truncated: truncated}
 			now := e.now()
 			return e.emit(out, func(w io.Writer) {
 				if len(infos) == 0 {
@@ -258,6 +294,7 @@ var stuckCmd = &subcommand{
 					t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stamp(r.ClaimedAt), stampAgo(r.LeaseExpiresAt, now), by)
 				}
 				t.flush()
+				printTruncated(w, truncated, *limit)
 				fmt.Fprintf(w, "\nThe next request with such a key takes the claim over and runs the mutation again; so does, by itself, a server with\n"+
 					"-recover-after (idem.Config.RecoverAfter) for a claim finished by the recoverer. A claim still pending a retention window after\n"+
 					"it was made is stored as failed with IDEMPOTENCY_ABANDONED (see: %s failed).\n"+
@@ -274,11 +311,12 @@ var failedCmd = &subcommand{
 	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
 		limit := limitFlag(fs)
 		run := func(ctx context.Context) error {
-			infos, err := e.admin.Failed(ctx, *limit)
+			infos, err := e.admin.Failed(ctx, *limit+1)
 			if err != nil {
 				return err
 			}
-			out := listOutput{Limit: *limit, Records: orEmpty(infos)}
+			infos, truncated := truncate(infos, *limit)
+			out := listOutput{Limit: *limit, Records: orEmpty(infos), Truncated: truncated}
 			now := e.now()
 			return e.emit(out, func(w io.Writer) {
 				if len(infos) == 0 {
@@ -298,6 +336,7 @@ var failedCmd = &subcommand{
 					t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stampAgo(r.CompletedAt, now), clip(msg, 80))
 				}
 				t.flush()
+				printTruncated(w, truncated, *limit)
 			})
 		}
 		return func() error { return checkLimit(*limit) }, run
@@ -342,8 +381,14 @@ var recoveredCmd = &subcommand{
 					}
 					t.flush()
 				}
+				if len(infos) > 0 {
+					_, truncated := truncate(infos, *limit-1)
+					if len(truncated) > 0 {
+						fmt.Fprintf(w, "\nA table may have more than %d such records: see the rest with a larger -limit (-limit %d).\n", *limit, *limit*10)
+					}
+				}
 				if !complete {
-					fmt.Fprintf(w, "\nOnly the newest %d finished records of each table were read; use a shorter -since to see older ones.\n", recoveredScan)
+					fmt.Fprintf(w, "\nIncomplete: only the newest %d finished records of each table were read, not the whole %s; use a shorter -since to see older ones.\n", recoveredScan, human(*since))
 				}
 			})
 		}

@@ -181,6 +181,7 @@ func TestInspect(t *testing.T) {
 			"Mutation.createShipment", "Mutation.approveShipment",
 			compact(t, field(t, created)), compact(t, field(t, approved)),
 			"a retry gets  replays the stored response until ",
+			"finished by   its client",
 		} {
 			if !strings.Contains(text, want) {
 				t.Fatalf("inspect lacks %q:\n%s", want, text)
@@ -287,12 +288,17 @@ func TestStuck(t *testing.T) {
 			OlderThan string               `json:"olderThan"`
 			Limit     int                  `json:"limitPerTable"`
 			Records   []idemctl.RecordInfo `json:"records"`
+			Truncated []string             `json:"truncated"`
 		}
 		be.run("-json", "stuck", "-limit", "1").ok(t).json(t, &doc)
 		if doc.OlderThan != "1m30s" || doc.Limit != 1 || len(doc.Records) != 1 || doc.Records[0].Key != "stuck-1" ||
+			len(doc.Truncated) != 1 || doc.Truncated[0] != "shipments" ||
 			doc.Records[0].State != "pending" || doc.Records[0].LeaseExpiresAt == nil || doc.Records[0].Entity != "Shipment" ||
 			!doc.Records[0].Recoverable {
 			t.Fatalf("stuck -json: %+v", doc)
+		}
+		if text := be.run("stuck", "-limit", "1").ok(t).stdout; !strings.Contains(text, "Truncated: shipments has more than 1; see the rest with a larger -limit (-limit 10).") {
+			t.Fatalf("stuck -limit 1 does not say it is truncated:\n%s", text)
 		}
 		// -older and -lease move the threshold.
 		if text := be.run("stuck", "-older", "1h").ok(t).stdout; !strings.HasPrefix(text, "No stuck claims") {
@@ -352,6 +358,32 @@ func TestFailed(t *testing.T) {
 			if r.State != "failed" || len(r.Errors) != 1 || string(r.Data) != "null" {
 				t.Fatalf("failed record %+v", r)
 			}
+		}
+
+		// A listing cut short by -limit says so, and how to see the rest.
+		if r := be.Post("org-1", "no-stock-2", 100); r.Code() != "" {
+			t.Fatalf("second shipment: %s", r.Body)
+		}
+		be.Resolver.Hook = func(context.Context, *ent.Shipment) error {
+			return idem.Final(&gqlerror.Error{Message: "out of stock", Extensions: map[string]any{"code": "OUT_OF_STOCK"}})
+		}
+		be.Post("org-1", "no-stock-3", 100)
+		text = be.run("failed", "-limit", "1").ok(t).stdout
+		if !strings.Contains(text, "Truncated: shipments has more than 1; see the rest with a larger -limit (-limit 10).") ||
+			strings.Contains(text, "idempotency_records has") {
+			t.Fatalf("failed -limit 1 does not say it is truncated:\n%s", text)
+		}
+		var cut struct {
+			Limit     int                  `json:"limitPerTable"`
+			Records   []idemctl.RecordInfo `json:"records"`
+			Truncated []string             `json:"truncated"`
+		}
+		be.run("-json", "failed", "-limit", "1").ok(t).json(t, &cut)
+		if len(cut.Records) != 2 || len(cut.Truncated) != 1 || cut.Truncated[0] != "shipments" {
+			t.Fatalf("failed -json -limit 1: %+v", cut)
+		}
+		if text := be.run("failed", "-limit", "2").ok(t).stdout; strings.Contains(text, "Truncated") {
+			t.Fatalf("failed -limit 2 says it is truncated:\n%s", text)
 		}
 	})
 }

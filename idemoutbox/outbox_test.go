@@ -264,5 +264,16 @@ func TestStatsCountWaitingJobs(t *testing.T) {
 			stats[0].OldestWaiting < 0 || stats[0].OldestWaiting > time.Hour {
 			t.Fatalf("stats %+v, want 3 test_mail jobs waiting, the oldest inserted just now", stats)
 		}
+		// A job a worker runs is running, not waiting.
+		if _, err := be2.DB().ExecContext(context.Background(), `UPDATE river_job SET state = 'running' WHERE id = (SELECT min(id) FROM river_job)`); err != nil {
+			t.Fatal(err)
+		}
+		stats, err = idemoutbox.Stats(context.Background(), be2.DB(), be2.Dialect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stats) != 1 || stats[0].Waiting != 2 || stats[0].Running != 1 {
+			t.Fatalf("stats %+v, want 2 test_mail jobs waiting and 1 running", stats)
+		}
 	})
 }

@@ -17,11 +17,12 @@ import (
 // effects that wait, and those River gave up on.
 type KindStats struct {
 	Kind string `json:"kind"`
-	// Waiting counts the jobs not done yet: available, scheduled,
-	// pending, running, and retryable (which failed and run again).
+	// Waiting counts the jobs waiting to run: available, scheduled,
+	// pending, and retryable (which failed and run again).
 	Waiting int64 `json:"waiting"`
-	// Running and Retrying are among Waiting.
-	Running  int64 `json:"running"`
+	// Running counts the jobs a worker is running, apart from Waiting.
+	Running int64 `json:"running"`
+	// Retrying, the retryable jobs, are among Waiting.
 	Retrying int64 `json:"retrying"`
 	// Failed counts the jobs River gave up on (discarded: out of attempts,
 	// or cancelled), whose effect did not happen.
@@ -65,13 +66,12 @@ func Stats(ctx context.Context, ex idembackend.Executor, dialect string) ([]Kind
 			k.Completed += n
 		case "discarded", "cancelled":
 			k.Failed += n
-		default: // available, scheduled, pending, running, retryable
+		case "running":
+			k.Running += n
+		default: // available, scheduled, pending, retryable
 			k.Waiting += n
 			k.OldestWaiting = max(k.OldestWaiting, time.Duration(seconds.Float64*float64(time.Second)))
-			switch state {
-			case "running":
-				k.Running += n
-			case "retryable":
+			if state == "retryable" {
 				k.Retrying += n
 			}
 		}
@@ -93,10 +93,16 @@ func Stats(ctx context.Context, ex idembackend.Executor, dialect string) ([]Kind
 }
 
 // Metric names of RegisterMetrics' instruments, with the attribute kind
-// (the job's).
+// (the job's). They count the shared database's jobs, so every process
+// reports the same numbers: aggregate them over processes with max(),
+// never sum().
 const (
-	// MetricJobsWaiting ("idem.outbox.waiting") is how many jobs wait.
+	// MetricJobsWaiting ("idem.outbox.waiting") is how many jobs wait to
+	// run.
 	MetricJobsWaiting = "idem.outbox.waiting"
+	// MetricJobsRunning ("idem.outbox.running") is how many jobs a worker
+	// runs.
+	MetricJobsRunning = "idem.outbox.running"
 	// MetricJobsFailed ("idem.outbox.failed") is how many jobs River gave
 	// up on.
 	MetricJobsFailed = "idem.outbox.failed"
@@ -110,7 +116,11 @@ const (
 // failed for good.
 func RegisterMetrics(mp metric.MeterProvider, ex idembackend.Executor, dialect string) error {
 	m := mp.Meter("github.com/goovo/idem/idemoutbox")
-	waiting, err := m.Int64ObservableGauge(MetricJobsWaiting, metric.WithDescription("River jobs not done yet (available, scheduled, running, retryable)"))
+	waiting, err := m.Int64ObservableGauge(MetricJobsWaiting, metric.WithDescription("River jobs waiting to run (available, scheduled, pending, retryable); the same in every process: aggregate with max()"))
+	if err != nil {
+		return err
+	}
+	running, err := m.Int64ObservableGauge(MetricJobsRunning, metric.WithDescription("River jobs a worker runs; the same in every process: aggregate with max()"))
 	if err != nil {
 		return err
 	}
@@ -118,7 +128,7 @@ func RegisterMetrics(mp metric.MeterProvider, ex idembackend.Executor, dialect s
 	if err != nil {
 		return err
 	}
-	oldest, err := m.Float64ObservableGauge(MetricOldestWaiting, metric.WithUnit("s"), metric.WithDescription("age of the oldest River job not done yet"))
+	oldest, err := m.Float64ObservableGauge(MetricOldestWaiting, metric.WithUnit("s"), metric.WithDescription("age of the oldest River job waiting to run"))
 	if err != nil {
 		return err
 	}
@@ -130,10 +140,11 @@ func RegisterMetrics(mp metric.MeterProvider, ex idembackend.Executor, dialect s
 		for _, k := range stats {
 			kind := metric.WithAttributes(attribute.String("kind", k.Kind))
 			o.ObserveInt64(waiting, k.Waiting, kind)
+			o.ObserveInt64(running, k.Running, kind)
 			o.ObserveInt64(failed, k.Failed, kind)
 			o.ObserveFloat64(oldest, k.OldestWaiting.Seconds(), kind)
 		}
 		return nil
-	}, waiting, failed, oldest)
+	}, waiting, running, failed, oldest)
 	return err
 }

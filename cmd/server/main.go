@@ -32,10 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
@@ -76,13 +73,24 @@ func run() error {
 		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
 		metricsAddr  = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
-		verbose      = flag.Bool("v", false, "log every refusal and takeover")
+		verbose      = flag.Bool("v", false, "log every refusal and takeover (-log-level debug)")
+		logFormat    = flag.String("log-format", "text", "log format: text (logfmt) or json (one JSON object a line)")
+		logLevel     = flag.String("log-level", "info", "least level logged: debug, info, warn or error (River's own lines are logged one level lower: its info at debug)")
 		maxConns     = flag.Int("db-max-conns", idemdb.DefaultMaxConns, "most database connections of the application (PostgreSQL: keep the sum over all processes below max_connections); a request waits for a free one")
 		provConns    = flag.Int("provider-max-conns", 4, "most database connections of the simulated provider's ledger")
 		dbDriver     = flag.String("db-driver", "pgx", "PostgreSQL only: pgx (the hook's statements pipelined, the default) or database/sql (one statement per round trip: the path before the pipelined store, kept to compare)")
 		corsOrigins  = flag.String("cors-origin", "", "comma-separated origins whose pages may call the server from a browser (CORS: the idempotency headers and X-Tenant-ID, X-User-ID allowed; Idempotent-Replayed exposed); \"*\" for any (off when empty)")
 		connectWait  = flag.Duration("db-connect-timeout", time.Minute, "how long to keep trying to connect at start while the database is down, restarting or full, before giving up")
+		playground   = flag.Bool("playground", true, "serve the GraphQL playground at / (false: / answers 404)")
+		serviceName  = flag.String("service-name", "idem-example", "the metrics' service.name (OTEL_SERVICE_NAME wins)")
 	)
+	// Shutdown phases (docs/operations.md, "Shutdown"): at SIGTERM /readyz
+	// fails at once, the server keeps serving for the grace, then stops
+	// accepting and waits up to the drain for the requests under way.
+	var sd shutdown
+	flag.DurationVar(&sd.Grace, "shutdown-grace", 0, "after SIGTERM, how long /readyz fails while the server still accepts and serves requests, so that load balancers stop sending before the listener closes (a second signal ends it early)")
+	flag.DurationVar(&sd.Drain, "shutdown-drain", 10*time.Second, "after the grace, how long requests under way may take to finish once the listener is closed; those still running then are cancelled")
+	flag.DurationVar(&sd.RiverStop, "shutdown-river", 10*time.Second, "after SIGTERM, how long River's running jobs may take to finish (beside the HTTP drain); those still running then are cancelled and run again elsewhere")
 	// Request limits (idemhttp.Limits): 0 keeps the default, a negative value
 	// turns the limit off.
 	var limits idemhttp.Limits
@@ -101,11 +109,11 @@ func run() error {
 	if *maxConns < 1 || *provConns < 1 {
 		return errors.New("-db-max-conns and -provider-max-conns must be at least 1")
 	}
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
+	logger, err := newLogger(os.Stderr, *logFormat, *logLevel, *verbose)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	logConfiguration(logger)
 
 	dsn := os.Getenv("DATABASE_URL")
 	if dsn == "" {
@@ -124,8 +132,21 @@ func run() error {
 	case !idemdb.IsPostgres(providerDSN):
 		return errors.New("PROVIDER_DATABASE_URL must be a postgres:// URL")
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// ctx ends at the first SIGTERM or interrupt: the background work (the
+	// recoverer, the sweeper) stops then; requests are served on until the
+	// shutdown's phases say otherwise.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	go func() {
+		select {
+		case <-signals:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 
 	drv, err := openDriver(dsn, *dbDriver, *maxConns)
 	if err != nil {
@@ -165,11 +186,17 @@ func run() error {
 	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger, Limits: limits,
 		RecoverAfter: *recoverAfter, Done: ctx.Done()}
 	if *metricsAddr != "" {
-		mp, err := serveMetrics(ctx, *metricsAddr, logger)
+		// Served until run returns, the shutdown's phases included.
+		lifetime, end := context.WithCancel(context.Background())
+		defer end()
+		mp, err := serveMetrics(lifetime, *metricsAddr, *serviceName, logger)
 		if err != nil {
 			return err
 		}
 		opts.MeterProvider = mp
+		if err := registerPoolMetrics(mp, "app", drv); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 		// How many effects wait in the outbox, how old the oldest is.
 		if err := idemoutbox.RegisterMetrics(mp, client.IdempotencyBackend().DB(), drv.Dialect()); err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -190,16 +217,33 @@ func run() error {
 	// periodic fold. The sweeper and the recoverer stay on every process:
 	// their batches are fenced and skip what another process holds, so
 	// they need no leader, and keep working while River's is being elected.
-	stopWorkers, err := graph.StartWorkers(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
-		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue, Logger: logger})
+	riv, err := graph.StartRiver(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
+		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue,
+		Logger: riverLogger(logger)})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		stopping, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = stopWorkers(stopping)
-	}()
+	admin := idemctl.New(hook)
+	if opts.MeterProvider != nil {
+		// Claims past their lease, per table.
+		if err := admin.RegisterMetrics(opts.MeterProvider); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
+	// Readiness: the database, the claim tables and River answer.
+	health := idemhttp.NewHealth(
+		idemhttp.PingCheck("database", drv.DB()),
+		idemhttp.ReadinessCheck{Name: "claims", Check: admin.CheckClaimTables},
+		idemhttp.ReadinessCheck{Name: "river", Check: riv.Check},
+	)
+	health.Logger = logger
+	mux := http.NewServeMux()
+	health.Mount(mux)
+	if !*playground {
+		mux.Handle("GET /{$}", http.NotFoundHandler())
+	}
+	mux.Handle("/", h)
+	sd.Health, sd.River, sd.Logger, sd.Signals = health, riv, logger, signals
 	// Listening before the log line names the address: a test that starts
 	// the server on port 0 reads its port there, with no window in which
 	// another process could take a port chosen in advance.
@@ -207,10 +251,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var served http.Handler = mux
 	if *corsOrigins != "" {
-		h = idemhttp.CORS{Origins: strings.Split(*corsOrigins, ","), AllowHeaders: []string{"X-Tenant-ID", "X-User-ID"}}.Handler(h)
+		served = idemhttp.CORS{Origins: strings.Split(*corsOrigins, ","), AllowHeaders: []string{"X-Tenant-ID", "X-User-ID"}}.Handler(served)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if opts.MeterProvider != nil {
+		// HTTP requests: count, duration and status (OpenTelemetry's
+		// net/http instrumentation).
+		served = otelhttp.NewHandler(served, "server", otelhttp.WithMeterProvider(opts.MeterProvider))
+	}
+	srv := sd.server(served)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
@@ -218,14 +268,14 @@ func run() error {
 	if idemdb.IsPostgres(dsn) {
 		backend = "postgres"
 	}
-	logger.Info("serving GraphQL", "url", base+"/query", "playground", base+"/", "database", backend)
+	logger.Info("serving GraphQL", "url", base+"/query", "playground", base+"/", "database", backend,
+		"health", base+idemhttp.PathLive, "ready", base+idemhttp.PathReady)
 	select {
 	case err := <-errc:
+		_ = riv.Stop(context.Background())
 		return err
 	case <-ctx.Done():
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdown)
+		return sd.run(srv)
 	}
 }
 
@@ -288,30 +338,6 @@ func httpGate(gateURL string) (func(context.Context, provider.ChargeRequest) err
 		}
 		return nil
 	}, nil
-}
-
-// serveMetrics exports the OpenTelemetry metrics in Prometheus format on a
-// listener of their own, so that the GraphQL port does not expose them.
-func serveMetrics(ctx context.Context, addr string, logger *slog.Logger) (*sdkmetric.MeterProvider, error) {
-	registry := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(registry))
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics server", slog.Any("error", err))
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	logger.Info("serving metrics", "url", "http://"+addr+"/metrics")
-	return sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)), nil
 }
 
 // openDriver opens the application's database: PostgreSQL on pgx unless

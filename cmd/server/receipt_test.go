@@ -33,6 +33,11 @@ func TestReceiptIsDeliveredAfterAKillBetweenCommitAndDelivery(t *testing.T) {
 				t.Fatalf("payment: %s", r.body)
 			}
 			waitJobRunning(t, db, b)
+			// On the outbox's own queue, apart from the counter's fold.
+			var queue string
+			if err := db.Driver.DB().QueryRowContext(context.Background(), `SELECT queue FROM river_job WHERE kind = 'send_receipt'`).Scan(&queue); err != nil || queue != "outbox" {
+				t.Fatalf("the receipt's queue: %q %v, want outbox", queue, err)
+			}
 			if got := receipts(t, victim, order); len(got) != 0 {
 				t.Fatalf("receipts before the kill: %+v", got)
 			}

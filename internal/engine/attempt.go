@@ -150,14 +150,14 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	if a.secondRow.Load() {
 		a.rollback(ctx)
 		e.release(ctx, r, a.claim.Attempt)
-		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
+		e.tel.failed(ctx, r, "retryable")
 		return ended{err: e.secondRow(ctx, r)}
 	}
 	if a.retryable || len(errs) > a.finals || ctx.Err() != nil {
 		// A transient failure: undo everything, free the key for a retry.
 		a.rollback(ctx)
 		e.release(ctx, r, a.claim.Attempt)
-		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
+		e.tel.failed(ctx, r, "retryable")
 		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", a.claim.Attempt))
 		addErrors(ctx, e.releasedErrors(r, errs))
 		return ended{res: graphql.Null, report: idemhttp.OutcomeReleased}
@@ -188,7 +188,7 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	}
 	e.tel.responseSize.Record(ctx, int64(len(response)), r.spec.tel.field)
 	if status == record.StatusFailed {
-		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("final"))
+		e.tel.failed(ctx, r, "final")
 	}
 	if tooLarge > 0 {
 		e.log(ctx, slog.LevelWarn, "idempotent mutation's result exceeds Config.MaxResponseBytes and was not stored; retries get IDEMPOTENCY_RESPONSE_NOT_STORED",

@@ -179,6 +179,7 @@ func (e *Engine) Validate(es graphql.ExecutableSchema) error {
 		}
 	}
 	e.fields = fields
+	e.tel.zero(context.Background(), fields)
 	var short []MutationRetention
 	for _, spec := range fields {
 		if spec.retention < spec.tableRetention {

@@ -99,7 +99,56 @@ const (
 	attrAttempt = attribute.Key("idem.attempt")
 	attrKeyHash = attribute.Key("idem.key_hash")
 	attrTenant  = attribute.Key("idem.tenant")
+	attrOrigin  = attribute.Key("idem.origin")
 )
+
+// Values of idem.origin: who ran a failed attempt, a client's request or
+// the recoverer (Config.RecoverAfter), so that an alert on clients'
+// failures does not fire for the recoverer's, nor the reverse.
+const (
+	originClient    = "client"
+	originRecoverer = "recoverer"
+)
+
+// zeroedRefusals are the refusal codes whose series exist from the start
+// (zero), so that an alert on their increase sees the first one.
+var zeroedRefusals = []string{"IDEMPOTENCY_UNAVAILABLE", "IDEMPOTENCY_KEY_REUSED", "IDEMPOTENCY_KEY_EXPIRED"}
+
+// zero adds 0 to every counter for each field of fields, with each value
+// its attributes take by the field's configuration: a Prometheus series
+// then exists from the start, and increase() over a window sees the first
+// event (a counter born at its first event has no earlier sample to
+// compare with; a restart would drop it again).
+func (t *telemetry) zero(ctx context.Context, fields map[string]*fieldSpec) {
+	for _, spec := range fields {
+		tel := spec.tel
+		t.claims.Add(ctx, 0, tel.claims)
+		for _, c := range []metric.Int64Counter{t.takeovers, t.replays, t.inProgress, t.recovered, t.compensated, t.abandoned} {
+			c.Add(ctx, 0, tel.field)
+		}
+		if spec.keyOptional {
+			t.keyless.Add(ctx, 0, tel.field)
+		}
+		field := attrField.String(spec.name)
+		for _, class := range []string{"final", "retryable"} {
+			for _, origin := range []string{originClient, originRecoverer} {
+				t.failures.Add(ctx, 0, metric.WithAttributes(field, attrFailure.String(class), attrOrigin.String(origin)))
+			}
+		}
+		for _, code := range zeroedRefusals {
+			t.refusals.Add(ctx, 0, metric.WithAttributes(field, attrCode.String(code)))
+		}
+	}
+}
+
+// failed counts a failed run of class (final or retryable), by its origin.
+func (t *telemetry) failed(ctx context.Context, r *request, class string) {
+	origin := originClient
+	if recovering(ctx) {
+		origin = originRecoverer
+	}
+	t.add(ctx, t.failures, r, attrFailure.String(class), attrOrigin.String(origin))
+}
 
 // fieldTelemetry is what every request of one field hands its span and
 // instruments, built once with the field's spec: an attribute set is

@@ -167,6 +167,14 @@ func (p *Process) Kill(t testing.TB) bool {
 	return ok && ws.Signaled()
 }
 
+// Signal sends sig to the process (SIGTERM, to test a graceful shutdown).
+func (p *Process) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Exited reports whether the process has exited (and been waited for).
 func (p *Process) Exited() bool {
 	select {

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemhttp"
+)
+
+// shutdown is the server's graceful shutdown, in phases an orchestrator
+// understands (docs/operations.md, "Shutdown"):
+//
+//  1. not ready: at the signal /readyz answers 503 while the listener keeps
+//     accepting and serving for Grace, so that the load balancers that
+//     probe it, or the endpoints controller, stop sending new requests
+//     before it closes;
+//  2. drain: the listener closes and the requests under way get up to
+//     Drain to finish (http.Server.Shutdown);
+//  3. cut: the requests still running then have their context cancelled
+//     and are waited for, up to releaseWait, so that none is cut in the
+//     middle of a statement by the database's pool closing under it.
+//
+// River stops beside phases 2 and 3, with its own bound (RiverStop). Each
+// phase is logged with what it found.
+type shutdown struct {
+	Grace, Drain, RiverStop time.Duration
+
+	Health  *idemhttp.Health
+	River   *graph.River
+	Logger  *slog.Logger
+	Signals <-chan os.Signal // a second signal ends the grace early
+
+	inFlight atomic.Int64   // requests whose handler runs
+	handlers sync.WaitGroup // the same, to wait for
+	cut      context.CancelFunc
+}
+
+// releaseWait bounds how long the cut phase waits for the handlers whose
+// context it cancelled: they give up at their next statement, and an
+// idempotent mutation releases its claim (or, with the recoverer, leaves
+// it to be finished).
+const releaseWait = 5 * time.Second
+
+// server returns the HTTP server of h, whose requests the shutdown counts
+// and can cancel.
+func (s *shutdown) server(h http.Handler) *http.Server {
+	base, cut := context.WithCancel(context.Background())
+	s.cut = cut
+	return &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.handlers.Add(1)
+			s.inFlight.Add(1)
+			defer func() {
+				s.inFlight.Add(-1)
+				s.handlers.Done()
+			}()
+			h.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Every request's context derives from base, which the cut phase
+		// cancels.
+		BaseContext: func(net.Listener) context.Context { return base },
+	}
+}
+
+// run shuts srv down in phases once the first signal has come, and returns
+// when the server and River have stopped.
+func (s *shutdown) run(srv *http.Server) error {
+	start := time.Now()
+	s.Health.Drain()
+	s.Logger.Info("shutdown: not ready; still serving for the grace", slog.Duration("grace", s.Grace),
+		slog.Int64("in_flight", s.inFlight.Load()))
+	if s.Grace > 0 {
+		t := time.NewTimer(s.Grace)
+		select {
+		case <-t.C:
+		case <-s.Signals:
+			t.Stop()
+			s.Logger.Info("shutdown: a second signal ended the grace")
+		}
+	}
+
+	// River's jobs have nothing to do with the HTTP requests: both stop
+	// at once.
+	riverDone := make(chan struct{})
+	go func() {
+		defer close(riverDone)
+		s.stopRiver()
+	}()
+
+	s.Logger.Info("shutdown: draining; the listener is closed", slog.Duration("drain", s.Drain),
+		slog.Int64("in_flight", s.inFlight.Load()))
+	drainStart := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), s.Drain)
+	err := srv.Shutdown(ctx)
+	cancel()
+	switch {
+	case err == nil:
+		s.Logger.Info("shutdown: drained", slog.Duration("took", time.Since(drainStart)))
+	case errors.Is(err, context.DeadlineExceeded):
+		// The seam for attempts that outlive their client (issue 30): a
+		// hook that finishes or releases its attempts deliberately is
+		// called here, before their contexts are cancelled.
+		n := s.inFlight.Load()
+		s.Logger.Warn("shutdown: the drain ran out; cancelling the requests still running", slog.Int64("in_flight", n))
+		s.cut()
+		// Closed after the handlers return, so that each client gets
+		// its request's answer (a retryable error) rather than a
+		// connection closed under it.
+		defer srv.Close()
+		if !s.waitHandlers(releaseWait) {
+			s.Logger.Error("shutdown: requests still running after their cancellation; they are cut when the database closes",
+				slog.Int64("in_flight", s.inFlight.Load()), slog.Duration("waited", releaseWait))
+		} else {
+			s.Logger.Info("shutdown: the cancelled requests returned", slog.Int64("cancelled", n))
+		}
+	default:
+		return err
+	}
+	<-riverDone
+	s.Logger.Info("shutdown: done", slog.Duration("took", time.Since(start)))
+	return nil
+}
+
+// stopRiver stops River, waiting up to RiverStop for its running jobs; then
+// it cancels them (River runs each again later, on any process).
+func (s *shutdown) stopRiver() {
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), s.RiverStop)
+	defer cancel()
+	if err := s.River.Stop(ctx); err != nil {
+		s.Logger.Warn("shutdown: River's jobs did not finish in time; cancelled", slog.Duration("river_stop", s.RiverStop), slog.Any("error", err))
+		return
+	}
+	s.Logger.Info("shutdown: River stopped", slog.Duration("took", time.Since(began)))
+}
+
+// waitHandlers waits until no handler runs, up to d; it reports whether
+// they all returned.
+func (s *shutdown) waitHandlers(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
