@@ -136,11 +136,8 @@ func run() error {
 		return err
 	}
 	if *autoMigrate {
-		if err := client.Schema.Create(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		if err := graph.MigrateRiver(ctx, drv); err != nil {
-			return fmt.Errorf("migrate: %w", err)
+		if err := graph.Migrate(ctx, client, drv); err != nil {
+			return err
 		}
 	} else if err := idemoutbox.Validate(ctx, drv.DB(), drv.Dialect()); err != nil {
 		// Versioned migrations: River's must have been applied with the
