@@ -123,6 +123,13 @@ type TableSweep struct {
 	// Purged tombstones past the horizon, and claims abandoned in pending
 	// for as long (the keys forgotten).
 	Purged int `json:"purged"`
+	// Promised counts the records past this sweep's retention that it
+	// kept because their answers promised them for longer (expiresAt:
+	// a server with a longer retention answered them), and PromisedUntil
+	// is the latest of those promises. A record's expiry is fixed when
+	// its answer is given; a sweeper's retention never shortens it.
+	Promised      int       `json:"promised,omitempty"`
+	PromisedUntil time.Time `json:"promisedUntil,omitzero"`
 }
 
 // Archived sums the archived records of all tables.
@@ -283,6 +290,13 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 			}
 		}
 	}
+	// What this sweep's retention would have archived but the records'
+	// own expiry kept: its settings disagree with the server's.
+	n, until, err := a.store.Promised(ctx, store.PromisedQuery{Table: table, CompletedBefore: expireBefore, Now: reading.Now()})
+	if err != nil {
+		return ts, err
+	}
+	ts.Promised, ts.PromisedUntil = n, until
 	return ts, nil
 }
 

@@ -123,6 +123,11 @@ func (e *env) retry(ri RecordInfo, now time.Time) string {
 		}
 		retention, known := e.recordRetention(ri)
 		until := ri.CompletedAt.Add(retention)
+		if ri.LeaseExpiresAt != nil && ri.LeaseExpiresAt.After(until) {
+			// The expiry its answer promised, longer than this
+			// configuration's: kept (see TableSweep.Promised).
+			until, known = *ri.LeaseExpiresAt, true
+		}
 		if until.After(now) {
 			if !known {
 				// A mutation's @idempotent(retentionSeconds:), in a GraphQL
@@ -578,6 +583,18 @@ func (e *env) printSweep(w io.Writer, out sweepOutput) {
 		fmt.Fprintf(w, "%s archived, %s purged in %s (%.0f records/s) %s.\n",
 			plural(int64(out.Archived), "response", "responses"), plural(int64(out.Purged), "tombstone", "tombstones"),
 			out.Elapsed, out.RecordsPerSecond, window)
+	}
+	var promised int
+	var until time.Time
+	for _, ts := range out.Tables {
+		promised += ts.Promised
+		if ts.PromisedUntil.After(until) {
+			until = ts.PromisedUntil
+		}
+	}
+	if promised > 0 {
+		fmt.Fprintf(w, "Kept %s past this idemctl's retention (%s): their answers promised them until %s; the retention that answered them is longer than -retention.\n",
+			plural(int64(promised), "response", "responses"), human(e.cfg.Retention), stamp(&until))
 	}
 }
 

@@ -47,9 +47,12 @@
 // # gqlgen's step
 //
 //	cfg, err := config.LoadConfigFromDefaultLocations()
-//	err = api.Generate(cfg, api.PrependPlugin(idemgen.NewPlugin()))
+//	err = idemgen.Generate(cfg)
 //
-// api.AddPlugin works as well: the directive's enum is bound to idem.Mode
+// Generate is api.Generate(cfg, api.PrependPlugin(idemgen.NewPlugin())),
+// which leaves the generated files as they were when it fails (gqlgen
+// alone deletes them before it reads the schema). api.AddPlugin works as
+// well: the directive's enum is bound to idem.Mode
 // in the generated schema (@goModel), so gqlgen's model generation never
 // writes it. The plugin leaves the directive to the runtime hook, writes
 // "return ent.Claimed<T>(ctx)" into each new resolver of a mutation that

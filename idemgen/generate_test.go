@@ -57,6 +57,14 @@ func newModuleWith(t *testing.T, handwritten string) string {
 // ent/generate.go).
 func newModuleLaid(t *testing.T, handwritten string, inEnt bool) string {
 	t.Helper()
+	return newModuleFrom(t, map[string]string{"graph/handwritten.graphql": handwritten}, inEnt, false)
+}
+
+// newModuleFrom is newModuleLaid with the files of graph/ that the app has
+// before its first generation (by path; empty ones are not written), and
+// with relay, entgql's Relay types (Cursor, Node, …).
+func newModuleFrom(t *testing.T, before map[string]string, inEnt, relay bool) string {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +101,11 @@ func newModuleLaid(t *testing.T, handwritten string, inEnt bool) string {
 	if err := os.Mkdir(filepath.Join(dir, "graph"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if handwritten != "" {
-		if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(handwritten), 0o644); err != nil {
+	for name, content := range before {
+		if content == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,7 +121,7 @@ func newModuleLaid(t *testing.T, handwritten string, inEnt bool) string {
 		t.Fatal(err)
 	}
 	gx, err := entgql.NewExtension(entgql.WithSchemaGenerator(), entgql.WithSchemaPath(up+"graph/ent.graphql"),
-		entgql.WithConfigPath(up+"gqlgen.yml"), entgql.WithRelaySpec(false), ix.EntGQLOption())
+		entgql.WithConfigPath(up+"gqlgen.yml"), entgql.WithRelaySpec(relay), ix.EntGQLOption())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,4 +340,112 @@ func TestGenerationWithoutArchive(t *testing.T) {
 	if err == nil || err.Error() != "idemgen: the idempotency records need ent's SQL storage" {
 		t.Fatalf("gremlin storage: %v", err)
 	}
+}
+
+// entgqlsTutorialSchema stands for the graph/ent.graphql that entgql alone
+// wrote before the app added idem (entgql's tutorial): entgql's directives
+// and the scalars it declares, Cursor among them.
+const entgqlsTutorialSchema = `directive @goModel(model: String, models: [String!], forceGenerate: Boolean) on OBJECT | INPUT_OBJECT | SCALAR | ENUM | INTERFACE | UNION
+"""
+Define a Relay Cursor type:
+https://relay.dev/graphql/connections.htm#sec-Cursor
+"""
+scalar Cursor
+"""The builtin Time type"""
+scalar Time
+`
+
+// The first generation of an app in entgql's tutorial's shape, where
+// entgql already wrote graph/ent.graphql (declaring scalar Time and scalar
+// Cursor) and the app's own schema declares scalar Time, succeeds: the old
+// ent.graphql is entgql's, which this generation replaces, not the app's.
+// Before, its scalars were dropped from the new ent.graphql as if the app
+// declared them, and gqlgen failed with "Undefined type Cursor".
+func TestFirstGenerationOverEntgqlsTutorialSchema(t *testing.T) {
+	const schema = "scalar Time\n"
+	dir := newModuleFrom(t, map[string]string{
+		"graph/ent.graphql":         entgqlsTutorialSchema,
+		"graph/handwritten.graphql": schema,
+	}, false, true)
+	ent, err := os.ReadFile(filepath.Join(dir, "graph/ent.graphql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(ent), "scalar Cursor") || strings.Contains(string(ent), "scalar Time") {
+		t.Errorf("ent.graphql must declare Cursor (no other file does) and not Time (the app's does):\n%s", ent)
+	}
+	cfg, err := config.LoadConfig(filepath.Join(dir, "gqlgen.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(schema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := idemgen.Generate(cfg); err != nil {
+		t.Fatalf("first gqlgen step: %v", err)
+	}
+}
+
+// A gqlgen step that fails leaves the generated files as they were:
+// gqlgen's api.Generate alone deletes generated.go and models_gen.go
+// before it reads the schema, and the app's next command then fails far
+// from the cause.
+func TestFailedGenerationLeavesTheFiles(t *testing.T) {
+	dir := newModule(t)
+	if err := runGQLGen(t, dir, "type Note { text: String! }\nextend type Query { notes: [Note!]! }"); err != nil {
+		t.Fatal(err)
+	}
+	before := graphFiles(t, dir)
+	for _, name := range []string{"generated.go", "models_gen.go"} {
+		if _, ok := before[name]; !ok {
+			t.Fatalf("the first generation wrote no graph/%s: %v", name, before)
+		}
+	}
+	// A schema gqlgen refuses, and a resolver idemgen refuses.
+	for _, schema := range []string{
+		"extend type Query { notes: [Missing!]! }",
+		`extend type Mutation { pay(amount: Int): Int @idempotent }`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "graph/handwritten.graphql"), []byte(schema), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := config.LoadConfig(filepath.Join(dir, "gqlgen.yml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idemgen.Generate(cfg); err == nil {
+			t.Fatalf("%s: generation succeeded", schema)
+		} else {
+			t.Logf("%s: %v", schema, err)
+		}
+		after := graphFiles(t, dir)
+		for name, b := range before {
+			if after[name] != b {
+				t.Errorf("%s: graph/%s changed or removed by the failed generation", schema, name)
+			}
+		}
+		for name := range after {
+			if _, ok := before[name]; !ok {
+				t.Errorf("%s: graph/%s left by the failed generation", schema, name)
+			}
+		}
+	}
+}
+
+// graphFiles reads the Go files of dir/graph.
+func graphFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "graph/*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[filepath.Base(f)] = string(b)
+	}
+	return m
 }

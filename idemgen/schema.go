@@ -70,8 +70,13 @@ func (e *Extension) schemaHook(g *gen.Graph, s *ast.Schema) error {
 // first generation of an app whose schema uses @idempotent: the directive is
 // declared in the schema being generated. The application's files are those
 // of the gqlgen configuration found as gqlgen finds it (in the working
-// directory or above: entgql's tutorial runs ent's step in ent/), less the
-// one that declares @idempotent, which is the schema this hook writes.
+// directory or above: entgql's tutorial runs ent's step in ent/), less
+// entgql's own output, which this generation rewrites: the file that
+// declares @idempotent (written by an earlier generation with idemgen) or
+// entgql's @goModel (written by entgql alone, as in entgql's tutorial,
+// before the app added idem). Taken for the app's, that file's scalars
+// (Cursor) would be dropped from the schema that replaces it, and gqlgen
+// would find them undefined.
 func dropAppScalars(s *ast.Schema) error {
 	cfg, err := appConfig()
 	if err != nil || cfg == nil {
@@ -82,7 +87,7 @@ func dropAppScalars(s *ast.Schema) error {
 		if err != nil {
 			return errorf("%v", err)
 		}
-		if doc.Directives.ForName(directive.Name) != nil {
+		if doc.Directives.ForName(directive.Name) != nil || doc.Directives.ForName(entgqlDirective) != nil {
 			continue // the schema this hook writes
 		}
 		for _, def := range doc.Definitions {
@@ -93,6 +98,11 @@ func dropAppScalars(s *ast.Schema) error {
 	}
 	return nil
 }
+
+// entgqlDirective is a directive entgql's generated schema declares, and
+// an application's own schema cannot (gqlgen refuses a directive declared
+// twice).
+const entgqlDirective = "goModel"
 
 // appConfig loads the gqlgen configuration in the working directory or the
 // nearest one above it in the module, with its schema files; nil if there

@@ -69,7 +69,7 @@ func run() error {
 		riverID      = flag.String("river-id", "", "this process's River client id, the same across its restarts, so that River tells its jobs from other processes' (default: one River makes up)")
 		riverPoll    = flag.Bool("river-poll-only", false, "River polls for jobs instead of listening (behind PgBouncer's transaction pooling, which cannot hold a LISTEN)")
 		riverPollInt = flag.Duration("river-poll-interval", 0, "how often River polls for jobs (default 1s)")
-		riverRescue  = flag.Duration("river-rescue-after", time.Minute, "how long a job may run before River takes it for stuck (its process died) and runs it again; jobs time out at half of it")
+		riverRescue  = flag.Duration("river-rescue-after", graph.DefaultRescueAfter, "how long a job may run before River takes it for stuck (its process died) and runs it again; jobs time out at half of it")
 		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
 		metricsAddr  = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
@@ -158,11 +158,8 @@ func run() error {
 		return err
 	}
 	if *autoMigrate {
-		if err := client.Schema.Create(ctx); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		if err := graph.MigrateRiver(ctx, drv); err != nil {
-			return fmt.Errorf("migrate: %w", err)
+		if err := graph.Migrate(ctx, client, drv); err != nil {
+			return err
 		}
 	} else if err := idemoutbox.Validate(ctx, drv.DB(), drv.Dialect()); err != nil {
 		// Versioned migrations: River's must have been applied with the

@@ -346,7 +346,7 @@ func (atomicMode) complete(ctx context.Context, a *attempt, status string, respo
 func (a *attempt) completion(status string, response []byte, discardWrites bool) store.Completion {
 	a.completedAt = a.reading.Now()
 	return store.Completion{Ref: a.req.ref(), Attempt: a.claim.Attempt, Status: status, Response: response,
-		At: a.completedAt, DiscardWrites: discardWrites}
+		At: a.completedAt, ExpiresAt: a.completedAt.Add(a.req.spec.retention), DiscardWrites: discardWrites}
 }
 
 // begin starts the attempt when the field reaches its resolver, where the

@@ -174,10 +174,10 @@ func (e *Engine) refusal(r *request, d protocol.Decision, rec *record.Record) er
 	switch {
 	case d.Code == idemcode.KeyExpired:
 		retention := e.retentionOf(r.spec, rec)
-		r.expiresAt = rec.CompletedAt.Add(retention)
+		r.expiresAt = protocol.ExpiresAt(rec, retention)
 		return refusal.Errorf(idemcode.KeyExpired, r.key,
 			"idempotency key expired: its result was kept for %s (until %s) and is no longer replayed; the key will not run again, use a new key for a new intent",
-			humanDuration(retention), r.expiresAt.UTC().Format(time.RFC3339))
+			humanDuration(r.expiresAt.Sub(rec.CompletedAt)), r.expiresAt.UTC().Format(time.RFC3339))
 	case d.Foreign:
 		return refusal.Errorf(idemcode.KeyReused, r.key,
 			"idempotency key belongs to a row written outside the idempotency hook")
@@ -263,7 +263,7 @@ func pollInterval(round int) time.Duration {
 }
 
 func (e *Engine) replay(ctx context.Context, r *request, rec *record.Record) (graphql.Marshaler, error) {
-	r.expiresAt = rec.CompletedAt.Add(e.retentionOf(r.spec, rec))
+	r.expiresAt = protocol.ExpiresAt(rec, e.retentionOf(r.spec, rec))
 	stored, err := decodeResponse(rec.Response)
 	if err != nil {
 		return nil, e.unavailable(r, fmt.Errorf("stored response is unreadable: %w", err))

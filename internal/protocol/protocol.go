@@ -126,5 +126,17 @@ func Expired(rec *record.Record, retention time.Duration, now time.Time) bool {
 	if !record.Finished(rec.Status) {
 		return false
 	}
-	return !rec.ArchivedAt.IsZero() || !now.Before(rec.CompletedAt.Add(retention))
+	return !rec.ArchivedAt.IsZero() || !now.Before(ExpiresAt(rec, retention))
+}
+
+// ExpiresAt is until when a finished record's result replays: its
+// completion plus retention, or the later expiry its answer promised
+// (kept in the lease column at completion, by a process with a longer
+// retention than this one): a promise made is kept.
+func ExpiresAt(rec *record.Record, retention time.Duration) time.Time {
+	at := rec.CompletedAt.Add(retention)
+	if rec.LeaseExpiresAt.After(at) {
+		return rec.LeaseExpiresAt
+	}
+	return at
 }

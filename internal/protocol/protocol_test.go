@@ -178,3 +178,23 @@ func TestDocumentedTableIsTheCodes(t *testing.T) {
 		}
 	}
 }
+
+// A finished record's expiry is the one its answer promised when that is
+// later than its completion plus this process's retention: a process
+// started with a shorter retention replays it until then.
+func TestPromisedExpiryOutlivesAShorterRetention(t *testing.T) {
+	done := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := &record.Record{Status: record.StatusSucceeded, CompletedAt: done, LeaseExpiresAt: done.Add(24 * time.Hour)}
+	if Expired(rec, 10*time.Second, done.Add(time.Hour)) {
+		t.Fatal("expired an hour after an answer promised for 24h, with a retention of 10s")
+	}
+	if !Expired(rec, 10*time.Second, done.Add(24*time.Hour)) {
+		t.Fatal("not expired once the promise ended")
+	}
+	// A record finished before expiries were stored: its lease ended
+	// before its retention, which rules.
+	old := &record.Record{Status: record.StatusSucceeded, CompletedAt: done, LeaseExpiresAt: done.Add(30 * time.Second)}
+	if got := ExpiresAt(old, time.Hour); !got.Equal(done.Add(time.Hour)) {
+		t.Fatalf("ExpiresAt of an old record: %v", got)
+	}
+}

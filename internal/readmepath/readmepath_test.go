@@ -169,9 +169,11 @@ func TestReadmePath(t *testing.T) {
 			if c == "go generate ./..." && !hadGraph {
 				// The app's graph package from before it added idem, in
 				// entgql's tutorial's shape: its root resolver with
-				// NewSchema, its own schema declaring scalar Time, and its
+				// NewSchema, its own schema declaring scalar Time, its
 				// createBook and createAuthor resolvers with entgql's
-				// default body. It comes after the guide's go mod tidy
+				// default body, and the ent.graphql entgql alone wrote
+				// (declaring scalar Time and scalar Cursor: the first
+				// generate failed on it with "Undefined type Cursor"). It comes after the guide's go mod tidy
 				// since it imports the ent package, which this new module
 				// has only once generation ran.
 				copyTree(t, "testdata/graph", filepath.Join(app, "graph"))

@@ -19,6 +19,10 @@ const (
 	Fingerprint    = "idempotency_fingerprint"
 	Response       = "idempotency_response"
 	Attempt        = "idempotency_attempt"
+	// LeaseExpiresAt is, while the record is pending, when its attempt's
+	// lease ends; once it is finished, until when its result replays (the
+	// expiresAt its answer promised): a finished record holds its key
+	// until then, and no sweeper archives it sooner.
 	LeaseExpiresAt = "idempotency_lease_expires_at"
 	ClaimedAt      = "idempotency_claimed_at"
 	CompletedAt    = "idempotency_completed_at"
@@ -86,6 +90,8 @@ type Record struct {
 	Fingerprint    string
 	Response       []byte
 	Attempt        int
+	// LeaseExpiresAt: the lease while pending, the promised expiry once
+	// finished (see the column's doc).
 	LeaseExpiresAt time.Time
 	ClaimedAt      time.Time
 	CompletedAt    time.Time

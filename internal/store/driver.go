@@ -94,6 +94,11 @@ type Maintenance interface {
 	// to the archive table and leaves tombstones. It returns how many
 	// records it moved (or, with DryRun, would move).
 	ArchiveBatch(ctx context.Context, b ArchiveBatch) (int, error)
+	// Promised counts the finished records that q's cutoff would archive
+	// but whose answers promised them for longer (ArchiveBatch keeps
+	// them), and the latest of those promises: a sweeper given a shorter
+	// retention than the server that answered.
+	Promised(ctx context.Context, q PromisedQuery) (n int, until time.Time, err error)
 	// PurgeBatch forgets the keys of tombstones past the horizon.
 	PurgeBatch(ctx context.Context, b PurgeBatch) (int, error)
 	// PurgeAbandoned deletes claims abandoned in pending past the horizon.
@@ -257,6 +262,12 @@ type Completion struct {
 	Status   string
 	Response []byte
 	At       time.Time
+	// ExpiresAt is until when the result is replayed: At plus the
+	// retention that the answer's expiresAt promised. It is stored in the
+	// record's lease column (a finished record holds its key until then)
+	// and every sweeper honours it, whatever retention it was given. Zero
+	// stores none: sweepers then go by their own retention.
+	ExpiresAt time.Time
 	// DiscardWrites undoes the resolver's writes (back to the Savepoint)
 	// before storing the result: atomic mode's final failure.
 	DiscardWrites bool
@@ -282,6 +293,14 @@ type ArchiveBatch struct {
 	// DryRun counts what the batch would move (all of it, not a batch)
 	// and changes nothing.
 	DryRun bool
+}
+
+// PromisedQuery selects the records of Table completed before
+// CompletedBefore whose promised expiry is after Now.
+type PromisedQuery struct {
+	Table           Table
+	CompletedBefore time.Time
+	Now             time.Time
 }
 
 // PurgeBatch selects up to Limit tombstones of Table archived before

@@ -165,7 +165,7 @@ func (d *pipelined) Complete(ctx context.Context, tx idembackend.Tx, c Completio
 		p.tx.Unqueue(p.savepoint)
 	}
 	p.tx.Queue(d.stmts(c.Ref.Table, "")[stmtCompleteOrFail],
-		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt)
+		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt, expiry(c))
 	err := tx.Commit()
 	var pg *pgconn.PgError
 	switch {

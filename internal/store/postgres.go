@@ -32,7 +32,7 @@ var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	// One statement: every part sees the rows before the UPDATE, so the
 	// archive gets the responses the UPDATE clears.
 	stmtArchive: `WITH batch AS (
-			SELECT {scope}, {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1 AND ` + archivableOf("$5", "$6") + `
+			SELECT {scope}, {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1 AND ` + archivableOf("$5", "$6", "$4") + `
 			ORDER BY idempotency_completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
 		archived AS (` + archiveInsert + `
 			SELECT $3, r.{scope}, r.idempotency_key, r.idempotency_status, r.idempotency_fingerprint, r.idempotency_response,
@@ -62,7 +62,7 @@ var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	// The completion fails (division by zero) when it updates no row: it
 	// travels with COMMIT and must stop it by itself.
 	stmtCompleteOrFail: `WITH done AS (UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5,
-		idempotency_operation = NULL
+		idempotency_operation = NULL, idempotency_lease_expires_at = $7
 		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $6 RETURNING 1)
 		SELECT 1 / count(*) FROM done`,
 })

@@ -21,6 +21,7 @@ const (
 	stmtSavepoint
 	stmtRollbackToSavepoint
 	stmtCountArchivable
+	stmtPromised
 	stmtArchive      // PostgreSQL: one statement
 	stmtArchiveCopy  // SQLite: the copy into the archive, then …
 	stmtArchiveClear // … the tombstones, in one transaction
@@ -67,8 +68,9 @@ var standardSQL = statements{
 	// Completion and lease changes (release, renewal) are fenced by the
 	// attempt: a worker that lost its claim changes nothing.
 	// A finished claim will not run again: it forgets its operation.
+	// Its lease column becomes the result's expiry (Completion.ExpiresAt).
 	stmtComplete: `UPDATE {table} SET idempotency_status = $3, idempotency_response = $4, idempotency_completed_at = $5,
-		idempotency_operation = NULL
+		idempotency_operation = NULL, idempotency_lease_expires_at = $7
 		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $6`,
 	stmtSetLease: `UPDATE {table} SET idempotency_lease_expires_at = $3
 		WHERE {scope} = $1 AND idempotency_key = $2 AND idempotency_status = 'pending' AND idempotency_attempt = $4`,
@@ -78,7 +80,11 @@ var standardSQL = statements{
 	stmtSavepoint:           `SAVEPOINT idem_resolver`,
 	stmtRollbackToSavepoint: `ROLLBACK TO SAVEPOINT idem_resolver`,
 
-	stmtCountArchivable: `SELECT count(*) FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1 AND ` + archivableOf("$2", "$3"),
+	stmtCountArchivable: `SELECT count(*) FROM {table} WHERE {to_archive} AND idempotency_completed_at < $1 AND ` + archivableOf("$2", "$3", "$4"),
+	// The records a sweeper's cutoff would archive whose answers promised
+	// a later expiry: kept, and reported (Promised).
+	stmtPromised: `SELECT count(*), MAX(idempotency_lease_expires_at) FROM {table}
+		WHERE {to_archive} AND idempotency_completed_at < $1 AND idempotency_lease_expires_at > $2`,
 	stmtCountPurgeable:  `SELECT count(*) FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1`,
 	stmtCountAbandoned: `SELECT count(*) FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1`,
@@ -146,13 +152,16 @@ func abandonedSQL(bytewise string) string {
 // archivableOf narrows an archive batch to the records completed since the
 // time in the placeholder since whose fingerprint begins with the text in
 // prefix (ArchiveBatch): one mutation's records in a band, or, with the
-// zero time and an empty prefix, every record. One form for both, without
+// zero time and an empty prefix, every record; and of those, the ones
+// whose promised expiry (the lease column of a finished record,
+// Completion.ExpiresAt) is not after now, whatever the sweeper's cutoff. One form for both, without
 // an OR, so that a prepared statement's generic plan still bounds its scan
 // of the partial index on the completion time to [since, cutoff); the
 // prefix filters the rows read (no index holds the fingerprint).
-func archivableOf(prefix, since string) string {
+func archivableOf(prefix, since, now string) string {
 	return `idempotency_completed_at >= ` + since +
-		` AND substr(COALESCE(idempotency_fingerprint, ''), 1, length(CAST(` + prefix + ` AS TEXT))) = CAST(` + prefix + ` AS TEXT)`
+		` AND substr(COALESCE(idempotency_fingerprint, ''), 1, length(CAST(` + prefix + ` AS TEXT))) = CAST(` + prefix + ` AS TEXT)` +
+		` AND (idempotency_lease_expires_at IS NULL OR idempotency_lease_expires_at <= ` + now + `)`
 }
 
 // lookupColumns are the record's columns as Lookup scans them, after the

@@ -224,9 +224,18 @@ func (d *sqlDriver) Complete(ctx context.Context, tx idembackend.Tx, c Completio
 	return true, nil
 }
 
+// expiry is Completion.ExpiresAt as a statement's argument: NULL when
+// there is none.
+func expiry(c Completion) any {
+	if c.ExpiresAt.IsZero() {
+		return nil
+	}
+	return c.ExpiresAt.UTC()
+}
+
 func (d *sqlDriver) complete(ctx context.Context, ex idembackend.Executor, c Completion) (bool, error) {
 	return d.update(ctx, ex, "complete", d.stmts(c.Ref.Table, "")[stmtComplete],
-		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt)
+		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt, expiry(c))
 }
 
 // update runs a fenced transition and reports whether it changed the row.
@@ -243,9 +252,30 @@ func (d *sqlDriver) Ping(ctx context.Context) error {
 func (d *sqlDriver) ArchiveBatch(ctx context.Context, b ArchiveBatch) (int, error) {
 	st := d.stmts(b.Table, b.Archive)
 	if b.DryRun {
-		return d.count(ctx, d.conn.DB(), "count archivable", st[stmtCountArchivable], b.CompletedBefore.UTC(), b.FingerprintPrefix, b.CompletedSince.UTC())
+		return d.count(ctx, d.conn.DB(), "count archivable", st[stmtCountArchivable], b.CompletedBefore.UTC(), b.FingerprintPrefix, b.CompletedSince.UTC(), b.Now.UTC())
 	}
 	return d.inTx(ctx, "archive", func(tx idembackend.Tx) (int, error) { return d.archive(ctx, tx, st, b) })
+}
+
+func (d *sqlDriver) Promised(ctx context.Context, q PromisedQuery) (int, time.Time, error) {
+	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(q.Table, "")[stmtPromised], q.CompletedBefore.UTC(), q.Now.UTC())
+	if err != nil {
+		return 0, time.Time{}, d.err("promised", err)
+	}
+	defer rows.Close()
+	var (
+		n     int
+		until any
+	)
+	if rows.Next() {
+		if err := rows.Scan(&n, &until); err != nil {
+			return 0, time.Time{}, d.err("promised", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, time.Time{}, d.err("promised", err)
+	}
+	return n, asTime(until), nil
 }
 
 func (d *sqlDriver) PurgeBatch(ctx context.Context, b PurgeBatch) (int, error) {

@@ -12,7 +12,7 @@ import (
 // sqlitePlaceholders rewrites the standard statements' placeholders into
 // SQLite's numbered ones: SQLite reads $1 as a named parameter, numbered
 // by its first appearance rather than by its digits.
-var sqlitePlaceholders = strings.NewReplacer("$1", "?1", "$2", "?2", "$3", "?3", "$4", "?4", "$5", "?5", "$6", "?6")
+var sqlitePlaceholders = strings.NewReplacer("$1", "?1", "$2", "?2", "$3", "?3", "$4", "?4", "$5", "?5", "$6", "?6", "$7", "?7")
 
 // sqliteSQL is SQLite's SQL: the standard statements (sql.go) and these.
 // SQLite has one writer, so a batch needs no row locks: its transaction
@@ -43,7 +43,7 @@ var sqliteSQL = standardSQL.with(sqlitePlaceholders, statements{
 
 // The batches' selections: up to ?2 rows past the cutoff ?1.
 var (
-	sqliteArchivable = `SELECT {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < ?1 AND ` + archivableOf("?5", "?6") + `
+	sqliteArchivable = `SELECT {id} FROM {table} WHERE {to_archive} AND idempotency_completed_at < ?1 AND ` + archivableOf("?5", "?6", "?4") + `
 		ORDER BY idempotency_completed_at LIMIT ?2`
 	sqlitePurgeable = `SELECT {id} FROM {table} WHERE {tombstone} AND idempotency_archived_at < ?1
 		ORDER BY idempotency_archived_at LIMIT ?2`

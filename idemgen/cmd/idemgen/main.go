@@ -37,7 +37,6 @@ import (
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent/entc"
 	"entgo.io/ent/entc/gen"
-	"github.com/99designs/gqlgen/api"
 	"github.com/99designs/gqlgen/codegen/config"
 
 	"github.com/goovo/idem/idemgen"
@@ -119,13 +118,14 @@ func generateEnt(schema, graphql, configPath string, relay bool, features []stri
 }
 
 // generateGQL is gqlgen's step, with idemgen's plugin first, so that it
-// checks the schema before gqlgen generates models.
+// checks the schema before gqlgen generates models; a failure leaves the
+// generated files as they were (idemgen.Generate).
 func generateGQL(configPath string) error {
 	cfg, err := config.LoadConfig(configPath)
 	if err != nil {
 		return fmt.Errorf("gqlgen: %w", err)
 	}
-	if err := api.Generate(cfg, api.PrependPlugin(idemgen.NewPlugin())); err != nil {
+	if err := idemgen.Generate(cfg); err != nil {
 		return fmt.Errorf("gqlgen: %w", err)
 	}
 	return nil

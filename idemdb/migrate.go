@@ -1,0 +1,68 @@
+package idemdb
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"entgo.io/ent/dialect"
+
+	"github.com/goovo/idem/internal/timer"
+)
+
+// migrationLockKey names PostgreSQL's advisory lock around automatic
+// migrations, with the schema (current_schema()) appended: one schema's
+// migration never waits for another's.
+const migrationLockKey = "idem-migrate:"
+
+// sqliteMigrationTries is how often MigrateLocked runs a SQLite migration
+// that fails: each later run finds what a concurrent one made.
+const sqliteMigrationTries = 10
+
+// MigrateLocked runs migrate, the automatic migration at start (ent's
+// client.Schema.Create, idemoutbox.Migrate), so that several processes
+// started at the same moment on an empty database all succeed: without it,
+// two of them create one table at once and all but one fail (PostgreSQL:
+// duplicate key value violates unique constraint
+// "pg_type_typname_nsp_index").
+//
+// On PostgreSQL, migrate runs under a session advisory lock of the URL's
+// schema, held on a connection of its own (the pool needs two): the next
+// process waits, as long as ctx allows, and then finds nothing to do.
+// SQLite's write lock serialises each statement, not a migration: a run
+// that loses a race to another process fails on a table that process just
+// made, so it runs again (a few times, while ctx allows) and finds it made.
+func MigrateLocked(ctx context.Context, drv Driver, migrate func(context.Context) error) error {
+	if drv.Dialect() != dialect.Postgres {
+		var err error
+		for try := range sqliteMigrationTries {
+			if err = migrate(ctx); err == nil {
+				return nil
+			}
+			if werr := timer.Sleep(ctx, time.Duration(try+1)*20*time.Millisecond); werr != nil {
+				return errors.Join(err, werr)
+			}
+		}
+		return err
+	}
+	conn, err := drv.DB().Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("idemdb: migration lock: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtext($1 || current_schema()))", migrationLockKey); err != nil {
+		return fmt.Errorf("idemdb: migration lock: %w", err)
+	}
+	defer func() {
+		// Unlock even when ctx ended; a connection that could not unlock
+		// is closed rather than given back to the pool with the lock.
+		unlock, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.ExecContext(unlock, "SELECT pg_advisory_unlock(hashtext($1 || current_schema()))", migrationLockKey); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	return migrate(ctx)
+}
