@@ -68,13 +68,6 @@ func (g *Guard) RefuseTx() error {
 	return g.refuse("a transaction of its own on SQLite, where it would wait for the claim's transaction (the one writer) until the busy timeout", "ent")
 }
 
-// RefuseStatement records and returns the refusal of a statement that
-// writes outside any transaction (raw SQL through the application's
-// client), which the SQLite driver sees.
-func (g *Guard) RefuseStatement() error {
-	return g.refuse("a write statement outside the claim's transaction (through the non-transactional client)", "ent")
-}
-
 func (g *Guard) refuse(what, pkg string) error {
 	g.refused.CompareAndSwap(nil, &what)
 	return fmt.Errorf("%w: %s made %s; it would commit whether or not the mutation does. Write through %s.FromContext(ctx), or, for a write that must commit on its own whatever becomes of the mutation (and may be made again by a retry), pass idem.CommitsAlone(ctx)",
