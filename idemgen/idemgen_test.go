@@ -236,11 +236,11 @@ func TestCreateFieldExcludesPaths(t *testing.T) {
 func TestWritesOutsideClaim(t *testing.T) {
 	for body, want := range map[string]string{
 		"tx, err := r.Client.Tx(ctx)\nif err != nil { return nil, err }\ndefer tx.Rollback()": "opens a transaction of its own (r.Client.Tx(ctx))",
-		"return r.client.Transfer.Create().SetAmount(a).Save(ctx)":                             "writes through the server's client (r.client.Transfer.Create(…))",
-		"n, err := r.client.Account.Update().Where(account.ID(id)).AddBalance(-a).Save(ctx)":   "writes through the server's client (r.client.Account.Update(…))",
-		"return r.client.Account.Query().Where(account.ID(id)).Only(ctx)":                      "",
-		"return ent.FromContext(ctx).Transfer.Create().SetAmount(a).Save(ctx)":                 "",
-		"r.client.Audit.Create().SetWhat(w).Save(idem.CommitsAlone(ctx))":                      "",
+		"return r.client.Transfer.Create().SetAmount(a).Save(ctx)":                            "writes through the server's client (r.client.Transfer.Create(…))",
+		"n, err := r.client.Account.Update().Where(account.ID(id)).AddBalance(-a).Save(ctx)":  "writes through the server's client (r.client.Account.Update(…))",
+		"return r.client.Account.Query().Where(account.ID(id)).Only(ctx)":                     "",
+		"return ent.FromContext(ctx).Transfer.Create().SetAmount(a).Save(ctx)":                "",
+		"r.client.Audit.Create().SetWhat(w).Save(idem.CommitsAlone(ctx))":                     "",
 	} {
 		if got := writesOutsideClaim(body); got != want {
 			t.Errorf("%q: %q, want %q", body, got, want)
