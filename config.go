@@ -43,6 +43,24 @@ type Config struct {
 	// Required to serve (Hook.Handler).
 	Tenant func(ctx context.Context) (string, error)
 
+	// KeyOwner returns who sent the request within its tenant (a user id),
+	// as the application's authentication put it there: a key then
+	// belongs to the caller who first used it. A request of another caller
+	// of the tenant with that key is refused with
+	// IDEMPOTENCY_KEY_FORBIDDEN, whatever it asks and whatever became of
+	// the first request, so that it learns nothing of it (neither its
+	// result nor whether the arguments are the same); the key's owner's
+	// retries replay as before. "" is a request that acts for its tenant
+	// alone, which owns its keys as any other caller. The record keeps a
+	// hash of the owner (in its fingerprint), never the owner itself;
+	// records stored before KeyOwner was set belong to the tenant. Called
+	// for every request of an idempotent mutation, before its key is
+	// looked up: keep it cheap. The recoverer's runs are the server's own,
+	// and are not checked. Default nil: keys belong to the tenant, and
+	// any caller of the tenant who sends one gets its stored answer
+	// (docs/contract.md, "Whose keys").
+	KeyOwner func(ctx context.Context) string
+
 	// Lease is how long a pending claim belongs to the attempt that made it
 	// before another request with the same key may take it over. A
 	// mutation's @idempotent(leaseSeconds:) overrides it. Default 30s.
@@ -264,7 +282,7 @@ func (c Config) withDefaults() (Config, error) {
 // engine is what the engine runs with, of c (completed).
 func (c Config) engine() engine.Config {
 	return engine.Config{
-		Backend: c.Backend, Tenant: c.Tenant,
+		Backend: c.Backend, Tenant: c.Tenant, KeyOwner: c.KeyOwner,
 		Lease: c.Lease, Retention: c.Retention, WaitForInFlight: c.WaitForInFlight, KeyHeader: c.KeyHeader,
 		MaxResponseBytes: c.MaxResponseBytes, MaxArgumentBytes: c.MaxArgumentBytes,
 		Offset: c.Clock.Offset, MeterProvider: c.MeterProvider, TracerProvider: c.TracerProvider, Logger: c.Logger,

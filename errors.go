@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/outcome"
 )
@@ -19,6 +20,15 @@ var (
 	ErrResponseNotStored = &idemcode.Error{Code: idemcode.ResponseNotStored}
 	ErrAbandoned         = &idemcode.Error{Code: idemcode.Abandoned}
 )
+
+// ErrWriteOutsideClaim is the error a resolver of an idempotent mutation
+// gets from an ent write outside the claim's transaction: through the
+// application's client instead of ent.FromContext(ctx), or through a
+// transaction of its own. The write never reached the database, and the
+// mutation is refused whatever the resolver does with the error (the
+// client gets INTERNAL_SERVER_ERROR, the key is released, the log names
+// the resolver). See CommitsAlone for a write that must commit on its own.
+var ErrWriteOutsideClaim = idembackend.ErrWriteOutsideClaim
 
 // Final marks err as a final result of the mutation (a validation or business
 // rule error): the hook stores it as a failed record and replays it to every

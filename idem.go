@@ -92,3 +92,17 @@ func (m *Mode) UnmarshalGQL(v any) error {
 	*m = Mode(s)
 	return nil
 }
+
+// CommitsAlone returns ctx for writes that must commit on their own while
+// an idempotent mutation's resolver runs, whatever becomes of the mutation:
+// an audit row of the attempt, say. Inside an idempotent mutation, a write
+// through the application's ent client (r.client.T.Create()…Save(ctx)) or
+// a transaction of the resolver's own (r.client.Tx(ctx) … Commit()) is
+// otherwise refused (ErrWriteOutsideClaim): it would commit whether or not
+// the mutation's result does. With CommitsAlone the guarantee is given up
+// for those writes: they are not rolled back with the mutation, and a retry
+// after a crash, or the recoverer, makes them again. Write through
+// ent.FromContext(ctx) for everything that must happen once.
+func CommitsAlone(ctx context.Context) context.Context {
+	return idembackend.WithoutWriteGuard(ctx)
+}

@@ -84,6 +84,12 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.hooks.IdempotencyArchive = []Hook{idemClaimGuard}
+	cfg.hooks.Order = []Hook{idemClaimGuard}
+	cfg.hooks.PageView = []Hook{idemClaimGuard}
+	cfg.hooks.PageViewCount = []Hook{idemClaimGuard}
+	cfg.hooks.Payment = []Hook{idemClaimGuard}
+	cfg.hooks.Refund = []Hook{idemClaimGuard}
 	cfg.options(opts...)
 	return cfg
 }

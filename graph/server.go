@@ -53,8 +53,11 @@ func NewHook(client *ent.Client, opts Options) (*idem.Hook, error) {
 		logger = slog.Default()
 	}
 	return idem.New(idem.Config{
-		Backend:         client.IdempotencyBackend(),
-		Tenant:          TenantFromContext,
+		Backend: client.IdempotencyBackend(),
+		Tenant:  TenantFromContext,
+		// A key belongs to the user (X-User-ID) who first sent it: another
+		// user of the tenant gets IDEMPOTENCY_KEY_FORBIDDEN, not its answer.
+		KeyOwner:        UserFromContext,
 		Lease:           opts.Lease,
 		WaitForInFlight: opts.WaitForInFlight,
 		Retention:       opts.Retention,

@@ -30,6 +30,11 @@ const (
 	KeyInvalid Code = "IDEMPOTENCY_KEY_INVALID"
 	// KeyReused: the key was first used for a different request. Final.
 	KeyReused Code = "IDEMPOTENCY_KEY_REUSED"
+	// KeyForbidden: the key belongs to another caller of the tenant (the
+	// server says who the caller is: idem.Config.KeyOwner); nothing of its
+	// request or result is revealed, not even whether the arguments are
+	// the same. Final.
+	KeyForbidden Code = "IDEMPOTENCY_KEY_FORBIDDEN"
 	// InProgress: another attempt holds the key; retry after
 	// extensions.retryAfterSeconds. Retryable.
 	InProgress Code = "IDEMPOTENCY_IN_PROGRESS"
@@ -127,7 +132,7 @@ var retryable = map[Code]bool{
 
 // all is every code, in the order of the declarations above.
 var all = []Code{
-	KeyMissing, KeyInvalid, KeyReused, InProgress, KeyExpired, Unavailable,
+	KeyMissing, KeyInvalid, KeyReused, KeyForbidden, InProgress, KeyExpired, Unavailable,
 	Unauthenticated, RequestTooLarge, ResponseNotStored, BadUserInput, Abandoned,
 	InternalServerError, MutationFailed, NotFound, BadRequest,
 	BodyTooLarge, OperationLimitExceeded,

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+
+	"github.com/goovo/idem/internal/tenancy"
 )
 
 // SQLite has one writer at a time, and a writer that finds the database
@@ -158,7 +160,15 @@ func (c *queuedConn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
 }
 
+// BeginTx begins a transaction in its turn. Inside the resolver of an
+// idempotent mutation (a context with the engine's write guard) it refuses
+// at once: the claim's transaction holds this process's turn until the
+// mutation ends, so the new one would wait for it until the busy timeout;
+// and its writes would commit whether or not the mutation does.
 func (c *queuedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if g := tenancy.GuardOf(ctx); g != nil {
+		return nil, g.RefuseTx()
+	}
 	if err := c.queue.enter(ctx); err != nil {
 		return nil, err
 	}

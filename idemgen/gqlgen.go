@@ -110,7 +110,10 @@ func CheckSchema(s *ast.Schema) error {
 // these mistakes at server start or at the first request. It also fails for
 // a resolver the application kept that creates the row its claim inserts
 // (each key would leave two rows), naming the file, the resolver and the
-// fix; entgql's default create body is rewritten instead (Implement).
+// fix; entgql's default create body is rewritten instead (Implement). And
+// it fails for a resolver of an @idempotent mutation whose body opens a
+// transaction of its own or writes through r.client, outside the claim's
+// transaction.
 func (*Plugin) GenerateCode(data *codegen.Data) error {
 	if data.Schema.Mutation == nil {
 		return nil
@@ -125,6 +128,9 @@ func (*Plugin) GenerateCode(data *codegen.Data) error {
 		return nil
 	}
 	if err := checkKeptResolvers(data.Config, mutation); err != nil {
+		return err
+	}
+	if err := checkOutsideWrites(data.Config, mutation); err != nil {
 		return err
 	}
 	var pkg *types.Package
@@ -337,6 +343,74 @@ func checkKeptResolvers(cfg *config.Config, mutation *codegen.Object) error {
 		}
 		return fmt.Errorf("%s: %s.%s creates a %s of its own, but %s's claim already inserts that row from the arguments, so each key would leave two rows. Start the resolver from the claimed row instead:\n\n\trow, err := %s.Claimed%s(ctx)\n\n(and change row as needed, through ent.FromContext(ctx) or row.Update())",
 			file, receiver, f.GoFieldName, entity, f.Name, pkg, entity)
+	}
+	return nil
+}
+
+// ownTx and clientWrite find, in a resolver's body, a
+// transaction of its own or a write through the resolver's client, which
+// commit whether or not the mutation does.
+var (
+	ownTx       = regexp.MustCompile(`\br\s*\.\s*(client|Client)\s*\.\s*(Tx|BeginTx)\s*\(`)
+	clientWrite = regexp.MustCompile(`\br\s*\.\s*(client|Client)\s*\.\s*\w+\s*\.\s*(Create|CreateBulk|MapCreateBulk|Update|UpdateOne|UpdateOneID|Delete|DeleteOne|DeleteOneID)\s*\(`)
+)
+
+// writesOutsideClaim describes what body does outside the claim's
+// transaction, "" when nothing the generator can see. A body that says it
+// means it (idem.CommitsAlone) is left alone.
+func writesOutsideClaim(body string) string {
+	switch {
+	case strings.Contains(noSpace(body), "CommitsAlone("):
+		return ""
+	case ownTx.MatchString(body):
+		return "opens a transaction of its own (" + noSpace(ownTx.FindString(body)) + "ctx))"
+	case clientWrite.MatchString(body):
+		return "writes through the server's client (" + noSpace(clientWrite.FindString(body)) + "…))"
+	}
+	return ""
+}
+
+// checkOutsideWrites fails generation for a resolver of an @idempotent
+// mutation that writes outside the claim's transaction where the code
+// shows it: through r.client, or in a transaction of its own. Those writes
+// would commit whether or not the mutation does (the hook refuses them at
+// run time too, idem.ErrWriteOutsideClaim). entgql's default create body
+// is rewritten by Implement instead.
+func checkOutsideWrites(cfg *config.Config, mutation *codegen.Object) error {
+	if !cfg.Resolver.IsDefined() {
+		return nil
+	}
+	receiver := templates.LcFirst(mutation.Name) + templates.UcFirst(cfg.Resolver.Type)
+	var bodies map[string]keptBody
+	for _, f := range mutation.Fields {
+		if f.FieldDefinition == nil || f.FieldDefinition.Directives.ForName(directive.Name) == nil {
+			continue
+		}
+		if bodies == nil {
+			var err error
+			if bodies, err = resolverBodies(cfg.Resolver.Dir(), receiver); err != nil {
+				return err
+			}
+		}
+		kept, ok := bodies[f.GoFieldName]
+		if !ok {
+			continue
+		}
+		if named, created := createdEntity(f); created && defaultCreate(kept.body, named.Obj().Name()) {
+			continue
+		}
+		what := writesOutsideClaim(kept.body)
+		if what == "" {
+			continue
+		}
+		file := kept.file
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, file); err == nil {
+				file = rel
+			}
+		}
+		return fmt.Errorf("%s: %s.%s %s, but %s is @idempotent: those writes would commit whether or not the mutation does, and a retry after a crash would make them again (the hook refuses them at run time). Write through ent.FromContext(ctx), the mutation's transaction; for a write that must commit on its own (and may be made again), pass idem.CommitsAlone(ctx)",
+			file, receiver, f.GoFieldName, what, f.Name)
 	}
 	return nil
 }

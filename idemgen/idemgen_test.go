@@ -228,3 +228,22 @@ func TestCreateFieldExcludesPaths(t *testing.T) {
 		}
 	}
 }
+
+// A resolver body that writes outside the claim's transaction where the
+// code shows it (a transaction of its own, a write through r.client) is
+// found, and named; reads, the attempt's client, and a write that says it
+// commits on its own are not.
+func TestWritesOutsideClaim(t *testing.T) {
+	for body, want := range map[string]string{
+		"tx, err := r.Client.Tx(ctx)\nif err != nil { return nil, err }\ndefer tx.Rollback()": "opens a transaction of its own (r.Client.Tx(ctx))",
+		"return r.client.Transfer.Create().SetAmount(a).Save(ctx)":                            "writes through the server's client (r.client.Transfer.Create(…))",
+		"n, err := r.client.Account.Update().Where(account.ID(id)).AddBalance(-a).Save(ctx)":  "writes through the server's client (r.client.Account.Update(…))",
+		"return r.client.Account.Query().Where(account.ID(id)).Only(ctx)":                     "",
+		"return ent.FromContext(ctx).Transfer.Create().SetAmount(a).Save(ctx)":                "",
+		"r.client.Audit.Create().SetWhat(w).Save(idem.CommitsAlone(ctx))":                     "",
+	} {
+		if got := writesOutsideClaim(body); got != want {
+			t.Errorf("%q: %q, want %q", body, got, want)
+		}
+	}
+}

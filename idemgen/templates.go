@@ -40,9 +40,16 @@ var (
 	// isolated.
 	IsolationTemplate = parseT("template/isolation.tmpl").SkipIf(noIsolation)
 
+	// GuardTemplate generates idem_guard.go: the hook, first on every
+	// entity of every client of the package, that refuses a write outside
+	// the claim's transaction while an idempotent mutation's resolver runs
+	// (idembackend.ErrWriteOutsideClaim).
+	GuardTemplate = parseT("template/guard.tmpl")
+
 	// AllTemplates holds every template of the extension.
 	AllTemplates = []*gen.Template{
 		BackendTemplate,
+		GuardTemplate,
 		ClaimTemplate,
 		ClaimedTemplate,
 		QueryTemplate,

@@ -73,6 +73,9 @@ type attempt struct {
 	// secondRow is set when the resolver created a row of the record
 	// entity besides the claimed one (see withClaim, idemschema.ErrSecondRow).
 	secondRow atomic.Bool
+	// guard refuses the resolver's writes outside the attempt's
+	// transaction (see guard.go); nil until begin opens it.
+	guard *tenancy.Guard
 }
 
 // begun is the typed result of an attempt's start: either the transaction
@@ -152,6 +155,12 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 		e.release(ctx, r, a.claim.Attempt)
 		e.tel.failed(ctx, r, "retryable")
 		return ended{err: e.secondRow(ctx, r)}
+	}
+	if write := a.guard.Refused(); write != "" {
+		a.rollback(ctx)
+		e.release(ctx, r, a.claim.Attempt)
+		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
+		return ended{err: e.writeOutsideClaim(ctx, r, write)}
 	}
 	if a.retryable || len(errs) > a.finals || ctx.Err() != nil {
 		// A transient failure: undo everything, free the key for a retry.
@@ -360,6 +369,7 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 		return ctx, errNotRun()
 	}
 	r := a.req
+	txCtx = a.guardWrites(txCtx)
 	return effects.With(txCtx, &effects.Scope{Dialect: a.ext.cfg.Backend.Dialect(),
 		Table: r.spec.table.Name, Tenant: r.tenant, Key: r.key, Tx: idembackend.DriverTx(txCtx)}), nil
 }

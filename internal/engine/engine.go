@@ -37,6 +37,7 @@ import (
 type Config struct {
 	Backend          idembackend.Backend
 	Tenant           func(ctx context.Context) (string, error)
+	KeyOwner         func(ctx context.Context) string
 	Lease            time.Duration
 	Retention        time.Duration // the default; a record table may set its own
 	WaitForInFlight  time.Duration

@@ -132,6 +132,10 @@ func (e *Engine) validate(ctx context.Context, r *request, oc *graphql.Operation
 	if fp.ArgumentsSize > e.cfg.MaxArgumentBytes {
 		return refusal.Errorf(idemcode.RequestTooLarge, key, "the mutation's arguments are %d bytes; the limit is %d", fp.ArgumentsSize, e.cfg.MaxArgumentBytes)
 	}
+	if e.cfg.KeyOwner != nil && !recovering(ctx) {
+		// The key belongs to its caller (protocol: another caller's key).
+		fp.Owner = fingerprint.OwnerOf(e.cfg.KeyOwner(ctx))
+	}
 	r.fingerprint = fp.String()
 	// An atomic claim commits with its result or not at all, and the
 	// completion clears the operation: no recoverer could ever read it, so

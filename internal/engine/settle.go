@@ -172,6 +172,9 @@ func (e *Engine) claim(ctx context.Context, r *request, seen *sight, next graphq
 // refusal is the error of a Refuse decision on rec.
 func (e *Engine) refusal(r *request, d protocol.Decision, rec *record.Record) error {
 	switch {
+	case d.Code == idemcode.KeyForbidden:
+		return refusal.Errorf(idemcode.KeyForbidden, r.key,
+			"idempotency key belongs to another caller; use a key of your own (a new one for every intent)")
 	case d.Code == idemcode.KeyExpired:
 		retention := e.retentionOf(r.spec, rec)
 		r.expiresAt = protocol.ExpiresAt(rec, retention)

@@ -33,14 +33,36 @@ type Fingerprint struct {
 	// Arguments and Selection are truncated SHA-256 hashes, in hex.
 	Arguments string
 	Selection string
+	// Owner is the truncated SHA-256 hash, in hex, of who sent the request
+	// within its tenant (idem.Config.KeyOwner; OwnerOf); "" when the
+	// application does not say, and the key belongs to the tenant.
+	Owner string
 	// ArgumentsSize is the length of the arguments' canonical form, for the
 	// hook's size limit (it is not part of String).
 	ArgumentsSize int
 }
 
+// OwnerOf is the Owner of a request sent by owner ("" for a request that
+// acts for its tenant alone, which owns its keys as any other caller).
+func OwnerOf(owner string) string { return digest([]byte("owner\x00" + owner)) }
+
+// OtherOwner reports whether a request whose fingerprint is got is
+// another caller's than the one whose request stored stored: both say who
+// sent them, and they differ. A record stored before the application said
+// who its callers are belongs to its tenant.
+func OtherOwner(stored, got string) bool {
+	a, okA := Parse(stored)
+	b, okB := Parse(got)
+	return okA && okB && a.Owner != "" && b.Owner != "" && a.Owner != b.Owner
+}
+
 // String encodes f for storage.
 func (f Fingerprint) String() string {
-	return version + ":" + f.Field + ":" + f.Arguments + ":" + f.Selection
+	s := version + ":" + f.Field + ":" + f.Arguments + ":" + f.Selection
+	if f.Owner != "" {
+		s += ":" + f.Owner
+	}
+	return s
 }
 
 // Prefix is how every stored fingerprint of field ("<Type>.<field>")
@@ -50,10 +72,14 @@ func Prefix(field string) string { return version + ":" + field + ":" }
 // Parse decodes a stored fingerprint.
 func Parse(s string) (Fingerprint, bool) {
 	parts := strings.Split(s, ":")
-	if len(parts) != 4 || parts[0] != version {
+	if len(parts) < 4 || len(parts) > 5 || parts[0] != version {
 		return Fingerprint{}, false
 	}
-	return Fingerprint{Field: parts[1], Arguments: parts[2], Selection: parts[3]}, true
+	f := Fingerprint{Field: parts[1], Arguments: parts[2], Selection: parts[3]}
+	if len(parts) == 5 {
+		f.Owner = parts[4]
+	}
+	return f, true
 }
 
 // Differences names what differs between two fingerprints, for the message

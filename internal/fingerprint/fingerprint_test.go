@@ -784,7 +784,7 @@ func TestParseRejectsMalformed(t *testing.T) {
 		{"empty", ""},
 		{"garbage", "not a fingerprint"},
 		{"too few parts", "v1:Mutation.createItem:abc"},
-		{"too many parts", "v1:Mutation.createItem:abc:def:ghi"},
+		{"too many parts", "v1:Mutation.createItem:abc:def:ghi:jkl"},
 		{"unknown version", "v0" + strings.TrimPrefix(good, "v1")},
 		{"no version", strings.TrimPrefix(good, "v1:")},
 		{"legacy hex digest", "3f786850e387550fdab836ed7e6dc881de23001b"},

@@ -35,9 +35,10 @@ const (
 	// same request, within retention: answer the stored result.
 	Replay
 	// Refuse: answer with Decision.Code, running nothing:
-	// IDEMPOTENCY_KEY_EXPIRED past retention, IDEMPOTENCY_KEY_REUSED for
-	// a different request (Decision.Differences) or for a row written
-	// outside the hook (Decision.Foreign).
+	// IDEMPOTENCY_KEY_FORBIDDEN for another caller's key,
+	// IDEMPOTENCY_KEY_EXPIRED past retention, IDEMPOTENCY_KEY_REUSED for a
+	// different request (Decision.Differences) or for a row written outside
+	// the hook (Decision.Foreign).
 	Refuse
 	// Wait: another attempt holds the key and the request may still wait
 	// for it (idem.Config.WaitForInFlight): poll, then decide again.
@@ -98,6 +99,11 @@ func Decide(rec *record.Record, req Request, now time.Time) Decision {
 			return Decision{Kind: InProgress}
 		}
 		return Decision{Kind: Claim}
+	}
+	if fingerprint.OtherOwner(rec.Fingerprint, req.Fingerprint) {
+		// First: whatever the record's state, another caller learns
+		// nothing of it but that the key is taken.
+		return Decision{Kind: Refuse, Code: idemcode.KeyForbidden}
 	}
 	if Expired(rec, req.Retention, now) {
 		return Decision{Kind: Refuse, Code: idemcode.KeyExpired}

@@ -20,7 +20,16 @@ var (
 	retention = 24 * time.Hour
 	fp        = fingerprint.Fingerprint{Field: "Mutation.createOrder", Arguments: "a1", Selection: "s1"}.String()
 	otherArgs = fingerprint.Fingerprint{Field: "Mutation.createOrder", Arguments: "a2", Selection: "s1"}.String()
+	// alice's and bob's requests, the same but for who sent them.
+	alice = fingerprint.Fingerprint{Field: "Mutation.createOrder", Arguments: "a1", Selection: "s1", Owner: fingerprint.OwnerOf("alice")}.String()
+	bob   = fingerprint.Fingerprint{Field: "Mutation.createOrder", Arguments: "a1", Selection: "s1", Owner: fingerprint.OwnerOf("bob")}.String()
 )
+
+// owned is rec as alice's request stored it.
+func owned(rec *record.Record) *record.Record {
+	rec.Fingerprint = alice
+	return rec
+}
 
 func pending(leaseLeft time.Duration) *record.Record {
 	return &record.Record{Status: record.StatusPending, Fingerprint: fp, Attempt: 1,
@@ -44,6 +53,8 @@ var table = []tableCase{
 		want: Decision{Kind: Claim}},
 	{row: "claim gone after a run", rec: nil, req: Request{Fingerprint: fp, Retention: retention, Ran: true, MayWait: true},
 		want: Decision{Kind: InProgress}},
+	{row: "another caller's key", rec: owned(finished(record.StatusSucceeded, retention)), req: Request{Fingerprint: bob, Retention: retention},
+		want: Decision{Kind: Refuse, Code: idemcode.KeyForbidden}},
 	{row: "past retention", rec: finished(record.StatusSucceeded, retention), req: Request{Fingerprint: fp, Retention: retention},
 		want: Decision{Kind: Refuse, Code: idemcode.KeyExpired}},
 	{row: "different request", rec: finished(record.StatusSucceeded, time.Hour), req: Request{Fingerprint: otherArgs, Retention: retention},
@@ -196,5 +207,27 @@ func TestPromisedExpiryOutlivesAShorterRetention(t *testing.T) {
 	old := &record.Record{Status: record.StatusSucceeded, CompletedAt: done, LeaseExpiresAt: done.Add(30 * time.Second)}
 	if got := ExpiresAt(old, time.Hour); !got.Equal(done.Add(time.Hour)) {
 		t.Fatalf("ExpiresAt of an old record: %v", got)
+	}
+}
+
+// Another caller's key is refused whatever the record's state and whatever
+// the request asks (the same arguments or others), so that the answer
+// tells nothing of the first request; the same caller, and a record stored
+// before the application said who its callers are, are not.
+func TestAnotherCallersKey(t *testing.T) {
+	bobOther := fingerprint.Fingerprint{Field: "Mutation.createOrder", Arguments: "a2", Selection: "s1", Owner: fingerprint.OwnerOf("bob")}.String()
+	for _, rec := range []*record.Record{owned(finished(record.StatusSucceeded, time.Hour)), owned(finished(record.StatusFailed, retention)),
+		owned(pending(time.Second)), owned(pending(-time.Second)), owned(&record.Record{Fingerprint: alice})} {
+		for _, req := range []string{bob, bobOther} {
+			if d := Decide(rec, Request{Fingerprint: req, Retention: retention}, now); d.Kind != Refuse || d.Code != idemcode.KeyForbidden || d.Differences != nil {
+				t.Errorf("%s record, bob's request: %+v", rec.Status, d)
+			}
+		}
+	}
+	if d := Decide(owned(finished(record.StatusSucceeded, time.Hour)), Request{Fingerprint: alice, Retention: retention}, now); d.Kind != Replay {
+		t.Errorf("alice's own retry: %+v", d)
+	}
+	if d := Decide(finished(record.StatusSucceeded, time.Hour), Request{Fingerprint: bob, Retention: retention}, now); d.Kind != Replay {
+		t.Errorf("a record stored before callers were known, bob's retry: %+v", d)
 	}
 }

@@ -22,6 +22,13 @@ export declare const Code: {
      */
     readonly KeyReused: "IDEMPOTENCY_KEY_REUSED";
     /**
+     * KeyForbidden: the key belongs to another caller of the tenant (the
+     * server says who the caller is: idem.Config.KeyOwner); nothing of its
+     * request or result is revealed, not even whether the arguments are
+     * the same. Final.
+     */
+    readonly KeyForbidden: "IDEMPOTENCY_KEY_FORBIDDEN";
+    /**
      * InProgress: another attempt holds the key; retry after
      * extensions.retryAfterSeconds. Retryable.
      */

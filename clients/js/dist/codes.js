@@ -23,6 +23,13 @@ export const Code = {
      */
     KeyReused: "IDEMPOTENCY_KEY_REUSED",
     /**
+     * KeyForbidden: the key belongs to another caller of the tenant (the
+     * server says who the caller is: idem.Config.KeyOwner); nothing of its
+     * request or result is revealed, not even whether the arguments are
+     * the same. Final.
+     */
+    KeyForbidden: "IDEMPOTENCY_KEY_FORBIDDEN",
+    /**
      * InProgress: another attempt holds the key; retry after
      * extensions.retryAfterSeconds. Retryable.
      */
@@ -140,6 +147,7 @@ export const allCodes = [
     "IDEMPOTENCY_KEY_MISSING",
     "IDEMPOTENCY_KEY_INVALID",
     "IDEMPOTENCY_KEY_REUSED",
+    "IDEMPOTENCY_KEY_FORBIDDEN",
     "IDEMPOTENCY_IN_PROGRESS",
     "IDEMPOTENCY_KEY_EXPIRED",
     "IDEMPOTENCY_UNAVAILABLE",

@@ -75,6 +75,10 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.hooks.Category = []Hook{idemClaimGuard}
+	cfg.hooks.IdempotencyArchive = []Hook{idemClaimGuard}
+	cfg.hooks.IdempotencyRecord = []Hook{idemClaimGuard}
+	cfg.hooks.Todo = []Hook{idemClaimGuard}
 	cfg.options(opts...)
 	return cfg
 }

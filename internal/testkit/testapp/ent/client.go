@@ -70,6 +70,9 @@ type (
 // newConfig creates a new config for the client.
 func newConfig(opts ...Option) config {
 	cfg := config{log: log.Println, hooks: &hooks{}, inters: &inters{}}
+	cfg.hooks.IdempotencyArchive = []Hook{idemClaimGuard}
+	cfg.hooks.IdempotencyRecord = []Hook{idemClaimGuard}
+	cfg.hooks.Shipment = []Hook{idemClaimGuard}
 	cfg.options(opts...)
 	return cfg
 }
