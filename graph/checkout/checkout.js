@@ -28,8 +28,21 @@ const send = createFetch({
     log(`attempt ${r.attempt} of ${short(r.key)}: ${r.reason}${r.code ? ` (${r.code})` : ""}; retrying in ${r.delay} ms with the same key`),
 });
 
-// The order on screen survives a reload, as the intents do.
-let current = JSON.parse(localStorage.getItem("idem.checkout.order") || "null");
+// The order on screen survives a reload, as the intents do. A stored
+// value that is not an order of ours (edited by hand, from another page
+// of this origin) is dropped, so that the page starts afresh instead of
+// stopping at it.
+function storedOrder() {
+  try {
+    const o = JSON.parse(localStorage.getItem("idem.checkout.order") || "null");
+    if (o === null || (typeof o.id === "string" && /^[1-9][0-9]{0,9}$/.test(o.id))) return o;
+  } catch {
+    // not JSON
+  }
+  localStorage.removeItem("idem.checkout.order");
+  return null;
+}
+let current = storedOrder();
 let order = null; // as the server last answered
 let orderIntent = null; // armed when the form renders
 let payIntent = null; // armed when an unpaid order is shown
