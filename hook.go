@@ -83,7 +83,8 @@ func (h *Hook) ReadSchema(es graphql.ExecutableSchema) error { return h.eng.Vali
 // request may ask for, and returns the handler to serve. It puts the HTTP
 // edge on srv (idemhttp.Configure: the error presenter, put your own in
 // Config.ErrorPresenter; the recover function; the document and complexity
-// limits of Config.Limits; a last transport for what no other takes), adds
+// limits of Config.Limits; a query cache bounded in bytes, which replaces
+// one set before; a last transport for what no other takes), adds
 // the hook, wraps srv in idemhttp.Middleware (the body limit, the
 // Idempotency-Key header, the response headers), and starts the recoverer
 // when Config.RecoverAfter is set.

@@ -57,5 +57,44 @@ func TestCheckoutPageIsServed(t *testing.T) {
 			t.Errorf("the page does not import %s (imports: %v)", want, seen)
 		}
 	}
-	get("/", "text/html") // the playground
+}
+
+// Issue 32: the page at / works with no network beyond the server (gqlgen's
+// playground loaded React and GraphiQL from a CDN), and a path the server
+// does not serve is 404 (/ answered every one with 200, /debug/pprof/
+// included).
+func TestPlaygroundNeedsNoNetworkAndUnknownPathsAre404(t *testing.T) {
+	a := newApp(t, idemtest.SQLite)
+	get := func(path string) (int, string, string) {
+		t.Helper()
+		res, err := http.Get(a.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, res.Header.Get("Content-Type"), string(body)
+	}
+	status, ctype, page := get("/")
+	if status != http.StatusOK || !strings.HasPrefix(ctype, "text/html") {
+		t.Fatalf("GET /: %d %s", status, ctype)
+	}
+	// Every script, style sheet and image the page loads is the server's.
+	refs := regexp.MustCompile(`(?i)\b(?:src|href)="([^"]*)"`)
+	for _, m := range refs.FindAllStringSubmatch(page, -1) {
+		if strings.Contains(m[1], "//") {
+			t.Errorf("the page at / loads %s from elsewhere", m[1])
+		}
+		if status, _, _ := get("/" + strings.TrimPrefix(m[1], "/")); status != http.StatusOK {
+			t.Errorf("the page at / loads %s, which answers %d", m[1], status)
+		}
+	}
+	if !strings.Contains(page, `src="playground.js"`) {
+		t.Errorf("the page does not load its script:\n%s", page)
+	}
+	for _, path := range []string{"/nope", "/debug/pprof/", "/index.html", "/query/x", "/checkout.js"} {
+		if status, _, body := get(path); status != http.StatusNotFound {
+			t.Errorf("GET %s: %d, want 404: %.100s", path, status, body)
+		}
+	}
 }

@@ -7,10 +7,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/99designs/gqlgen/graphql/playground"
-	"github.com/vektah/gqlparser/v2/ast"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/goovo/idem"
@@ -78,13 +75,14 @@ func NewHook(client *ent.Client, opts Options) (*idem.Hook, error) {
 // mail, the mailer whose receipts Query.receipts lists:
 // GraphQL at /query, with the idempotency hook and the X-Tenant-ID and
 // X-User-ID authentication, a checkout page at /checkout/ (on the
-// JavaScript client) and a playground at /.
+// JavaScript client) and a playground at / (both from the binary); any
+// other path is 404.
 func NewHandler(client *ent.Client, prov provider.Provider, mail *mailer.Simulated, hook *idem.Hook) (http.Handler, error) {
 	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov, mailer: mail}}))
 	srv.AddTransport(transport.POST{})
-	// Parsed and validated operations are reused: a retry sends the same
-	// document, and parsing is a seventh of a request's CPU.
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	// Parsed and validated operations are reused (a retry sends the same
+	// document, and parsing is a seventh of a request's CPU) in the cache
+	// hook.Handler sets: bounded in bytes by Options.Limits.
 	srv.Use(extension.Introspection{})
 	gql, err := hook.Handler(srv)
 	if err != nil {
@@ -93,6 +91,8 @@ func NewHandler(client *ent.Client, prov provider.Provider, mail *mailer.Simulat
 	mux := http.NewServeMux()
 	mux.Handle("/query", TenantMiddleware(UserMiddleware(gql)))
 	mux.Handle("/checkout/", checkoutHandler())
-	mux.Handle("/", playground.Handler("idem example", "/query"))
+	page := playgroundHandler()
+	mux.Handle("GET /{$}", page)
+	mux.Handle("GET /playground.js", page)
 	return mux, nil
 }

@@ -97,6 +97,18 @@ type Limits struct {
 	// keep gqlgen's calculation (exponential in nested fragment spreads)
 	// cheap. Refused with COMPLEXITY_LIMIT_EXCEEDED. Default 1000.
 	MaxComplexity int
+
+	// DocumentCacheBytes bounds the memory of the parsed documents
+	// Configure keeps for the next request that sends the same text
+	// (gqlgen's query cache, a DocumentCache): what a client can make the
+	// server keep after its answer. Default 16 MiB. Negative: Configure
+	// leaves the server's query cache as it is (gqlgen's default keeps
+	// none).
+	DocumentCacheBytes int64
+
+	// MaxCachedDocumentBytes is the largest document text the cache
+	// keeps; a larger one is parsed again each time. Default 64 KiB.
+	MaxCachedDocumentBytes int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -112,9 +124,14 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxFieldPairs, DefaultMaxFieldPairs)
 	def(&l.MaxNodes, DefaultMaxNodes)
 	def(&l.MaxComplexity, DefaultMaxComplexity)
-	if l.MaxBodyBytes == 0 {
-		l.MaxBodyBytes = DefaultMaxBodyBytes
+	def64 := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
 	}
+	def64(&l.MaxBodyBytes, DefaultMaxBodyBytes)
+	def64(&l.DocumentCacheBytes, DefaultDocumentCacheBytes)
+	def64(&l.MaxCachedDocumentBytes, DefaultMaxCachedDocumentBytes)
 	return l
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idembackend"
@@ -115,6 +116,8 @@ func (p *Presenter) Present(ctx context.Context, err error) *gqlerror.Error {
 			return p.Present(ctx, m)
 		}
 		return p.next(ctx, p.clientError(ctx, g, ce))
+	case hasCode(g) && isVariableTypeError(g):
+		return p.next(ctx, variableTypeError(g))
 	case hasCode(g) || outcome.IsFinal(err) || isHookError(err):
 	case g.Err == nil:
 		// Written as a GraphQL error: by the application, by gqlgen (a
@@ -294,4 +297,29 @@ func (p *Presenter) unstorable(ctx context.Context, g *gqlerror.Error) *gqlerror
 		Locations:  g.Locations,
 		Extensions: map[string]any{"code": string(idemcode.BadUserInput)},
 	}
+}
+
+// isVariableTypeError reports gqlparser's refusal of a variable's value
+// ("cannot use value 0 as Int" for 1e400, "cannot use float64 as ID"):
+// Go's names and a value the client did not send.
+func isVariableTypeError(g *gqlerror.Error) bool {
+	return g.Extensions["code"] == string(idemcode.ValidationFailed) && len(g.Path) >= 2 &&
+		g.Path[0] == ast.PathName("variable") && strings.HasPrefix(g.Message, "cannot use ")
+}
+
+// variableTypeError words a variable's refused value for the client: the
+// type it should be, from the end of gqlparser's message.
+func variableTypeError(g *gqlerror.Error) *gqlerror.Error {
+	want := g.Message[strings.Index(g.Message, " as ")+len(" as "):]
+	if i := strings.IndexByte(want, ':'); i >= 0 {
+		want = want[:i] // "ID: integers beyond 2^53-1 may have been rounded; …"
+	}
+	msg := fmt.Sprintf("the value of variable $%s is not a valid %s", g.Path[1], want)
+	if want == "Int" {
+		msg += ": an Int is a whole number from -2147483648 to 2147483647 (GraphQL's Int is 32-bit)"
+	}
+	cp := *g
+	cp.Message = msg
+	cp.Extensions = maps.Clone(g.Extensions)
+	return &cp
 }

@@ -17,7 +17,8 @@ import (
 // under a correlation id; gqlgen's default prints it and answers without a
 // code), the document limits of l (OperationLimits, which run before
 // gqlgen parses and validates, and gqlgen's parser token limit), gqlgen's
-// complexity limit, and a last transport that answers a request no other
+// complexity limit, a query cache bounded in bytes (DocumentCache, unless
+// l.DocumentCacheBytes is negative: it replaces one set before), and a last transport that answers a request no other
 // transport serves with BAD_REQUEST. Zero fields of l take their defaults.
 //
 // Call it after adding transports, and before the extensions that work on
@@ -26,6 +27,9 @@ func Configure(srv *handler.Server, l Limits, p *Presenter) {
 	l = l.withDefaults()
 	srv.SetErrorPresenter(p.Present)
 	srv.SetRecoverFunc(recoverFunc)
+	if l.DocumentCacheBytes > 0 {
+		srv.SetQueryCache(NewDocumentCache(l.DocumentCacheBytes, l.MaxCachedDocumentBytes))
+	}
 	srv.Use(NewOperationLimits(l))
 	if l.MaxTokens > 0 {
 		srv.SetParserTokenLimit(l.MaxTokens)

@@ -102,9 +102,20 @@ func run() error {
 	flag.IntVar(&limits.MaxNodes, "max-nodes", 0, "most nodes of a document, each fragment counted where it is spread (default 20000)")
 	flag.IntVar(&limits.MaxFieldPairs, "max-field-pairs", 0, "most pairs of fields sharing a response name in one selection set, which validation compares (default 10000)")
 	flag.IntVar(&limits.MaxComplexity, "max-complexity", 0, "gqlgen complexity limit of an operation (default 1000)")
+	flag.Int64Var(&limits.DocumentCacheBytes, "document-cache-bytes", 0, "memory of the parsed documents kept for the next request that sends the same text: what a client can make the server keep after its answer (default 16 MiB)")
+	flag.Int64Var(&limits.MaxCachedDocumentBytes, "max-cached-document-bytes", 0, "largest document text kept in the document cache; a larger one is parsed again each time (default 64 KiB)")
+	// Connection phases (idemhttp.Timeouts), the same convention.
+	var timeouts idemhttp.Timeouts
+	flag.DurationVar(&timeouts.ReadHeader, "read-header-timeout", 0, "how long a connection may take to send a request's headers (default 10s)")
+	flag.DurationVar(&timeouts.Read, "read-timeout", 0, "how long a connection may take to send a whole request, body included (default 2m)")
+	flag.DurationVar(&timeouts.Write, "write-timeout", 0, "how long a request may take from its headers to the end of its answer; longer than -wait-in-flight (default 5m)")
+	flag.DurationVar(&timeouts.Idle, "idle-timeout", 0, "how long a keep-alive connection may wait for its next request (default 2m)")
 	flag.Parse()
 	if *failureRate < 0 || *failureRate > 1 {
 		return errors.New("-provider-failure-rate must be between 0 and 1")
+	}
+	if timeouts.Write > 0 && *wait >= timeouts.Write {
+		return errors.New("-write-timeout must be longer than -wait-in-flight: a duplicate that waits its whole time would lose its answer")
 	}
 	if *maxConns < 1 || *provConns < 1 {
 		return errors.New("-db-max-conns and -provider-max-conns must be at least 1")
@@ -257,7 +268,7 @@ func run() error {
 		// net/http instrumentation).
 		served = otelhttp.NewHandler(served, "server", otelhttp.WithMeterProvider(opts.MeterProvider))
 	}
-	srv := sd.server(served)
+	srv := sd.server(served, timeouts)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()

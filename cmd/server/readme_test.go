@@ -81,7 +81,7 @@ func TestREADMEWalkthrough(t *testing.T) {
 	}
 	page, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusOK || !bytes.Contains(bytes.ToLower(page), []byte("graphiql")) {
+	if res.StatusCode != http.StatusOK || !bytes.Contains(bytes.ToLower(page), []byte("graphql playground")) {
 		t.Fatalf("the playground at / answered %d:\n%.300s", res.StatusCode, page)
 	}
 

@@ -49,26 +49,24 @@ type shutdown struct {
 // it to be finished).
 const releaseWait = 5 * time.Second
 
-// server returns the HTTP server of h, whose requests the shutdown counts
-// and can cancel.
-func (s *shutdown) server(h http.Handler) *http.Server {
+// server returns the HTTP server of h, with the connection bounds t
+// (idemhttp.NewServer), whose requests the shutdown counts and can cancel.
+func (s *shutdown) server(h http.Handler, t idemhttp.Timeouts) *http.Server {
 	base, cut := context.WithCancel(context.Background())
 	s.cut = cut
-	return &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s.handlers.Add(1)
-			s.inFlight.Add(1)
-			defer func() {
-				s.inFlight.Add(-1)
-				s.handlers.Done()
-			}()
-			h.ServeHTTP(w, r)
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-		// Every request's context derives from base, which the cut phase
-		// cancels.
-		BaseContext: func(net.Listener) context.Context { return base },
-	}
+	srv := idemhttp.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handlers.Add(1)
+		s.inFlight.Add(1)
+		defer func() {
+			s.inFlight.Add(-1)
+			s.handlers.Done()
+		}()
+		h.ServeHTTP(w, r)
+	}), t)
+	// Every request's context derives from base, which the cut phase
+	// cancels.
+	srv.BaseContext = func(net.Listener) context.Context { return base }
+	return srv
 }
 
 // run shuts srv down in phases once the first signal has come, and returns

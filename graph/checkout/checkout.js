@@ -325,10 +325,16 @@ async function init() {
   // The order on screen: the URL's, else the one this browser kept, else
   // the one of a payment sent before the page was left.
   const unfinished = (await intents.list()).filter((i) => i.sent && i.meta?.tenant === tenant());
-  const fromURL = new URL(location.href).searchParams.get("order");
+  // A value that is not an order of ours (a URL edited by hand, a stored
+  // value from another version of the page) is passed over, so that the
+  // page starts afresh instead of stopping at it.
+  const orderOf = (id) => (typeof id === "string" && /^[1-9][0-9]{0,9}$/.test(id) ? { id } : null);
   const pending = unfinished.find((i) => i.name === "pay");
-  current = fromURL ? { id: fromURL } : ((await pageState.get(`order:${tenant()}`)) ?? (pending ? { id: pending.meta.orderID } : null));
-  if (current) await setCurrent(current);
+  current =
+    orderOf(new URL(location.href).searchParams.get("order")) ??
+    orderOf((await pageState.get(`order:${tenant()}`))?.id) ??
+    orderOf(pending?.meta?.orderID);
+  await setCurrent(current);
   await refresh();
   await arm();
   await renderUnfinished();

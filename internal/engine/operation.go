@@ -122,8 +122,19 @@ func (s *operationShape) encode(values map[string]any, caller []byte) []byte {
 	return b
 }
 
-// maxCachedShapes bounds operationShapes: past it, the cache starts over.
-const maxCachedShapes = 1024
+// maxCachedShapes and maxCachedShapeBytes bound operationShapes: past
+// either, the cache starts over. Each field is charged the text of the
+// document it holds alive (its position points at the source), fields of
+// one document each charged the whole text: a bound, not a count. A field
+// of a document larger than maxShapeSourceBytes is not cached: gqlgen's
+// query cache does not keep such a document (idemhttp.DocumentCache), so
+// the same field never comes again, and the cache would only keep a
+// client's megabyte after its answer.
+const (
+	maxCachedShapes     = 1024
+	maxCachedShapeBytes = 16 << 20
+	maxShapeSourceBytes = 64 << 10
+)
 
 // operationShapes caches the shape of each idempotent field of the parsed
 // documents that gqlgen's query cache hands out again and again: the same
@@ -138,12 +149,22 @@ const maxCachedShapes = 1024
 type operationShapes struct {
 	mu     sync.Mutex
 	shapes map[*ast.Field]*operationShape
+	bytes  int // the sources' text the fields hold, as charged
+}
+
+// sourceBytes is the length of the document text field holds alive.
+func sourceBytes(field *ast.Field) int {
+	if field.Position == nil || field.Position.Src == nil {
+		return 0
+	}
+	return len(field.Position.Src.Input)
 }
 
 // of is operationOf, from the cache when it can: cacheable says that
 // field is the document's own (a single copy).
 func (c *operationShapes) of(oc *graphql.OperationContext, field *ast.Field, cacheable bool, key string, keyInQuery bool, caller []byte) []byte {
-	if !cacheable || keyInQuery {
+	src := sourceBytes(field)
+	if !cacheable || keyInQuery || src > maxShapeSourceBytes {
 		return operationOf(oc, field, key, keyInQuery, caller)
 	}
 	c.mu.Lock()
@@ -152,10 +173,11 @@ func (c *operationShapes) of(oc *graphql.OperationContext, field *ast.Field, cac
 	if shape == nil {
 		shape = shapeOf(oc, field, key, false)
 		c.mu.Lock()
-		if c.shapes == nil || len(c.shapes) >= maxCachedShapes {
-			c.shapes = make(map[*ast.Field]*operationShape)
+		if c.shapes == nil || len(c.shapes) >= maxCachedShapes || c.bytes+src > maxCachedShapeBytes {
+			c.shapes, c.bytes = make(map[*ast.Field]*operationShape), 0
 		}
 		c.shapes[field] = shape
+		c.bytes += src
 		c.mu.Unlock()
 	}
 	return shape.encode(oc.Variables, caller)

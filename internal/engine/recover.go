@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,14 @@ type RecoverReport struct {
 	// the horizon.)
 	Waiting int
 }
+
+// maxRecoveryRetries bounds the recoverer's memory of failed runs. An
+// entry is dropped when this process recovers, abandons or sees replayed
+// its claim; one that another process finished, or a sweep archived, is
+// never seen again, so past the bound the entries whose claims were
+// longest due are forgotten: at worst such a claim, if it is still there,
+// is tried again without waiting its backoff.
+const maxRecoveryRetries = 10_000
 
 // recovery is the recoverer's memory, in this process: when each claim
 // whose run failed may be tried again.
@@ -104,6 +113,9 @@ func (r *recovery) failed(id string, now time.Time, after time.Duration) {
 	}
 	rt := r.retries[id]
 	if rt == nil {
+		if len(r.retries) >= maxRecoveryRetries {
+			r.forgetLongestDue(len(r.retries) / 10)
+		}
 		rt = &recoveryRetry{}
 		r.retries[id] = rt
 	}
@@ -115,6 +127,20 @@ func (r *recovery) failed(id string, now time.Time, after time.Duration) {
 // operations of abandoned claims through (idem.Hook.Handler's, middleware
 // included).
 func (e *Engine) SetHandler(h http.Handler) { e.recovery.setHandler(h) }
+
+// forgetLongestDue drops the n entries whose next run was due first: a
+// tenth of the map each time it is full, so that the scan is paid once
+// every maxRecoveryRetries/10 failures.
+func (r *recovery) forgetLongestDue(n int) {
+	ids := make([]string, 0, len(r.retries))
+	for id := range r.retries {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int { return r.retries[a].next.Compare(r.retries[b].next) })
+	for _, id := range ids[:min(max(n, 1), len(ids))] {
+		delete(r.retries, id)
+	}
+}
 
 func (r *recovery) forget(id string) {
 	r.mu.Lock()

@@ -10,9 +10,7 @@ import (
 	"testing"
 
 	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemdb"
@@ -92,9 +90,8 @@ func (be *Bench) Handler(client *ent.Client, resolver *graph.Resolver, cfg idem.
 	be.t.Helper()
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: resolver}))
 	srv.AddTransport(transport.POST{})
-	// As a production server does (handler.NewDefaultServer sets one):
-	// without it every request parses and validates its operation again.
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	// The query cache is hook.Handler's (idemhttp.DocumentCache): without
+	// one every request parses and validates its operation again.
 	cfg.Backend = client.IdempotencyBackend()
 	cfg.Tenant = graph.OrgFromContext
 	cfg.Clock = be.Clock

@@ -26,9 +26,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemdb"
@@ -85,7 +83,6 @@ func run() error {
 
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}}))
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	hook, err := idem.New(idem.Config{
 		Backend:       client.IdempotencyBackend(),
 		Tenant:        graph.OrgFromContext,

@@ -40,10 +40,8 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemctl"
@@ -139,7 +137,6 @@ func run() error {
 	}
 	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}}))
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	hh, err := hook.Handler(srv)
 	if err != nil {
 		return err
