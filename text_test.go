@@ -16,7 +16,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -120,7 +119,7 @@ func TestUnstorableTextWrittenByTheResolverIsFinal(t *testing.T) {
 			}
 			first := be.Post("org-1", "nul", 100)
 			again := be.Post("org-1", "nul", 100)
-			if first.Code() != string(idemcode.BadUserInput) || first.Outcome("createShipment") != idemhttp.OutcomeExecuted ||
+			if first.Code() != string(idemcode.BadUserInput) || first.Outcome("createShipment") != idemcode.OutcomeExecuted ||
 				!again.Replayed || !sameErrors(string(first.Body), string(again.Body)) || runs != 1 {
 				t.Fatalf("%d runs:\n%s\n%s", runs, first.Body, again.Body)
 			}

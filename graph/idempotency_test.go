@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -35,7 +34,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 			t.Fatalf("replay differs:\nfirst:  %s\nsecond: %s", first.Data, second.Data)
 		}
 		if !second.Replayed {
-			t.Fatalf("replay not marked with %s: %v", idemhttp.HeaderReplayed, second.Header)
+			t.Fatalf("replay not marked with %s: %v", idemcode.HeaderReplayed, second.Header)
 		}
 		if got := second.Extensions["idempotency"].(map[string]any)["createPayment"].(map[string]any)["replayed"]; got != true {
 			t.Fatalf("replay not marked in extensions: %s", second.Body)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -206,7 +205,7 @@ func TestWaitForAConnectionAsLongAsTheClient(t *testing.T) {
 		}()
 		time.Sleep(6 * time.Second) // the pool busy for longer than the bound: a busier machine only makes it longer
 		giveBack()
-		if r := <-paid; r == nil || len(r.Errors) > 0 || r.Outcome("createPayment") != idemhttp.OutcomeExecuted {
+		if r := <-paid; r == nil || len(r.Errors) > 0 || r.Outcome("createPayment") != idemcode.OutcomeExecuted {
 			if r == nil {
 				t.FailNow()
 			}

@@ -62,7 +62,7 @@ func TestClaimKeepsItsOperation(t *testing.T) {
 			}`
 		vars := map[string]any{"key": "kept-1", "order": order, "amount": 700, "unused": 3}
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idemhttp.OutcomeReleased {
+		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idemcode.OutcomeReleased {
 			t.Fatalf("payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -348,10 +348,10 @@ func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
 			if i == 0 {
 				delete(vars, "key")
 			}
-			header := http.Header{idemhttp.HeaderKey: {idemhttp.FormatKeyHeader(key)}}
+			header := http.Header{idemcode.HeaderKey: {idemhttp.FormatKeyHeader(key)}}
 			a.Provider.FailureRate = 1 // the claim is released, pending
 			r, err := a.Send("acme", query, vars, header)
-			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
+			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idemcode.OutcomeReleased {
 				t.Fatalf("%s: %v %s", key, err, r.Body)
 			}
 			stored, storedVars := a.storedOperation("acme", key)
@@ -403,7 +403,7 @@ func TestRecovererRunsAsTheCaller(t *testing.T) {
 
 		byRecoverer := a.newOrder("acme", 900)
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
+		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idemcode.OutcomeReleased {
 			t.Fatalf("alice's payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -438,7 +438,7 @@ func TestRecovererIsFairToOtherTenants(t *testing.T) {
 		a.Provider.FailureRate = 1 // each claim is released, pending
 		for i := range 100 {
 			key := fmt.Sprintf("unrunnable-%03d", i)
-			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
+			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idemcode.OutcomeReleased {
 				t.Fatalf("%s: %.300s", key, r.Body)
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -104,7 +103,7 @@ func TestRecoveredRepeatedFieldKeepsEveryCopy(t *testing.T) {
 		}`
 		vars := map[string]any{"key": "recovered-twice", "order": order}
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := a.do("acme", twice, vars); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
+		if r := a.do("acme", twice, vars); idemtest.Outcome(t, r.Body, "createPayment") != idemcode.OutcomeReleased {
 			t.Fatalf("payment with a failing provider: %s", r.Body)
 		}
 		if query, _ := a.storedOperation("acme", "recovered-twice"); !strings.Contains(query, "providerChargeID") {

@@ -20,7 +20,6 @@ import (
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemgen/internal/todoapp"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/directive"
@@ -48,7 +47,7 @@ func TestRolloutOfKeys(t *testing.T) {
 		// Without a key: runs, twice, as before.
 		for range 2 {
 			r := a.GQL("acme", createCategoryQuery, map[string]any{"text": "legacy"})
-			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemhttp.OutcomeKeyless {
+			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemcode.OutcomeKeyless {
 				t.Fatalf("keyless call: %s", r.Body)
 			}
 		}
@@ -117,7 +116,7 @@ func TestKeylessCallReadsItsEdgesInItsTransaction(t *testing.T) {
 		for round := range 3 {
 			td := a.createTodo("acme", fmt.Sprint("todo-", round), "read", nil)
 			r := a.GQL("acme", q, map[string]any{"in": map[string]any{"text": fmt.Sprint("edges-", round), "todoIDs": []string{td}}})
-			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemhttp.OutcomeKeyless || !strings.Contains(string(r.Data), `"t29":[{"id":"`+td+`"`) {
+			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemcode.OutcomeKeyless || !strings.Contains(string(r.Data), `"t29":[{"id":"`+td+`"`) {
 				t.Fatalf("round %d: %.500s", round, r.Body)
 			}
 		}

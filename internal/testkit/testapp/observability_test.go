@@ -18,7 +18,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/testkit"
@@ -80,7 +79,7 @@ func TestTelemetry(t *testing.T) {
 		}
 		unblock()
 		<-first
-		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idemhttp.OutcomeExecuted { // claim, final failure
+		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idemcode.OutcomeExecuted { // claim, final failure
 			t.Fatalf("%s", r.Body)
 		}
 

@@ -19,7 +19,6 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -261,7 +260,7 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 		}
 		retry := func(s *testkit.Server, query string, vars map[string]any) *testkit.Response {
 			t.Helper()
-			r, err := s.Send("org-1", query, vars, http.Header{idemhttp.HeaderRetry: {"1"}})
+			r, err := s.Send("org-1", query, vars, http.Header{idemcode.HeaderRetry: {"1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,11 +269,11 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 		const atomicCreate = `mutation($k: String!) { createShipmentAtomic(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: 990}) { id destination } }`
 
 		r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "new", "g": 1})
-		if r.Outcome("createShipment") != idemhttp.OutcomeExecuted || r.Replayed || runs.Load() != 1 {
+		if r.Outcome("createShipment") != idemcode.OutcomeExecuted || r.Replayed || runs.Load() != 1 {
 			t.Fatalf("new key sent as a retry: %s (runs %d)", r.Body, runs.Load())
 		}
 		r = retry(elsewhere(), atomicCreate, map[string]any{"k": "new-atomic"})
-		if r.Outcome("createShipmentAtomic") != idemhttp.OutcomeExecuted || r.Replayed {
+		if r.Outcome("createShipmentAtomic") != idemcode.OutcomeExecuted || r.Replayed {
 			t.Fatalf("new atomic key sent as a retry: %s", r.Body)
 		}
 
@@ -290,7 +289,7 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 				t.Fatalf("%s: %s", c.field, first.Body)
 			}
 			r := retry(elsewhere(), c.query, c.vars)
-			if !r.Replayed || r.Outcome(c.field) != idemhttp.OutcomeReplayed || !bytes.Equal(r.Data, first.Data) {
+			if !r.Replayed || r.Outcome(c.field) != idemcode.OutcomeReplayed || !bytes.Equal(r.Data, first.Data) {
 				t.Fatalf("%s: retry in another process %s, first answer %s", c.field, r.Body, first.Body)
 			}
 		}

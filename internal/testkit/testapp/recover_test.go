@@ -207,7 +207,7 @@ func TestRecovererIsFair(t *testing.T) {
 		abandon := func(org, field, key string) {
 			r := be.GQL(org, `mutation($k: String!, $id: ID!) { `+field+`(idempotencyKey: $k, id: $id) { id } }`,
 				map[string]any{"k": key, "id": ids[org]})
-			if r.Outcome(field) != idemhttp.OutcomeReleased {
+			if r.Outcome(field) != idemcode.OutcomeReleased {
 				t.Fatalf("%s %s: %s", org, key, r.Body)
 			}
 		}

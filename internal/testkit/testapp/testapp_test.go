@@ -13,7 +13,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -165,7 +164,7 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 			return nil
 		}
 		first := be.Post("org-1", "k", 100)
-		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idemhttp.OutcomeReleased {
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idemcode.OutcomeReleased {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if rec := be.Record("org-1", "k"); rec.Label != "" {
@@ -219,7 +218,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "k", id: $id) { id label } }`,
 			map[string]any{"id": shipmentID(t, created)})
 	}
-	if first := approve(); first.Outcome("approveShipment") != idemhttp.OutcomeReleased {
+	if first := approve(); first.Outcome("approveShipment") != idemcode.OutcomeReleased {
 		t.Fatalf("first: %s", first.Body)
 	}
 	if blocked := approve(); blocked.Code() != string(idemcode.InProgress) {
@@ -233,7 +232,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		res = approve()
 		return res.Code() != string(idemcode.InProgress)
 	}, "the key free again once the releases could go through")
-	if len(res.Errors) > 0 || res.Outcome("approveShipment") != idemhttp.OutcomeExecuted || calls.Load() != 2 {
+	if len(res.Errors) > 0 || res.Outcome("approveShipment") != idemcode.OutcomeExecuted || calls.Load() != 2 {
 		t.Fatalf("retry: %s (runs: %d)", res.Body, calls.Load())
 	}
 }
@@ -279,7 +278,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 		}
 		first := be.Post("org-1", "k", 100)
 		second := be.Post("org-1", "k", 100)
-		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idemhttp.OutcomeExecuted {
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idemcode.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {

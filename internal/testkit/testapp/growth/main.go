@@ -46,9 +46,9 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime" // the idemschema mixin's interceptors and the fields' validators
@@ -269,7 +269,7 @@ func send(h http.Handler, org, body string, retry bool) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(graph.OrgHeader, org)
 	if retry {
-		req.Header.Set(idemhttp.HeaderRetry, "1")
+		req.Header.Set(idemcode.HeaderRetry, "1")
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
