@@ -2,9 +2,9 @@
 // [Admin] of an [idem.Hook] (New), which maintains the records with the
 // hook's retention, horizon, lease and clock (the retention sweep, and
 // what one key holds, which claims are stuck, which intents failed, what
-// the recoverer finished, how many records each table holds); the layout
-// of a PostgreSQL schema partitioned by tenant ([PartitionByTenant]); and a
-// command line over the Admin ([Main], [Command]).
+// the recoverer finished, how many records each table holds); and a
+// command line over the Admin ([Main], [Command]). Partitioning a
+// PostgreSQL schema by tenant is package idempartition's.
 //
 // Only the application can import its generated ent package, so the
 // command is a library that an application embeds in a main of its own:

@@ -16,8 +16,8 @@ import (
 	"entgo.io/ent/dialect/sql/schema"
 
 	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idempartition"
 )
 
 // Backend names a database the framework supports.
@@ -28,7 +28,7 @@ const (
 	SQLite   Backend = "sqlite"
 	Postgres Backend = "postgres"
 	// PostgresPartitioned is PostgreSQL with the ent schema's tables
-	// hash-partitioned by tenant (idemctl.PartitionByTenant, with
+	// hash-partitioned by tenant (idempartition.ByTenant, with
 	// TestPartitions partitions): the layout of docs/scale-out.md. Its
 	// tables are made by DB.Setup, which a suite must call.
 	PostgresPartitioned Backend = "postgres-partitioned"
@@ -84,14 +84,14 @@ type DB struct {
 	Driver Driver
 	// Partitioning is what Setup made of the tables on
 	// PostgresPartitioned; nil on the other backends.
-	Partitioning *idemctl.Partitioning
+	Partitioning *idempartition.Partitioning
 
 	setUp  bool
 	remove func() error // drops what Connect made
 }
 
 // Setup makes the application's tables: create (the ent client's
-// Schema.Create) and then, on PostgresPartitioned, idemctl.PartitionByTenant
+// Schema.Create) and then, on PostgresPartitioned, idempartition.ByTenant
 // on the ent package's backend (client.IdempotencyBackend()). Ent's
 // automatic migration must not run on that database again.
 //
@@ -104,7 +104,7 @@ func (db *DB) Setup(ctx context.Context, backend idembackend.Backend, create fun
 	if db.Backend != PostgresPartitioned {
 		return nil
 	}
-	p, err := idemctl.PartitionByTenant(ctx, backend, idemctl.PartitionOptions{Partitions: TestPartitions})
+	p, err := idempartition.ByTenant(ctx, backend, idempartition.Options{Partitions: TestPartitions})
 	if err != nil {
 		return fmt.Errorf("idemtest: %w", err)
 	}
