@@ -19,7 +19,7 @@ import (
 	"github.com/goovo/idem/internal/store"
 )
 
-// Exit codes of Main and Command.Run.
+// Exit codes of Command.Run.
 const (
 	// ExitOK: the command did what was asked.
 	ExitOK = 0
@@ -31,22 +31,14 @@ const (
 	ExitUsage = 2
 )
 
-// PingTimeout bounds the first statement, which checks that the database
+// pingTimeout bounds the first statement, which checks that the database
 // can be reached before a command runs.
-const PingTimeout = 15 * time.Second
+const pingTimeout = 15 * time.Second
 
-// Main runs the command line args (without the program name) against the
-// records of hook, writes results to stdout and messages to stderr, and
-// returns the exit code (ExitOK, ExitFailure or ExitUsage). The hook's
-// retention, horizon and lease are the defaults of the global flags.
-func Main(ctx context.Context, hook *idem.Hook, args []string, stdout, stderr io.Writer) int {
-	return Command{Config: hook.Config()}.Run(ctx, args, stdout, stderr)
-}
-
-// Command is the command line with everything Main fixes left open: the
-// program's name, a base configuration, flags of the application's own,
-// and a database opened only once the flags are parsed and a command needs
-// it.
+// Command is the command line over an Admin: the program's name, a base
+// configuration (the server's idem.Config), the application's GraphQL
+// schema, flags of the application's own, and a database opened only once
+// the flags are parsed and a command needs it. Run runs it.
 type Command struct {
 	// Name is the program's name in messages and usage. Default "idemctl".
 	Name string
@@ -148,13 +140,13 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	cfg := &e.cfg
 	global.BoolVar(&e.json, "json", false, "write one JSON document to stdout instead of text")
 	cfg.Retention = orDefault(cfg.Retention, idem.DefaultRetention)
-	global.Var((*Duration)(&cfg.Retention), "retention",
+	global.Var((*durationFlag)(&cfg.Retention), "retention",
 		"how long a finished record's response stays replayable: a `duration` like 24h or 30d (the server's idem.Config.Retention)")
 	cfg.TombstoneHorizon = orDefault(cfg.TombstoneHorizon, idem.DefaultTombstoneHorizon)
-	global.Var((*Duration)(&cfg.TombstoneHorizon), "horizon",
+	global.Var((*durationFlag)(&cfg.TombstoneHorizon), "horizon",
 		"how long after its completion a key is remembered at all: a `duration` (the server's idem.Config.TombstoneHorizon)")
 	cfg.Lease = orDefault(cfg.Lease, idem.DefaultLease)
-	global.Var((*Duration)(&cfg.Lease), "lease",
+	global.Var((*durationFlag)(&cfg.Lease), "lease",
 		"lease of a pending claim, a `duration` (the server's idem.Config.Lease); stuck's default -older is 3 leases")
 	if c.Flags != nil {
 		c.Flags(global)
@@ -245,12 +237,12 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	return ExitOK
 }
 
-// Duration is a flag.Value for durations that also accepts days: 30d,
+// durationFlag is a flag.Value for durations that also accepts days: 30d,
 // 1d12h, as well as everything time.ParseDuration accepts (90s, 24h).
-type Duration time.Duration
+type durationFlag time.Duration
 
 // String implements flag.Value.
-func (d *Duration) String() string {
+func (d *durationFlag) String() string {
 	if d == nil {
 		return "0s"
 	}
@@ -258,12 +250,12 @@ func (d *Duration) String() string {
 }
 
 // Set implements flag.Value.
-func (d *Duration) Set(s string) error {
+func (d *durationFlag) Set(s string) error {
 	v, err := parseDuration(s)
 	if err != nil {
 		return err
 	}
-	*d = Duration(v)
+	*d = durationFlag(v)
 	return nil
 }
 
@@ -338,7 +330,7 @@ func checkDurations(cfg *idem.Config) error {
 // ping runs one statement, so that an unreachable database is reported as
 // such before a command starts.
 func ping(ctx context.Context, admin *Admin) error {
-	ctx, cancel := context.WithTimeout(ctx, PingTimeout)
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	return admin.Ping(ctx)
 }

@@ -653,7 +653,7 @@ func TestUnreachableDatabase(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := cli{idemctl.Main(context.Background(), hook, args, &out, &errb), out.String(), errb.String()}
+				r := cli{idemctl.Command{Config: hook.Config()}.Run(context.Background(), args, &out, &errb), out.String(), errb.String()}
 				r.fails(t, idemctl.ExitFailure, c.pattern)
 				if r.stdout != "" {
 					t.Fatalf("%q wrote to stdout:\n%s", args, r)
@@ -676,7 +676,7 @@ func TestUnreachableDatabase(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := cli{idemctl.Main(context.Background(), hook, []string{"stats"}, &out, &errb), out.String(), errb.String()}
+			r := cli{idemctl.Command{Config: hook.Config()}.Run(context.Background(), []string{"stats"}, &out, &errb), out.String(), errb.String()}
 			r.fails(t, idemctl.ExitFailure, c.pattern)
 		})
 	}
