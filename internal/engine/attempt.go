@@ -24,6 +24,7 @@ import (
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/claimctx"
 	"github.com/goovo/idem/internal/effects"
 	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/record"
@@ -360,7 +361,7 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 	}
 	r := a.req
 	return effects.With(txCtx, &effects.Scope{Dialect: a.ext.cfg.Backend.Dialect(),
-		Table: r.spec.table.Name, Tenant: r.tenant, Key: r.key, Tx: idembackend.DriverTx(txCtx)}), nil
+		Table: r.spec.table.Name, Tenant: r.tenant, Key: r.key, Tx: claimctx.DriverTx(txCtx)}), nil
 }
 
 // insertClaim inserts the claim row: the claim of settle's Claim decision,
@@ -544,7 +545,7 @@ func withClaim(ctx context.Context, c *idembackend.Claim, spec *fieldSpec, secon
 	if !spec.records.RecordOnly {
 		tc.Entity = spec.records.Entity
 	}
-	return idembackend.WithClaim(tenancy.WithClaim(ctx, tc), c)
+	return claimctx.WithClaim(tenancy.WithClaim(ctx, tc), c)
 }
 
 // secondRow is the refusal of a mutation whose resolver created a row of
