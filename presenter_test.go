@@ -44,8 +44,8 @@ func (l *logBuffer) String() string {
 }
 
 // onEveryBackend runs test on each backend, in parallel.
-func onEveryBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
-	for _, b := range idemtest.Backends() {
+func onEveryBackend(t *testing.T, test func(t *testing.T, b idemtest.Kind)) {
+	for _, b := range idemtest.Kinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			test(t, b)
@@ -54,7 +54,7 @@ func onEveryBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
 }
 
 // loggedBench is the test application with the hook's log in a buffer.
-func loggedBench(t *testing.T, b idemtest.Backend, cfg idem.Config) (*testapp.Bench, *logBuffer) {
+func loggedBench(t *testing.T, b idemtest.Kind, cfg idem.Config) (*testapp.Bench, *logBuffer) {
 	logs := &logBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return testapp.NewBench(t, b, cfg), logs
@@ -66,7 +66,7 @@ func loggedBench(t *testing.T, b idemtest.Backend, cfg idem.Config) (*testapp.Be
 // mutation's update waits for a row another transaction holds until its
 // lock_timeout (SQLSTATE 55P03).
 func databaseError(t *testing.T, ctx context.Context, be *testapp.Bench, s *ent.Shipment) error {
-	if be.DB.Backend == idemtest.SQLite {
+	if be.DB.Kind == idemtest.SQLite {
 		other, err := sql.Open("sqlite", "file:"+be.DB.DSN+"?_pragma=busy_timeout(10)&_txlock=immediate")
 		if err != nil {
 			return err
@@ -105,7 +105,7 @@ func databaseError(t *testing.T, ctx context.Context, be *testapp.Bench, s *ent.
 // sees it; the log has the cause under the same id. The attempt is
 // released, and the retry runs.
 func TestDatabaseErrorsNeverReachClients(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		fail := true
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -297,7 +297,7 @@ func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 // database's text, stored and replayed to a retry of the key, and no
 // pending record is left. Marked idem.Retryable, such an error is released.
 func TestEntErrorsAreFinalByDefault(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			_, err := ent.FromContext(ctx).Shipment.Get(ctx, uuid.New())

@@ -33,7 +33,7 @@ func TestReplayedErrorsPointIntoThisRequest(t *testing.T) {
 // claim released, and the log says so without a spurious "rollback
 // failed": database/sql has rolled the transaction back already.
 func TestCancelledRequestIsReleasedQuietly(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		started := make(chan struct{})
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {

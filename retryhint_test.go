@@ -63,7 +63,7 @@ func inFlight(t *testing.T, be *testapp.Bench, org, key string) (finish func() *
 // when every idempotent field of the operation is in progress, the HTTP
 // answer carries Retry-After too.
 func TestRetryAfterFollowsRecentDurations(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, _ := loggedBench(t, b, idem.Config{})
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { time.Sleep(1500 * time.Millisecond); return nil }
 		began := time.Now()

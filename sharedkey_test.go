@@ -20,7 +20,7 @@ import (
 // and the second would be refused, so that no retry of the operation could
 // ever be answered whole.
 func TestOneKeyForTwoFieldsIsRefusedBeforeAnythingRuns(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, _ := loggedBench(t, b, idem.Config{KeyHeader: true})
 		var runs atomic.Int32
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { runs.Add(1); return nil }

@@ -29,7 +29,7 @@ import (
 // them. The hook refuses them before anything runs, on every backend, as
 // BAD_USER_INPUT; nothing is stored and the key is not spent.
 func TestRawBytesInTheDocumentAreBadInput(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
 		srv.AddTransport(transport.GRAPHQL{})
@@ -84,7 +84,7 @@ func TestRawBytesInTheDocumentAreBadInput(t *testing.T) {
 // failed every lookup on PostgreSQL, an outage for that caller for ever,
 // and was stored on SQLite: it is UNAUTHENTICATED on every backend.
 func TestTenantTheDatabaseCannotStoreIsRefused(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		for range 2 {
 			r := be.Post("org-\xff", "k", 100)
@@ -105,7 +105,7 @@ func TestTenantTheDatabaseCannotStoreIsRefused(t *testing.T) {
 // INTERNAL_SERVER_ERROR, released, and failed again on every retry and
 // every run of the recoverer. PostgreSQL only: SQLite stores a NUL.
 func TestUnstorableTextWrittenByTheResolverIsFinal(t *testing.T) {
-	for _, b := range idemtest.Backends() {
+	for _, b := range idemtest.Kinds() {
 		if !b.IsPostgres() {
 			continue
 		}

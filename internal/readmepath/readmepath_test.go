@@ -183,7 +183,7 @@ func TestReadmePath(t *testing.T) {
 	bin := filepath.Join(app, "server")
 	idemctl := filepath.Join(app, "idemctl")
 
-	for _, backend := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, backend := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(backend), func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "app.db")
 			if backend == idemtest.Postgres {

@@ -30,10 +30,10 @@ import (
 	"github.com/goovo/idem/idemtest"
 )
 
-// Each runs test once per backend (idemtest.Backends: SQLite, PostgreSQL
+// Each runs test once per backend (idemtest.Kinds: SQLite, PostgreSQL
 // and PostgreSQL partitioned by tenant), in parallel.
-func Each(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
-	for _, b := range idemtest.Backends() {
+func Each(t *testing.T, test func(t *testing.T, b idemtest.Kind)) {
+	for _, b := range idemtest.Kinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			test(t, b)

@@ -35,7 +35,7 @@ const createCategoryQuery = `mutation($key: String, $text: String!) { createCate
 // is retry-safe at once; once the key is required, a call without one is
 // refused with IDEMPOTENCY_KEY_MISSING.
 func TestRolloutOfKeys(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		reader := sdkmetric.NewManualReader()
 		var logs safeBuffer
 		a := newApp(t, b, idem.Config{
@@ -106,7 +106,7 @@ func TestRolloutOfKeys(t *testing.T) {
 // connection, while gqlgen resolves sibling fields concurrently: the hook
 // runs them one at a time, as it does in a call with a key.
 func TestKeylessCallReadsItsEdgesInItsTransaction(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, idem.Config{})
 		var sel strings.Builder
 		for i := range 30 {

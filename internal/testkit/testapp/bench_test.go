@@ -50,7 +50,7 @@ import (
 // It reports the median of each, in µs, and their ratios to plain (and of
 // replay to lease). ns/op is the time of one round of all variants.
 func BenchmarkCreate(b *testing.B) {
-	for _, backend := range idemtest.Backends() {
+	for _, backend := range idemtest.Kinds() {
 		b.Run(string(backend), func(b *testing.B) {
 			benches := map[string]*testapp.Bench{"": testapp.NewBench(b, backend, idem.Config{})}
 			if backend.IsPostgres() {

@@ -37,7 +37,7 @@ const createStamped = `mutation($k: String!, $g: Int!, $t: String, $at: Time) {
 // the input) replays the first result, as a retry; one that changes any
 // other field is still refused as a reuse of the key.
 func TestFingerprintExclusions(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls.Add(1); return nil }
@@ -92,7 +92,7 @@ func expiresAt(t *testing.T, r *testkit.Response, field string, sent time.Time, 
 // states the retention in force, and the sweeper archives the records
 // once the table's retention has passed.
 func TestRetentionPerMutation(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		sent := time.Now()
 		created := be.Post("org-1", "ship", 100)

@@ -29,7 +29,7 @@ import (
 // failure) is counted once each in the OpenTelemetry metrics, traced as
 // spans under the request's span, and logged without keys or responses.
 func TestTelemetry(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		reader := sdkmetric.NewManualReader()
 		spans := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -151,7 +151,7 @@ func TestTelemetry(t *testing.T) {
 // oversized result returned but not stored, and its retry told so instead
 // of running again.
 func TestLimits(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{MaxResponseBytes: 100, MaxArgumentBytes: 80})
 		var calls int
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls++; return nil }

@@ -37,7 +37,7 @@ func countRuns(be *testapp.Bench) *atomic.Int32 {
 }
 
 func TestKeyReusedForAnotherRequest(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		first := be.Post("org-1", "k", 700)
 		if len(first.Errors) > 0 {
@@ -71,7 +71,7 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 }
 
 func TestInvalidKeysAreRejectedBeforeAnything(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		runs := countRuns(be)
 		for name, key := range map[string]string{
@@ -111,7 +111,7 @@ func TestInvalidKeysAreRejectedBeforeAnything(t *testing.T) {
 }
 
 func TestStoreDownAnswersUnavailable(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		dsn := "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"
 		if b == idemtest.SQLite {
@@ -147,7 +147,7 @@ func TestStoreDownAnswersUnavailable(t *testing.T) {
 // The record keeps exactly the bytes the client got, as JSON: read back
 // from the database, not from the response.
 func TestStoredResponseIsValidJSON(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			if s.WeightGrams == 13 {
@@ -204,7 +204,7 @@ func TestStoredResponseIsValidJSON(t *testing.T) {
 // Atomic mode: 100 concurrent duplicates give exactly one row and 100
 // identical results, none of them IN_PROGRESS.
 func TestAtomicModeDuplicatesReplay(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		const n = 100
 		const atomicCreate = `mutation($k: String!) { createShipmentAtomic(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: 990}) { id destination } }`
@@ -251,7 +251,7 @@ func TestAtomicModeDuplicatesReplay(t *testing.T) {
 // is refused, and a key whose first attempt is still running is in
 // progress, then replays once it is done.
 func TestRetryHintChangesNoAnswer(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		runs := countRuns(be)
 		// Each call is another process: a hook that has seen no key.

@@ -45,7 +45,7 @@ func (l *lockedBuffer) String() string {
 // released, and the log names the resolver. Never two rows: once the
 // resolver is fixed, the same key runs and leaves one row.
 func TestResolverCreatingASecondRowIsRefused(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		var logs lockedBuffer
 		be := testapp.NewBench(t, b, idem.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		for i, c := range []struct {
