@@ -15,8 +15,8 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime"
 	"github.com/goovo/idem/internal/testkit/testapp/graph"
@@ -62,11 +62,11 @@ func ExampleHook_Handler() {
 		var res struct {
 			Data       json.RawMessage
 			Extensions struct {
-				Idempotency map[string]idemhttp.FieldReport
+				Idempotency map[string]idemcode.FieldReport
 			}
 		}
 		_ = json.Unmarshal(rec.Body.Bytes(), &res)
-		fmt.Printf("%s %s Idempotent-Replayed=%q\n", res.Data, res.Extensions.Idempotency["createShipment"].Outcome, rec.Header().Get(idemhttp.HeaderReplayed))
+		fmt.Printf("%s %s Idempotent-Replayed=%q\n", res.Data, res.Extensions.Idempotency["createShipment"].Outcome, rec.Header().Get(idemcode.HeaderReplayed))
 	}
 	// Output:
 	// {"createShipment":{"destination":"Lyon","label":"attempt-1"}} executed Idempotent-Replayed=""

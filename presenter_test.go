@@ -19,7 +19,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -45,8 +44,8 @@ func (l *logBuffer) String() string {
 }
 
 // onEveryBackend runs test on each backend, in parallel.
-func onEveryBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
-	for _, b := range idemtest.Backends() {
+func onEveryBackend(t *testing.T, test func(t *testing.T, b idemtest.Kind)) {
+	for _, b := range idemtest.Kinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			test(t, b)
@@ -55,7 +54,7 @@ func onEveryBackend(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
 }
 
 // loggedBench is the test application with the hook's log in a buffer.
-func loggedBench(t *testing.T, b idemtest.Backend, cfg idem.Config) (*testapp.Bench, *logBuffer) {
+func loggedBench(t *testing.T, b idemtest.Kind, cfg idem.Config) (*testapp.Bench, *logBuffer) {
 	logs := &logBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return testapp.NewBench(t, b, cfg), logs
@@ -67,7 +66,7 @@ func loggedBench(t *testing.T, b idemtest.Backend, cfg idem.Config) (*testapp.Be
 // mutation's update waits for a row another transaction holds until its
 // lock_timeout (SQLSTATE 55P03).
 func databaseError(t *testing.T, ctx context.Context, be *testapp.Bench, s *ent.Shipment) error {
-	if be.DB.Backend == idemtest.SQLite {
+	if be.DB.Kind == idemtest.SQLite {
 		other, err := sql.Open("sqlite", "file:"+be.DB.DSN+"?_pragma=busy_timeout(10)&_txlock=immediate")
 		if err != nil {
 			return err
@@ -106,7 +105,7 @@ func databaseError(t *testing.T, ctx context.Context, be *testapp.Bench, s *ent.
 // sees it; the log has the cause under the same id. The attempt is
 // released, and the retry runs.
 func TestDatabaseErrorsNeverReachClients(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		fail := true
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -117,7 +116,7 @@ func TestDatabaseErrorsNeverReachClients(t *testing.T) {
 			return databaseError(t, ctx, be, s)
 		}
 		r := be.Post("org-1", "db-error", 100)
-		if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createShipment") != idemhttp.OutcomeReleased {
+		if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createShipment") != idemcode.OutcomeReleased {
 			t.Fatalf("database error: %s", r.Body)
 		}
 		for _, leak := range []string{"SQLITE", "locked", "SQLSTATE", "lock timeout", "55P03", "provider", "database"} {
@@ -137,7 +136,7 @@ func TestDatabaseErrorsNeverReachClients(t *testing.T) {
 		if !strings.Contains(line, cause) {
 			t.Fatalf("the log has no line with %s and the cause %s:\n%s", id, cause, logs)
 		}
-		if retry := be.Post("org-1", "db-error", 100); len(retry.Errors) > 0 || retry.Outcome("createShipment") != idemhttp.OutcomeExecuted {
+		if retry := be.Post("org-1", "db-error", 100); len(retry.Errors) > 0 || retry.Outcome("createShipment") != idemcode.OutcomeExecuted {
 			t.Fatalf("retry after a released attempt: %s", retry.Body)
 		}
 	})
@@ -168,24 +167,24 @@ func TestErrorsWrittenForClientsAreKept(t *testing.T) {
 		logMatch string // for the generic answers: the log line with the id has it
 	}{
 		{name: "plain error", err: func() error { return fmt.Errorf("pq: relation %q: %w", "secret_table", errors.New("boom")) },
-			code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased, logMatch: "secret_table"},
+			code: string(idemcode.InternalServerError), outcome: idemcode.OutcomeReleased, logMatch: "secret_table"},
 		{name: "panic", panics: "the resolver exploded",
-			code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased, logMatch: "the resolver exploded"},
+			code: string(idemcode.InternalServerError), outcome: idemcode.OutcomeReleased, logMatch: "the resolver exploded"},
 		{name: "GraphQL error without a code", err: func() error { return gqlerror.Errorf("the warehouse is busy, try again") },
-			message: "the warehouse is busy, try again", code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased},
+			message: "the warehouse is busy, try again", code: string(idemcode.InternalServerError), outcome: idemcode.OutcomeReleased},
 		{name: "GraphQL error with a code", err: func() error {
 			return &gqlerror.Error{Message: "out of stock", Extensions: map[string]any{"code": "OUT_OF_STOCK"}}
-		}, message: "out of stock", code: "OUT_OF_STOCK", outcome: idemhttp.OutcomeReleased},
+		}, message: "out of stock", code: "OUT_OF_STOCK", outcome: idemcode.OutcomeReleased},
 		{name: "a message over a cause", err: func() error {
 			return &gqlerror.Error{Message: "the carrier is unavailable", Err: errors.New("dial tcp 10.0.0.7:443: refused")}
-		}, message: "the carrier is unavailable", code: string(idemcode.InternalServerError), outcome: idemhttp.OutcomeReleased},
+		}, message: "the carrier is unavailable", code: string(idemcode.InternalServerError), outcome: idemcode.OutcomeReleased},
 		{name: "final plain error", err: func() error { return idem.Final(errors.New("parcel refused by the carrier")) },
-			message: "parcel refused by the carrier", code: "MUTATION_FAILED", outcome: idemhttp.OutcomeExecuted},
+			message: "parcel refused by the carrier", code: "MUTATION_FAILED", outcome: idemcode.OutcomeExecuted},
 		{name: "final GraphQL error", err: func() error { return idem.Final(gqlerror.Errorf("too heavy")) },
-			message: "too heavy", code: "MUTATION_FAILED", outcome: idemhttp.OutcomeExecuted},
+			message: "too heavy", code: "MUTATION_FAILED", outcome: idemcode.OutcomeExecuted},
 		{name: "final GraphQL error with a code", err: func() error {
 			return idem.Final(&gqlerror.Error{Message: "too heavy", Extensions: map[string]any{"code": "TOO_HEAVY"}})
-		}, message: "too heavy", code: "TOO_HEAVY", outcome: idemhttp.OutcomeExecuted},
+		}, message: "too heavy", code: "TOO_HEAVY", outcome: idemcode.OutcomeExecuted},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -209,10 +208,10 @@ func TestErrorsWrittenForClientsAreKept(t *testing.T) {
 			} else if id == "" || !strings.HasPrefix(msg, "internal server error") || !strings.Contains(logLine(logs.String(), id), c.logMatch) {
 				t.Fatalf("%s\nlog:\n%s", r.Body, logs)
 			}
-			if c.outcome == idemhttp.OutcomeExecuted {
+			if c.outcome == idemcode.OutcomeExecuted {
 				// Stored and replayed: presented again, unchanged.
 				replay := be.Post("org-1", key, 100)
-				if replay.Outcome("createShipment") != idemhttp.OutcomeReplayed || !sameErrors(string(replay.Body), string(r.Body)) {
+				if replay.Outcome("createShipment") != idemcode.OutcomeReplayed || !sameErrors(string(replay.Body), string(r.Body)) {
 					t.Fatalf("replay:\n%s\n%s", r.Body, replay.Body)
 				}
 			}
@@ -276,7 +275,7 @@ func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 	}
 	r := be.Post("org-1", "missing", 100)
 	if len(r.Errors) != 1 || r.Code() != "NOT_FOUND" || r.Errors[0].Message != "no such shipment" ||
-		r.Outcome("createShipment") != idemhttp.OutcomeExecuted {
+		r.Outcome("createShipment") != idemcode.OutcomeExecuted {
 		t.Fatalf("mapped error: %s", r.Body)
 	}
 	if _, ok := r.Errors[0].Extensions["correlationId"]; ok || len(r.Errors[0].Path) == 0 {
@@ -298,7 +297,7 @@ func TestMapErrorPresentsApplicationErrors(t *testing.T) {
 // database's text, stored and replayed to a retry of the key, and no
 // pending record is left. Marked idem.Retryable, such an error is released.
 func TestEntErrorsAreFinalByDefault(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			_, err := ent.FromContext(ctx).Shipment.Get(ctx, uuid.New())
@@ -306,7 +305,7 @@ func TestEntErrorsAreFinalByDefault(t *testing.T) {
 		}
 		r := be.Post("org-1", "missing", 100)
 		if len(r.Errors) != 1 || r.Code() != string(idemcode.NotFound) || r.Errors[0].Message != "shipment not found" ||
-			r.Outcome("createShipment") != idemhttp.OutcomeExecuted || len(r.Errors[0].Path) == 0 {
+			r.Outcome("createShipment") != idemcode.OutcomeExecuted || len(r.Errors[0].Path) == 0 {
 			t.Fatalf("not found: %s", r.Body)
 		}
 		if again := be.Post("org-1", "missing", 100); !again.Replayed || !sameErrors(string(r.Body), string(again.Body)) {
@@ -330,7 +329,7 @@ func TestEntErrorsAreFinalByDefault(t *testing.T) {
 		vars := map[string]any{"id": created.CreateShipment.ID}
 		r = be.GQL("org-1", approve, vars)
 		if len(r.Errors) != 1 || r.Code() != string(idemcode.BadUserInput) || !strings.Contains(r.Errors[0].Message, "constraint") ||
-			r.Outcome("approveShipment") != idemhttp.OutcomeExecuted {
+			r.Outcome("approveShipment") != idemcode.OutcomeExecuted {
 			t.Fatalf("constraint: %s", r.Body)
 		}
 		for _, leak := range []string{"UNIQUE", "unique constraint", "duplicate", "SQLSTATE", "23505", "shipments", "ent:"} {
@@ -350,7 +349,7 @@ func TestEntErrorsAreFinalByDefault(t *testing.T) {
 			_, err := ent.FromContext(ctx).Shipment.Get(ctx, uuid.New())
 			return idem.Retryable(err)
 		}
-		if r := be.Post("org-1", "retryable", 100); r.Outcome("createShipment") != idemhttp.OutcomeReleased {
+		if r := be.Post("org-1", "retryable", 100); r.Outcome("createShipment") != idemcode.OutcomeReleased {
 			t.Fatalf("not found marked retryable: %s", r.Body)
 		}
 	})

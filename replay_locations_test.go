@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -23,7 +23,7 @@ func TestReplayedErrorsPointIntoThisRequest(t *testing.T) {
 		t.Fatalf("first: %s", first.Body)
 	}
 	retry := send(t, be, "org-1", "mutation {\n\n     again: approveShipment(idempotencyKey: \"loc\", id: \""+id+"\") { id } }", nil, nil)
-	if retry.Idempotency["again"].Outcome != idemhttp.OutcomeReplayed ||
+	if retry.Idempotency["again"].Outcome != idemcode.OutcomeReplayed ||
 		!strings.Contains(string(retry.Body), `"path":["again"],"locations":[{"line":3,"column":6}]`) {
 		t.Fatalf("replay: %s", retry.Body)
 	}
@@ -33,7 +33,7 @@ func TestReplayedErrorsPointIntoThisRequest(t *testing.T) {
 // claim released, and the log says so without a spurious "rollback
 // failed": database/sql has rolled the transaction back already.
 func TestCancelledRequestIsReleasedQuietly(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		started := make(chan struct{})
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
@@ -55,7 +55,7 @@ func TestCancelledRequestIsReleasedQuietly(t *testing.T) {
 			t.Fatalf("log:\n%s", logs)
 		}
 		be.Resolver.Hook = nil
-		if r := be.Post("org-1", "gone", 100); len(r.Errors) > 0 || r.Outcome("createShipment") != idemhttp.OutcomeExecuted {
+		if r := be.Post("org-1", "gone", 100); len(r.Errors) > 0 || r.Outcome("createShipment") != idemcode.OutcomeExecuted {
 			t.Fatalf("retry after the cancelled request: %s", r.Body)
 		}
 	})

@@ -14,7 +14,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -64,7 +63,7 @@ func inFlight(t *testing.T, be *testapp.Bench, org, key string) (finish func() *
 // when every idempotent field of the operation is in progress, the HTTP
 // answer carries Retry-After too.
 func TestRetryAfterFollowsRecentDurations(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, _ := loggedBench(t, b, idem.Config{})
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { time.Sleep(1500 * time.Millisecond); return nil }
 		began := time.Now()
@@ -95,7 +94,7 @@ func TestRetryAfterFollowsRecentDurations(t *testing.T) {
 			a: createShipment(idempotencyKey: "slow", input: {destination: "Lyon", weightGrams: 100}) { id destination weightGrams label }
 			b: createShipment(idempotencyKey: "train", input: {destination: "Lyon", weightGrams: 100}) { id destination weightGrams label } }`
 		mixed := send(t, be, "org-1", both, nil, nil)
-		if mixed.Idempotency["a"].Outcome != idemhttp.OutcomeRefused || mixed.Idempotency["b"].Outcome != idemhttp.OutcomeReplayed {
+		if mixed.Idempotency["a"].Outcome != idemcode.OutcomeRefused || mixed.Idempotency["b"].Outcome != idemcode.OutcomeReplayed {
 			t.Fatalf("mixed: %s", mixed.Body)
 		}
 		if h := mixed.Header.Get("Retry-After"); h != "" {

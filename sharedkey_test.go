@@ -9,7 +9,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
@@ -21,7 +20,7 @@ import (
 // and the second would be refused, so that no retry of the operation could
 // ever be answered whole.
 func TestOneKeyForTwoFieldsIsRefusedBeforeAnythingRuns(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, _ := loggedBench(t, b, idem.Config{KeyHeader: true})
 		var runs atomic.Int32
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { runs.Add(1); return nil }
@@ -41,7 +40,7 @@ func TestOneKeyForTwoFieldsIsRefusedBeforeAnythingRuns(t *testing.T) {
 					b: approveShipment(idempotencyKey: "dup", id: "6f1c9a52-7f0e-4a7b-9a53-3b1d2c4e5f60") { id } }`},
 			{name: "the header for one field, the argument for the other",
 				query:  `mutation { a: createShipment(idempotencyKey: "dup", ` + ship + ` b: createShipment(idempotencyKey: "other", ` + ship + ` }`,
-				header: http.Header{idemhttp.HeaderKey: {`"dup"`}}},
+				header: http.Header{idemcode.HeaderKey: {`"dup"`}}},
 		}
 		for _, c := range cases {
 			r := send(t, be, "org-1", c.query, c.vars, c.header)
@@ -53,14 +52,14 @@ func TestOneKeyForTwoFieldsIsRefusedBeforeAnythingRuns(t *testing.T) {
 			t.Fatalf("refused operations stored %d shipments and ran %d resolvers", n, runs.Load())
 		}
 		// Nothing is stored under the key: named once, it runs.
-		if r := be.Post("org-1", "dup", 100); len(r.Errors) > 0 || r.Outcome("createShipment") != idemhttp.OutcomeExecuted {
+		if r := be.Post("org-1", "dup", 100); len(r.Errors) > 0 || r.Outcome("createShipment") != idemcode.OutcomeExecuted {
 			t.Fatalf("the key after the refusals: %s", r.Body)
 		}
 		// Two keys, two fields: both run, and a retry replays both.
 		two := `mutation { a: createShipment(idempotencyKey: "k-a", ` + ship + ` b: createShipment(idempotencyKey: "k-b", ` + ship + ` }`
 		first, again := send(t, be, "org-1", two, nil, nil), send(t, be, "org-1", two, nil, nil)
-		if len(first.Errors) > 0 || first.Idempotency["b"].Outcome != idemhttp.OutcomeExecuted ||
-			again.Idempotency["a"].Outcome != idemhttp.OutcomeReplayed || string(again.Data) != string(first.Data) {
+		if len(first.Errors) > 0 || first.Idempotency["b"].Outcome != idemcode.OutcomeExecuted ||
+			again.Idempotency["a"].Outcome != idemcode.OutcomeReplayed || string(again.Data) != string(first.Data) {
 			t.Fatalf("two keys:\n%s\n%s", first.Body, again.Body)
 		}
 		if r := send(t, be, "org-1", `mutation { a: createShipment(idempotencyKey: "dup", `+ship+` b: createShipment(idempotencyKey: "dup", `+ship+` }`, nil, nil); !strings.Contains(r.Errors[0].Message, "key of b is also the key of a") {

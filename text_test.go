@@ -16,7 +16,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -30,7 +29,7 @@ import (
 // them. The hook refuses them before anything runs, on every backend, as
 // BAD_USER_INPUT; nothing is stored and the key is not spent.
 func TestRawBytesInTheDocumentAreBadInput(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: be.Resolver}))
 		srv.AddTransport(transport.GRAPHQL{})
@@ -85,7 +84,7 @@ func TestRawBytesInTheDocumentAreBadInput(t *testing.T) {
 // failed every lookup on PostgreSQL, an outage for that caller for ever,
 // and was stored on SQLite: it is UNAUTHENTICATED on every backend.
 func TestTenantTheDatabaseCannotStoreIsRefused(t *testing.T) {
-	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
+	onEveryBackend(t, func(t *testing.T, b idemtest.Kind) {
 		be, logs := loggedBench(t, b, idem.Config{})
 		for range 2 {
 			r := be.Post("org-\xff", "k", 100)
@@ -106,7 +105,7 @@ func TestTenantTheDatabaseCannotStoreIsRefused(t *testing.T) {
 // INTERNAL_SERVER_ERROR, released, and failed again on every retry and
 // every run of the recoverer. PostgreSQL only: SQLite stores a NUL.
 func TestUnstorableTextWrittenByTheResolverIsFinal(t *testing.T) {
-	for _, b := range idemtest.Backends() {
+	for _, b := range idemtest.Kinds() {
 		if !b.IsPostgres() {
 			continue
 		}
@@ -120,7 +119,7 @@ func TestUnstorableTextWrittenByTheResolverIsFinal(t *testing.T) {
 			}
 			first := be.Post("org-1", "nul", 100)
 			again := be.Post("org-1", "nul", 100)
-			if first.Code() != string(idemcode.BadUserInput) || first.Outcome("createShipment") != idemhttp.OutcomeExecuted ||
+			if first.Code() != string(idemcode.BadUserInput) || first.Outcome("createShipment") != idemcode.OutcomeExecuted ||
 				!again.Replayed || !sameErrors(string(first.Body), string(again.Body)) || runs != 1 {
 				t.Fatalf("%d runs:\n%s\n%s", runs, first.Body, again.Body)
 			}

@@ -30,14 +30,14 @@ type app struct {
 
 type appOption func(*graph.Options)
 
-func newApp(t testing.TB, backend idemtest.Backend, opts ...appOption) *app {
+func newApp(t testing.TB, backend idemtest.Kind, opts ...appOption) *app {
 	t.Helper()
 	return startApp(t, backend, 0, opts...)
 }
 
 // startApp starts the app with its client on a pool of maxConns
 // connections (0: the default), and the hook's log in the test's.
-func startApp(t testing.TB, backend idemtest.Backend, maxConns int, opts ...appOption) *app {
+func startApp(t testing.TB, backend idemtest.Kind, maxConns int, opts ...appOption) *app {
 	t.Helper()
 	clock := &idem.ClockOffset{}
 	o := graph.Options{Clock: clock, Logger: testkit.Logger(t)}
@@ -163,6 +163,6 @@ func randomKey() string { return rand.Text() }
 // (BAD_USER_INPUT), on plain tables by the schema's hooks
 // (ent/schema/tenantref.go), on tables partitioned by tenant by the
 // composite foreign key; the resolver never runs.
-func crossTenantRefusal(idemtest.Backend, string) string {
+func crossTenantRefusal(idemtest.Kind, string) string {
 	return string(idemcode.BadUserInput)
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -30,31 +29,31 @@ func TestIdempotencyKeyHeaderForms(t *testing.T) {
 	const noKey = `mutation { createOrder(input: {amount: 300, currency: "EUR"}) { id amount } }`
 	send := func(values ...string) *testkit.Response {
 		t.Helper()
-		r, err := a.Send("acme", noKey, nil, http.Header{idemhttp.HeaderKey: values})
+		r, err := a.Send("acme", noKey, nil, http.Header{idemcode.HeaderKey: values})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
 	quoted := send(`"8e03978e-40d5"`)
-	if len(quoted.Errors) > 0 || quoted.Header.Get(idemhttp.HeaderKey) != `"8e03978e-40d5"` {
-		t.Fatalf("quoted: %s (echo %q)", quoted.Body, quoted.Header.Get(idemhttp.HeaderKey))
+	if len(quoted.Errors) > 0 || quoted.Header.Get(idemcode.HeaderKey) != `"8e03978e-40d5"` {
+		t.Fatalf("quoted: %s (echo %q)", quoted.Body, quoted.Header.Get(idemcode.HeaderKey))
 	}
 	bare := send(`8e03978e-40d5`)
-	if !bare.Replayed || !bytes.Equal(bare.Data, quoted.Data) || bare.Header.Get(idemhttp.HeaderKey) != "8e03978e-40d5" {
-		t.Fatalf("the bare form is another key: %s (echo %q)", bare.Body, bare.Header.Get(idemhttp.HeaderKey))
+	if !bare.Replayed || !bytes.Equal(bare.Data, quoted.Data) || bare.Header.Get(idemcode.HeaderKey) != "8e03978e-40d5" {
+		t.Fatalf("the bare form is another key: %s (echo %q)", bare.Body, bare.Header.Get(idemcode.HeaderKey))
 	}
 	byArgument := a.do("acme", `mutation { createOrder(idempotencyKey: "8e03978e-40d5", input: {amount: 300, currency: "EUR"}) { id amount } }`, nil)
-	if !byArgument.Replayed || byArgument.Header.Get(idemhttp.HeaderKey) != `"8e03978e-40d5"` {
-		t.Fatalf("argument: %s (echo %q)", byArgument.Body, byArgument.Header.Get(idemhttp.HeaderKey))
+	if !byArgument.Replayed || byArgument.Header.Get(idemcode.HeaderKey) != `"8e03978e-40d5"` {
+		t.Fatalf("argument: %s (echo %q)", byArgument.Body, byArgument.Header.Get(idemcode.HeaderKey))
 	}
 	escaped := send(`"say \"hi\""`)
-	if len(escaped.Errors) > 0 || escaped.Header.Get(idemhttp.HeaderKey) != `"say \"hi\""` {
-		t.Fatalf("escapes: %s (echo %q)", escaped.Body, escaped.Header.Get(idemhttp.HeaderKey))
+	if len(escaped.Errors) > 0 || escaped.Header.Get(idemcode.HeaderKey) != `"say \"hi\""` {
+		t.Fatalf("escapes: %s (echo %q)", escaped.Body, escaped.Header.Get(idemcode.HeaderKey))
 	}
 	before := a.allOrders()
 	for _, values := range [][]string{{`"a", "b"`}, {"a, b"}, {`"a";x=1`}, {`"a"`, `"a"`}, {`"unterminated`}} {
-		if r := send(values...); r.Code() != string(idemcode.KeyInvalid) || r.Header.Get(idemhttp.HeaderKey) != "" {
+		if r := send(values...); r.Code() != string(idemcode.KeyInvalid) || r.Header.Get(idemcode.HeaderKey) != "" {
 			t.Errorf("%q: %s", values, r.Body)
 		}
 	}
@@ -68,7 +67,7 @@ func TestIdempotencyKeyHeaderForms(t *testing.T) {
 // and stores nothing, so that the second probe, with the same key, gets the
 // same bytes again.
 func TestNoExistenceOracleAcrossTenants(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		ordersOfA := a.newOrder("tenant-a", 100)
 		paymentOfA := a.paidPayment("tenant-a", 100)
@@ -137,7 +136,7 @@ func (s *syncBuffer) String() string {
 // concurrently: the hook runs them one at a time. Concurrently, pgx
 // answered "conn busy" or panicked in its rows, and the payment failed.
 func TestSiblingEdgesShareTheTransaction(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		for round := range 3 {
 			order := a.newOrder("acme", 100)
@@ -162,7 +161,7 @@ func TestSiblingEdgesShareTheTransaction(t *testing.T) {
 // sequence, which the next row's id showed. Both are now refused by the
 // same query before the insert: neither consumes an id.
 func TestNoTimingOracleAcrossTenants(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		orderOfA := a.newOrder("tenant-a", 100)
 		paymentOfA := a.paidPayment("tenant-a", 100)
@@ -194,7 +193,7 @@ func TestNoTimingOracleAcrossTenants(t *testing.T) {
 // IDEMPOTENCY_UNAVAILABLE (retryable, for ever) and logged an outage;
 // SQLite stored the NUL; both stored U+FFFD for a byte that is not UTF-8.
 func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs := &syncBuffer{}
 		a := newApp(t, b, func(o *graph.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 		const pageView = `mutation($k: String!, $p: String!) { recordPageView(idempotencyKey: $k, page: $p) }`
@@ -252,7 +251,7 @@ func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
 			if c.retry == nil {
 				continue
 			}
-			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idemhttp.OutcomeExecuted {
+			if r := c.retry(); len(r.Errors) > 0 || r.Outcome(firstField(r)) != idemcode.OutcomeExecuted {
 				t.Errorf("%s: the key was spent: %s", c.name, r.Body)
 			}
 		}
@@ -342,7 +341,7 @@ func TestReleasedAttemptSaysRetryWithTheSameKey(t *testing.T) {
 			order := a.newOrder("acme", 100)
 			a.Provider.FailureRate = 1
 			r := a.pay("acme", "released", order, 100)
-			if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createPayment") != idemhttp.OutcomeReleased {
+			if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createPayment") != idemcode.OutcomeReleased {
 				t.Fatalf("provider failure: %s", r.Body)
 			}
 			msg := r.Errors[0].Message

@@ -11,7 +11,6 @@ import (
 
 	"github.com/goovo/idem/ent/payment"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/example/counter"
@@ -63,7 +62,7 @@ func atoi(s string) int {
 }
 
 func TestRefundPayment(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		p := a.paidPayment("acme", 1000)
 		refund := func(key string, amount int) *testkit.Response {
@@ -117,16 +116,16 @@ func TestRefundPayment(t *testing.T) {
 }
 
 func TestKeyInHeaderOrArgument(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const noKey = `mutation { createOrder(input: {amount: 300, currency: "EUR"}) { id amount } }`
-		header := func(key string) http.Header { return http.Header{idemhttp.HeaderKey: {key}} }
+		header := func(key string) http.Header { return http.Header{idemcode.HeaderKey: {key}} }
 
 		byHeader, err := a.Send("acme", noKey, nil, header("h-1"))
 		if err != nil || len(byHeader.Errors) > 0 || byHeader.Replayed {
 			t.Fatalf("header: %v %s", err, byHeader.Body)
 		}
-		if got := byHeader.Header.Get(idemhttp.HeaderKey); got != "h-1" {
+		if got := byHeader.Header.Get(idemcode.HeaderKey); got != "h-1" {
 			t.Fatalf("the response does not echo the key: %q", got)
 		}
 		again, _ := a.Send("acme", noKey, nil, header("h-1"))
@@ -172,7 +171,7 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 }
 
 func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const both = `mutation($a: String!, $b: String!, $amountB: Int!, $v: String = "k-v") {
 			first: createOrder(idempotencyKey: $a, input: {amount: 100, currency: "EUR"}) { id amount }
@@ -187,7 +186,7 @@ func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 		// first is replayed, second is new and fails: its error is there.
 		r3 := a.do("acme", both, map[string]any{"a": "k-a", "b": "k-c", "amountB": 0})
 		ext := r3.Extensions["idempotency"].(map[string]any)
-		if ext["first"].(map[string]any)["outcome"] != idemhttp.OutcomeReplayed || ext["second"].(map[string]any)["outcome"] != idemhttp.OutcomeExecuted {
+		if ext["first"].(map[string]any)["outcome"] != idemcode.OutcomeReplayed || ext["second"].(map[string]any)["outcome"] != idemcode.OutcomeExecuted {
 			t.Fatalf("outcomes: %s", r3.Body)
 		}
 		if len(r3.Errors) != 1 || r3.Errors[0].Code() != "BAD_USER_INPUT" || r3.Errors[0].Path[0] != "second" || r3.Replayed {
@@ -199,7 +198,7 @@ func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 // The article's counter, in process: duplicates of a view's key count once,
 // and a fold interrupted before its commit counts nothing.
 func TestPageViewsCountEachKeyOnce(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		view := func(key string) *testkit.Response {
 			return a.do("acme", `mutation($k: String) { recordPageView(idempotencyKey: $k, page: "/pricing") }`, map[string]any{"k": key})
@@ -240,7 +239,7 @@ func TestPageViewsCountEachKeyOnce(t *testing.T) {
 // wins; the first payment's retry finds the order paid and voids its own
 // charge before answering ORDER_ALREADY_PAID, so the customer pays once.
 func TestLosingPaymentVoidsItsCharge(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 900)
 		// The first attempt's client gives up after the charge, before

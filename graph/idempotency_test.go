@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
 
 func TestRetryReplaysTheFirstResult(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 1200)
 
@@ -35,7 +34,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 			t.Fatalf("replay differs:\nfirst:  %s\nsecond: %s", first.Data, second.Data)
 		}
 		if !second.Replayed {
-			t.Fatalf("replay not marked with %s: %v", idemhttp.HeaderReplayed, second.Header)
+			t.Fatalf("replay not marked with %s: %v", idemcode.HeaderReplayed, second.Header)
 		}
 		if got := second.Extensions["idempotency"].(map[string]any)["createPayment"].(map[string]any)["replayed"]; got != true {
 			t.Fatalf("replay not marked in extensions: %s", second.Body)
@@ -54,7 +53,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		a.Provider.Latency = 50 * time.Millisecond
 		order := a.newOrder("acme", 500)
@@ -111,7 +110,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 }
 
 func TestKeysAreScopedByTenant(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		orderA := a.newOrder("tenant-a", 100)
 		orderB := a.newOrder("tenant-b", 200)
@@ -149,7 +148,7 @@ func TestKeysAreScopedByTenant(t *testing.T) {
 }
 
 func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 100)
 
@@ -175,7 +174,7 @@ func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
 }
 
 func TestBusinessRuleRollsBackWrites(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 100)
 		if r := a.pay("acme", "p1", order, 100); len(r.Errors) > 0 {

@@ -18,7 +18,7 @@ import (
 // of one name racing).
 func TestConcurrentFirstMigrationsAllSucceed(t *testing.T) {
 	const servers = 4
-	for _, backend := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, backend := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(backend), func(t *testing.T) {
 			db := idemtest.Open(t, backend)
 			ctx := t.Context()

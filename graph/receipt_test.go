@@ -17,7 +17,7 @@ import (
 
 // receiptApp is newApp with a River client that delivers the receipts
 // (every 100ms; the pgx path listens).
-func receiptApp(t testing.TB, backend idemtest.Backend) *app {
+func receiptApp(t testing.TB, backend idemtest.Kind) *app {
 	t.Helper()
 	clock := &idem.ClockOffset{}
 	p := &abandoning{giveUp: map[string]func(){}, ended: make(chan struct{})}
@@ -72,7 +72,7 @@ func (a *app) awaitOneReceipt(tenant, order, payment string) {
 // A paid payment sends its receipt after its commit, once: its retries
 // replay and enqueue nothing.
 func TestPaidPaymentSendsOneReceipt(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := receiptApp(t, b)
 		order := a.newOrder("acme", 700)
 		r := a.pay("acme", "pay", order, 700)
@@ -99,7 +99,7 @@ func TestPaidPaymentSendsOneReceipt(t *testing.T) {
 // final error), failed at the provider (retryable: rolled back and
 // released), or beaten by another payment of the order.
 func TestFailedPaymentSendsNoReceipt(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := receiptApp(t, b)
 		order := a.newOrder("acme", 800)
 		if r := a.pay("acme", "wrong-amount", order, 799); r.Code() != "BAD_USER_INPUT" {
@@ -154,7 +154,7 @@ func (h *held) Charge(ctx context.Context, req provider.ChargeRequest) (*provide
 // attempt holds the write lock, and only a dead one is taken over (the
 // crash tests of cmd/server).
 func TestTakenOverPaymentSendsOneReceipt(t *testing.T) {
-	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
+	for _, b := range []idemtest.Kind{idemtest.Postgres, idemtest.PostgresPartitioned} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			clock := &idem.ClockOffset{}

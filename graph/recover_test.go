@@ -50,7 +50,7 @@ func (a *app) storedOperation(tenant, key string) (query string, vars map[string
 // (any other request with the key would be refused as a reuse). The claim
 // forgets the operation when it is finished.
 func TestClaimKeepsItsOperation(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 700)
 		const pay = `
@@ -62,7 +62,7 @@ func TestClaimKeepsItsOperation(t *testing.T) {
 			}`
 		vars := map[string]any{"key": "kept-1", "order": order, "amount": 700, "unused": 3}
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idemhttp.OutcomeReleased {
+		if r := a.do("acme", pay, vars); idemtest.Outcome(t, r.Body, "paid") != idemcode.OutcomeReleased {
 			t.Fatalf("payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -198,7 +198,7 @@ func (a *app) recoveredKeys() map[string]string {
 // (the provider finds the charge it made), and the order is paid once with
 // one live charge. The client's late retry replays that success.
 func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs, otherLogs := &syncBuffer{}, &syncBuffer{}
 		a := newApp(t, b, recovering(300*time.Millisecond, logs))
 		// A second server process, recovering too.
@@ -255,7 +255,7 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 // the first finds the order paid, voids the first key's charge and stores
 // ORDER_ALREADY_PAID, without the first client ever coming back.
 func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs := &syncBuffer{}
 		// Far longer than the second payment takes, even on a busy
 		// machine; the test then moves the database clock past it
@@ -301,7 +301,7 @@ func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 // and stored as failed with IDEMPOTENCY_ABANDONED once a retention window
 // has passed since it was made; the client's retry gets that.
 func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs := &syncBuffer{}
 		a := newApp(t, b, recovering(100*time.Millisecond, logs), func(o *graph.Options) {
 			o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})) // the runs that fail
@@ -337,7 +337,7 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 // written into the claim's stored operation: the recoverer's run of it
 // has its key, and finishes the payment.
 func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
 		for i, query := range []string{
 			`mutation($order: ID!) { createPayment(idempotencyKey: null, input: {orderID: $order, amount: 700}) { id providerChargeID } }`,
@@ -348,10 +348,10 @@ func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
 			if i == 0 {
 				delete(vars, "key")
 			}
-			header := http.Header{idemhttp.HeaderKey: {idemhttp.FormatKeyHeader(key)}}
+			header := http.Header{idemcode.HeaderKey: {idemhttp.FormatKeyHeader(key)}}
 			a.Provider.FailureRate = 1 // the claim is released, pending
 			r, err := a.Send("acme", query, vars, header)
-			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
+			if err != nil || idemtest.Outcome(t, r.Body, "createPayment") != idemcode.OutcomeReleased {
 				t.Fatalf("%s: %v %s", key, err, r.Body)
 			}
 			stored, storedVars := a.storedOperation("acme", key)
@@ -374,7 +374,7 @@ func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
 // payment whose client never came back is charged, by the recoverer, as
 // the user (X-User-ID) who made it, as a client's own payment is.
 func TestRecovererRunsAsTheCaller(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
 		send := func(user, key, order string) *testkit.Response {
 			t.Helper()
@@ -403,7 +403,7 @@ func TestRecovererRunsAsTheCaller(t *testing.T) {
 
 		byRecoverer := a.newOrder("acme", 900)
 		a.Provider.FailureRate = 1 // the claim is released, pending
-		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
+		if r := send("alice", "alice-pays", byRecoverer); idemtest.Outcome(t, r.Body, "createPayment") != idemcode.OutcomeReleased {
 			t.Fatalf("alice's payment with a failing provider: %s", r.Body)
 		}
 		a.Provider.FailureRate = 0
@@ -423,7 +423,7 @@ func TestRecovererRunsAsTheCaller(t *testing.T) {
 // was too large to keep) do not hold up another tenant's abandoned
 // payment: the recoverer finishes it a round after RecoverAfter.
 func TestRecovererIsFairToOtherTenants(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		const after = 300 * time.Millisecond
 		a := newApp(t, b, recovering(after, &syncBuffer{}))
 		order := a.newOrder("mallory", 100)
@@ -438,7 +438,7 @@ func TestRecovererIsFairToOtherTenants(t *testing.T) {
 		a.Provider.FailureRate = 1 // each claim is released, pending
 		for i := range 100 {
 			key := fmt.Sprintf("unrunnable-%03d", i)
-			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idemhttp.OutcomeReleased {
+			if r := a.do("mallory", big.String(), map[string]any{"key": key, "order": order}); idemtest.Outcome(t, r.Body, "createPayment") != idemcode.OutcomeReleased {
 				t.Fatalf("%s: %.300s", key, r.Body)
 			}
 		}

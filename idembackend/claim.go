@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect"
+
+	"github.com/goovo/idem/internal/claimctx"
 )
 
 // Claim is the claim of an idempotent mutation: what a record table's
@@ -42,22 +44,9 @@ func (c *Claim) SetRow(row any) { c.row = row }
 // was inserted by an earlier attempt.
 func (c *Claim) Row() any { return c.row }
 
-type claimKey struct{}
-
-// WithClaim returns ctx carrying c: the hook hands the claim to the
-// resolver's context with it.
-func WithClaim(ctx context.Context, c *Claim) context.Context {
-	return context.WithValue(ctx, claimKey{}, c)
-}
-
 // ClaimFromContext returns the claim of the idempotent mutation running in
-// ctx, or nil outside one.
-func ClaimFromContext(ctx context.Context) *Claim {
-	c, _ := ctx.Value(claimKey{}).(*Claim)
-	return c
-}
-
-type driverTxKey struct{}
+// ctx, or nil outside one. Only the hook puts a claim in a context.
+func ClaimFromContext(ctx context.Context) *Claim { return claimctx.Claim[Claim](ctx) }
 
 // WithDriverTx returns ctx carrying tx, the ent driver's transaction under
 // the one Backend.BeginTx began (a *pgxdriver.Tx on pgx, an *entsql.Tx on
@@ -65,12 +54,5 @@ type driverTxKey struct{}
 // attempt's transaction through another library than ent (idemoutbox's
 // River jobs) reaches it.
 func WithDriverTx(ctx context.Context, tx dialect.Tx) context.Context {
-	return context.WithValue(ctx, driverTxKey{}, tx)
-}
-
-// DriverTx returns the driver's transaction WithDriverTx put in ctx, or
-// nil.
-func DriverTx(ctx context.Context) dialect.Tx {
-	tx, _ := ctx.Value(driverTxKey{}).(dialect.Tx)
-	return tx
+	return claimctx.WithDriverTx(ctx, tx)
 }

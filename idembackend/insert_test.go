@@ -21,7 +21,7 @@ import (
 func claimTables(t *testing.T, db *idemtest.DB) {
 	t.Helper()
 	id, meta := "integer PRIMARY KEY AUTOINCREMENT", "json"
-	if db.Backend.IsPostgres() {
+	if db.Kind.IsPostgres() {
 		id, meta = "serial PRIMARY KEY", "jsonb"
 	}
 	for _, ddl := range []string{
@@ -87,7 +87,7 @@ func readClaim(t *testing.T, db *idemtest.DB, key string) claimRow {
 // the row written with it, and an edge stored in another table still
 // written (through sqlgraph.CreateNode) with the same conflict rule.
 func TestClaimInsert(t *testing.T) {
-	for _, backend := range idemtest.Backends()[:2] {
+	for _, backend := range idemtest.Kinds()[:2] {
 		t.Run(string(backend), func(t *testing.T) {
 			ctx := context.Background()
 			db := idemtest.Open(t, backend)
@@ -142,7 +142,7 @@ func TestClaimInsert(t *testing.T) {
 // one ClaimInsert: every row holds its own values and the shared key has
 // one owner. With -race it checks the statements' copy on write.
 func TestClaimInsertConcurrent(t *testing.T) {
-	for _, backend := range idemtest.Backends()[:2] {
+	for _, backend := range idemtest.Kinds()[:2] {
 		t.Run(string(backend), func(t *testing.T) {
 			ctx := context.Background()
 			db := idemtest.Open(t, backend)

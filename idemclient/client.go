@@ -33,57 +33,6 @@ const (
 	DefaultKeyVariable = "key"
 )
 
-// HTTP header names of the protocol.
-const (
-	// HeaderKey carries the idempotency key when Request.KeyInHeader is set
-	// (IETF draft-ietf-httpapi-idempotency-key-header).
-	HeaderKey = "Idempotency-Key"
-	// HeaderReplayed is "true" on a response in which every idempotent field
-	// was replayed from its stored result.
-	HeaderReplayed = "Idempotent-Replayed"
-	// HeaderRetry numbers the retries of a Do call (1 on the second
-	// attempt); the first attempt does not send it. The server then looks
-	// the key up before claiming it, which makes a retry that reaches
-	// another server process than the first attempt cheaper (see the idem
-	// package's HeaderRetry). It is a hint: the server's answer is the same
-	// with or without it.
-	HeaderRetry = "Idempotency-Retry"
-)
-
-// Outcomes of an idempotent field, as the server reports them in
-// extensions.idempotency.<responseName>.outcome (the values of the idem
-// package's Outcome constants).
-const (
-	// OutcomeExecuted: the mutation ran and its result was stored.
-	OutcomeExecuted = "executed"
-	// OutcomeReplayed: the stored result of an earlier request.
-	OutcomeReplayed = "replayed"
-	// OutcomeReleased: the mutation failed with a retryable error, its
-	// writes were rolled back and the key was freed: Do retries.
-	OutcomeReleased = "released"
-	// OutcomeRefused: the server answered with one of the idempotency error
-	// codes below without running the mutation.
-	OutcomeRefused = "refused"
-)
-
-// Error codes of the idempotency contract (extensions.code): the values of
-// package idemcode, which says of every code the server answers with
-// whether it is retryable (Do retries: IDEMPOTENCY_IN_PROGRESS,
-// IDEMPOTENCY_UNAVAILABLE, INTERNAL_SERVER_ERROR) or final (the others).
-const (
-	CodeKeyMissing        = string(idemcode.KeyMissing)
-	CodeKeyInvalid        = string(idemcode.KeyInvalid)
-	CodeKeyReused         = string(idemcode.KeyReused)
-	CodeInProgress        = string(idemcode.InProgress)
-	CodeKeyExpired        = string(idemcode.KeyExpired)
-	CodeUnavailable       = string(idemcode.Unavailable)
-	CodeUnauthenticated   = string(idemcode.Unauthenticated)
-	CodeRequestTooLarge   = string(idemcode.RequestTooLarge)
-	CodeResponseNotStored = string(idemcode.ResponseNotStored)
-	CodeBadUserInput      = string(idemcode.BadUserInput)
-	CodeInternal          = string(idemcode.InternalServerError)
-)
-
 // NewKey returns a fresh idempotency key: 26 characters of base32 (130 bits
 // from crypto/rand), printable ASCII as the server requires. Make one per
 // intent, when the intent is born, keep it with the intent (in the form,
@@ -242,26 +191,13 @@ type Response struct {
 	Extensions map[string]json.RawMessage
 	// Idempotency is extensions.idempotency: what happened to each
 	// idempotent field, by response name.
-	Idempotency map[string]FieldReport
+	Idempotency map[string]idemcode.FieldReport
 	// Replayed is true when every idempotent field of the operation was
 	// replayed from an earlier request's stored result (the
 	// Idempotent-Replayed: true header, or the reports).
 	Replayed bool
 	// Attempts is the number of attempts Do made to get this answer.
 	Attempts int
-}
-
-// FieldReport is what the server reports of one idempotent field.
-type FieldReport struct {
-	// Key is the field's idempotency key.
-	Key string `json:"key"`
-	// Outcome is one of the Outcome constants.
-	Outcome string `json:"outcome"`
-	// Replayed is Outcome == OutcomeReplayed.
-	Replayed bool `json:"replayed"`
-	// ExpiresAt is when the key stops being replayable (RFC 3339), when
-	// the key holds a result; "" otherwise.
-	ExpiresAt string `json:"expiresAt,omitempty"`
 }
 
 // Error is one GraphQL error of a response.
@@ -437,7 +373,7 @@ func (c *Client) encode(req Request) ([]byte, http.Header, error) {
 	}
 	vars := req.Variables
 	if req.KeyInHeader {
-		header.Set(HeaderKey, req.Key)
+		header.Set(idemcode.HeaderKey, req.Key)
 	} else {
 		name := c.KeyVariable
 		if name == "" {
@@ -503,7 +439,7 @@ func (c *Client) attempt(ctx context.Context, n int, body []byte, header http.He
 	}
 	hreq.Header = header.Clone()
 	if n > 1 {
-		hreq.Header.Set(HeaderRetry, strconv.Itoa(n-1))
+		hreq.Header.Set(idemcode.HeaderRetry, strconv.Itoa(n-1))
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -577,7 +513,7 @@ func classify(r *Response) (Reason, string, time.Duration) {
 		return reason, code, hint
 	}
 	for _, f := range r.Idempotency {
-		if f.Outcome == OutcomeReleased {
+		if f.Outcome == idemcode.OutcomeReleased {
 			return ReasonReleased, "", hint
 		}
 	}
@@ -608,9 +544,9 @@ func (r *Response) decode() error {
 	}
 	all := len(r.Idempotency) > 0
 	for _, f := range r.Idempotency {
-		all = all && f.Outcome == OutcomeReplayed
+		all = all && f.Outcome == idemcode.OutcomeReplayed
 	}
-	r.Replayed = strings.EqualFold(r.Header.Get(HeaderReplayed), "true") || all
+	r.Replayed = strings.EqualFold(r.Header.Get(idemcode.HeaderReplayed), "true") || all
 	return nil
 }
 

@@ -80,7 +80,7 @@ const checkQuery = `query($id: ID!) {
 }`
 
 func TestSlowFlakyProviderEveryIntentOnce(t *testing.T) {
-	for _, backend := range idemtest.Backends() {
+	for _, backend := range idemtest.Kinds() {
 		t.Run(backend.String(), func(t *testing.T) { testEveryIntentOnce(t, backend) })
 	}
 }
@@ -98,7 +98,7 @@ type intentResult struct {
 	submissionsAgreeing bool
 }
 
-func testEveryIntentOnce(t *testing.T, backend idemtest.Backend) {
+func testEveryIntentOnce(t *testing.T, backend idemtest.Kind) {
 	start := time.Now()
 	app := startSlowFlakyServer(t, backend)
 	stats := &retryStats{reasons: map[idemclient.Reason]int{}}
@@ -297,7 +297,7 @@ func runIntent(ctx context.Context, c *idemclient.Client, i int) *intentResult {
 // startSlowFlakyServer runs the example application in-process on a fresh
 // database of backend (internal/testkit/exampletest, as graph's suite does), with a
 // slow and flaky payment provider.
-func startSlowFlakyServer(t *testing.T, backend idemtest.Backend) *exampletest.App {
+func startSlowFlakyServer(t *testing.T, backend idemtest.Kind) *exampletest.App {
 	t.Helper()
 	var logw io.Writer = io.Discard
 	if os.Getenv("IDEMCLIENT_DEBUG") != "" { // the server's log, to diagnose a failure

@@ -45,8 +45,8 @@ func TestEveryCodeIsClassified(t *testing.T) {
 // take them from idemcode. These three were missing, so the client retried
 // them as if they could change.
 func TestFormerlyUnknownCodesAreFinal(t *testing.T) {
-	for _, code := range []string{idemclient.CodeRequestTooLarge, idemclient.CodeResponseNotStored, idemclient.CodeBadUserInput} {
-		if !idemcode.Code(code).Final() {
+	for _, code := range []idemcode.Code{idemcode.RequestTooLarge, idemcode.ResponseNotStored, idemcode.BadUserInput} {
+		if !code.Final() {
 			t.Errorf("%s is not final", code)
 		}
 	}

@@ -38,7 +38,7 @@
 // instead, for servers that accept it there.
 //
 // Every retry carries its number in the Idempotency-Retry header
-// (HeaderRetry), the body unchanged: an idem server then looks the key up
+// (idemcode.HeaderRetry), the body unchanged: an idem server then looks the key up
 // before claiming it, the cheaper way for a retry that a load balancer
 // sends to another server. It is a hint; the answer is the same without it.
 //

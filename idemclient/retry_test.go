@@ -17,7 +17,6 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemclient"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 )
 
 const okBody = `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"executed","replayed":false}}}}`
@@ -126,24 +125,24 @@ func TestRetryClassification(t *testing.T) {
 			body: `{"data":{"createOrder":{"id":"1"}},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"replayed","replayed":true}}}}`}, errNil: true},
 		{name: "stored business error replayed", first: reply{body: gqlErr("BAD_USER_INPUT", "replayed", "")}, code: "BAD_USER_INPUT"},
 		{name: "business error executed", first: reply{body: gqlErr("ORDER_ALREADY_PAID", "executed", "")}, code: "ORDER_ALREADY_PAID"},
-		{name: "key reused", first: reply{body: gqlErr(idemclient.CodeKeyReused, "refused", "")}, code: idemclient.CodeKeyReused},
-		{name: "key invalid", first: reply{body: gqlErr(idemclient.CodeKeyInvalid, "refused", "")}, code: idemclient.CodeKeyInvalid},
-		{name: "key missing", first: reply{body: gqlErr(idemclient.CodeKeyMissing, "refused", "")}, code: idemclient.CodeKeyMissing},
-		{name: "key expired", first: reply{body: gqlErr(idemclient.CodeKeyExpired, "refused", "")}, code: idemclient.CodeKeyExpired},
-		{name: "unauthenticated", first: reply{body: gqlErr(idemclient.CodeUnauthenticated, "refused", "")}, code: idemclient.CodeUnauthenticated},
+		{name: "key reused", first: reply{body: gqlErr(string(idemcode.KeyReused), "refused", "")}, code: string(idemcode.KeyReused)},
+		{name: "key invalid", first: reply{body: gqlErr(string(idemcode.KeyInvalid), "refused", "")}, code: string(idemcode.KeyInvalid)},
+		{name: "key missing", first: reply{body: gqlErr(string(idemcode.KeyMissing), "refused", "")}, code: string(idemcode.KeyMissing)},
+		{name: "key expired", first: reply{body: gqlErr(string(idemcode.KeyExpired), "refused", "")}, code: string(idemcode.KeyExpired)},
+		{name: "unauthenticated", first: reply{body: gqlErr(string(idemcode.Unauthenticated), "refused", "")}, code: string(idemcode.Unauthenticated)},
 		{name: "validation error 422", first: reply{status: 422, body: `{"errors":[{"message":"Cannot query field","extensions":{"code":"GRAPHQL_VALIDATION_FAILED"}}],"data":null}`}, code: "GRAPHQL_VALIDATION_FAILED"},
 		{name: "internal error without report", first: reply{body: `{"errors":[{"message":"boom","path":["order"],"extensions":{"code":"INTERNAL"}}],"data":null}`}, code: "INTERNAL"},
 		{name: "HTTP 500", first: reply{status: 500, body: "oops"}},
 		{name: "HTTP 400 JSON", first: reply{status: 400, body: `{"errors":[{"message":"bad"}],"data":null}`}},
 		{name: "HTTP 200 not JSON", first: reply{body: "<html>maintenance</html>"}},
-		{name: "in progress", first: reply{body: gqlErr(idemclient.CodeInProgress, "refused", `"retryAfterSeconds":1`)}, retry: idemclient.ReasonInProgress},
-		{name: "in progress without hint", first: reply{body: gqlErr(idemclient.CodeInProgress, "refused", "")}, retry: idemclient.ReasonInProgress},
-		{name: "unavailable", first: reply{body: gqlErr(idemclient.CodeUnavailable, "refused", "")}, retry: idemclient.ReasonUnavailable},
+		{name: "in progress", first: reply{body: gqlErr(string(idemcode.InProgress), "refused", `"retryAfterSeconds":1`)}, retry: idemclient.ReasonInProgress},
+		{name: "in progress without hint", first: reply{body: gqlErr(string(idemcode.InProgress), "refused", "")}, retry: idemclient.ReasonInProgress},
+		{name: "unavailable", first: reply{body: gqlErr(string(idemcode.Unavailable), "refused", "")}, retry: idemclient.ReasonUnavailable},
 		{name: "released", first: reply{body: gqlErr("INTERNAL", "released", "")}, retry: idemclient.ReasonReleased},
 		{name: "released without error code", first: reply{body: `{"data":{"createOrder":null},"extensions":{"idempotency":{"createOrder":{"key":"k","outcome":"released","replayed":false}}}}`}, retry: idemclient.ReasonReleased},
 		{name: "final code wins over in progress", first: reply{body: `{"errors":[` +
 			`{"message":"a","path":["a"],"extensions":{"code":"IDEMPOTENCY_IN_PROGRESS","retryAfterSeconds":1}},` +
-			`{"message":"b","path":["b"],"extensions":{"code":"IDEMPOTENCY_KEY_REUSED"}}],"data":null}`}, code: idemclient.CodeInProgress /* the first error's */},
+			`{"message":"b","path":["b"],"extensions":{"code":"IDEMPOTENCY_KEY_REUSED"}}],"data":null}`}, code: string(idemcode.InProgress) /* the first error's */},
 		{name: "HTTP 429", first: reply{status: 429, body: "slow down"}, retry: idemclient.ReasonStatus},
 		{name: "HTTP 502", first: reply{status: 502, body: "bad gateway"}, retry: idemclient.ReasonStatus},
 		{name: "HTTP 503 Retry-After", first: reply{status: 503, header: map[string]string{"Retry-After": "1"}}, retry: idemclient.ReasonStatus},
@@ -214,7 +213,7 @@ func TestReplayedAndReports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.Replayed || res.Outcome("createOrder") != idemclient.OutcomeReplayed || res.Idempotency["createOrder"].Key != "k" {
+	if !res.Replayed || res.Outcome("createOrder") != idemcode.OutcomeReplayed || res.Idempotency["createOrder"].Key != "k" {
 		t.Fatalf("response = %+v", res)
 	}
 	if res.Status != 200 || string(res.Data) != `{"createOrder":{"id":"1"}}` {
@@ -295,14 +294,14 @@ func TestRetriesNumbered(t *testing.T) {
 		t.Fatalf("%d requests, want 3", s.requests())
 	}
 	for i, want := range []string{"", "1", "2"} {
-		if got := s.headers[i].Get(idemclient.HeaderRetry); got != want || (want == "" && len(s.headers[i].Values(idemclient.HeaderRetry)) > 0) {
-			t.Errorf("attempt %d: %s %q, want %q", i+1, idemclient.HeaderRetry, got, want)
+		if got := s.headers[i].Get(idemcode.HeaderRetry); got != want || (want == "" && len(s.headers[i].Values(idemcode.HeaderRetry)) > 0) {
+			t.Errorf("attempt %d: %s %q, want %q", i+1, idemcode.HeaderRetry, got, want)
 		}
 	}
 }
 
 func TestContextCancelledBetweenAttempts(t *testing.T) {
-	s := newStub(t, reply{body: gqlErr(idemclient.CodeInProgress, "refused", `"retryAfterSeconds":30`)})
+	s := newStub(t, reply{body: gqlErr(string(idemcode.InProgress), "refused", `"retryAfterSeconds":30`)})
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &idemclient.Client{URL: s.URL, MaxBackoff: time.Minute, OnRetry: func(r idemclient.Retry) {
 		if r.Delay != 30*time.Second {
@@ -316,7 +315,7 @@ func TestContextCancelledBetweenAttempts(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	// Cancelled while it waited the server's 30 s.
-	if time.Since(start) > 20*time.Second || s.requests() != 1 || res == nil || res.Code() != idemclient.CodeInProgress {
+	if time.Since(start) > 20*time.Second || s.requests() != 1 || res == nil || res.Code() != string(idemcode.InProgress) {
 		t.Fatalf("took %v, %d requests, response %+v", time.Since(start), s.requests(), res)
 	}
 }
@@ -336,7 +335,7 @@ func TestContextCancelledDuringAttempt(t *testing.T) {
 
 func TestServerHintCappedByMaxBackoff(t *testing.T) {
 	for _, first := range []reply{
-		{body: gqlErr(idemclient.CodeInProgress, "refused", `"retryAfterSeconds":30`)},
+		{body: gqlErr(string(idemcode.InProgress), "refused", `"retryAfterSeconds":30`)},
 		{status: 429, header: map[string]string{"Retry-After": "30"}},
 	} {
 		s := newStub(t, first, reply{body: okBody})
@@ -414,30 +413,5 @@ func TestNewKey(t *testing.T) {
 			t.Fatalf("key %q: %v (seen before: %v)", k, err, seen[k])
 		}
 		seen[k] = true
-	}
-}
-
-// The client mirrors the server's names without importing it.
-func TestNamesMatchTheServer(t *testing.T) {
-	pairs := [][2]string{
-		{idemclient.OutcomeExecuted, idemhttp.OutcomeExecuted},
-		{idemclient.OutcomeReplayed, idemhttp.OutcomeReplayed},
-		{idemclient.OutcomeReleased, idemhttp.OutcomeReleased},
-		{idemclient.OutcomeRefused, idemhttp.OutcomeRefused},
-		{idemclient.CodeKeyMissing, string(idemcode.KeyMissing)},
-		{idemclient.CodeKeyInvalid, string(idemcode.KeyInvalid)},
-		{idemclient.CodeKeyReused, string(idemcode.KeyReused)},
-		{idemclient.CodeInProgress, string(idemcode.InProgress)},
-		{idemclient.CodeKeyExpired, string(idemcode.KeyExpired)},
-		{idemclient.CodeUnavailable, string(idemcode.Unavailable)},
-		{idemclient.CodeUnauthenticated, string(idemcode.Unauthenticated)},
-		{idemclient.HeaderKey, idemhttp.HeaderKey},
-		{idemclient.HeaderReplayed, idemhttp.HeaderReplayed},
-		{idemclient.HeaderRetry, idemhttp.HeaderRetry},
-	}
-	for _, p := range pairs {
-		if p[0] != p[1] {
-			t.Errorf("client %q, server %q", p[0], p[1])
-		}
 	}
 }

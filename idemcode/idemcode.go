@@ -1,9 +1,13 @@
-// Package idemcode is the list of error codes (a GraphQL error's
-// extensions.code) that a server with the idem hook answers with, and
-// whether each is final or retryable. It depends on nothing but the
-// standard library, so that any client can import it: idemclient does. The
-// hook's refusals are of its type Error (errors.Is against idem's Err*
-// sentinels).
+// Package idemcode is the wire format of the idem protocol, in one place:
+// the error codes (a GraphQL error's extensions.code) that a server with
+// the idem hook answers with, and whether each is final or retryable; the
+// HTTP headers (HeaderKey, HeaderReplayed, HeaderRetry); the outcome of
+// each idempotent field and the report of it in the response's
+// extensions.idempotency (the Outcome constants, FieldReport). It depends
+// on nothing but the standard library, so that any client can import it:
+// idemclient does, and the server's packages and the JavaScript client's
+// codes take their names from it. The hook's refusals are of its type
+// Error (errors.Is against idem's Err* sentinels).
 //
 // A client retries a request, with the same idempotency key and the same
 // body, after a retryable code; a final code is the intent's answer, and the

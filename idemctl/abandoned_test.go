@@ -19,7 +19,7 @@ import (
 // request with the key would run as new, which it would do anyway by taking
 // the claim over.
 func TestAbandonedClaimIsForgottenPastTheHorizon(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			return errors.New("connection reset") // the attempt dies: the claim stays pending

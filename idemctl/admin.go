@@ -23,8 +23,8 @@ import (
 // Admin maintains the records of a hook's backend outside any request:
 // the retention sweeper, and what an operator inspects (one key,
 // statistics, stuck and failed records, what the recoverer finished). It
-// needs no GraphQL server; the command line of this package (Main,
-// Command) is a thin layer over it.
+// needs no GraphQL server; the command line of this package (Command) is
+// a thin layer over it.
 type Admin struct {
 	cfg   idem.Config
 	hook  *idem.Hook

@@ -265,7 +265,7 @@ var stuckCmd = &subcommand{
 	name: "stuck", args: "[-older D] [-limit N]",
 	summary: "list pending claims whose lease ran out long ago, oldest first: their worker died and no retry came to take them over",
 	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
-		olderV := Duration(stuckAfter * e.cfg.Lease)
+		olderV := durationFlag(stuckAfter * e.cfg.Lease)
 		fs.Var(&olderV, "older", fmt.Sprintf("list claims whose lease ran out more than this `duration` ago (by default %d × -lease)", stuckAfter))
 		older := (*time.Duration)(&olderV)
 		limit := limitFlag(fs)
@@ -353,7 +353,7 @@ var recoveredCmd = &subcommand{
 	summary: "list records the recoverer finished (idem.Config.RecoverAfter) instead of their client, newest first, within their retention window",
 	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
 		table := fs.String("table", "", "list only this entity or record table")
-		sinceV := Duration(e.cfg.Retention)
+		sinceV := durationFlag(e.cfg.Retention)
 		fs.Var(&sinceV, "since", "list records completed less than this `duration` ago (by default -retention)")
 		since := (*time.Duration)(&sinceV)
 		limit := limitFlag(fs)
@@ -501,8 +501,8 @@ type sweepOutput struct {
 	Complete bool `json:"complete"`
 }
 
-// ProgressEvery is how often a long sweep reports its progress on stderr.
-const ProgressEvery = time.Second
+// progressEvery is how often a long sweep reports its progress on stderr.
+const progressEvery = time.Second
 
 var sweepCmd = &subcommand{
 	name: "sweep", args: "[-dry-run] [-batch N] [-pause D]",
@@ -510,7 +510,7 @@ var sweepCmd = &subcommand{
 	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
 		dry := fs.Bool("dry-run", false, "count what a sweep would archive and purge, and change nothing")
 		batch := fs.Int("batch", DefaultSweepBatch, "records per transaction: a batch's locks last one transaction")
-		var pauseV Duration
+		var pauseV durationFlag
 		fs.Var(&pauseV, "pause", "pause between batches, a `duration`, to yield to live traffic")
 		pause := (*time.Duration)(&pauseV)
 		check := func() error {
@@ -599,7 +599,7 @@ func (e *env) printSweep(w io.Writer, out sweepOutput) {
 }
 
 // progress follows a sweep: per-table counts (the last report of each
-// table), and a line on stderr every ProgressEvery once the sweep has run
+// table), and a line on stderr every progressEvery once the sweep has run
 // that long.
 type progress struct {
 	e       *env
@@ -618,7 +618,7 @@ func (p *progress) update(sp SweepProgress) {
 		p.order = append(p.order, sp.Entity)
 	}
 	p.counts[sp.Entity] = sp
-	if time.Since(p.last) < ProgressEvery {
+	if time.Since(p.last) < progressEvery {
 		return
 	}
 	p.last = time.Now()

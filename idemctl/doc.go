@@ -2,9 +2,9 @@
 // [Admin] of an [idem.Hook] (New), which maintains the records with the
 // hook's retention, horizon, lease and clock (the retention sweep, and
 // what one key holds, which claims are stuck, which intents failed, what
-// the recoverer finished, how many records each table holds); the layout
-// of a PostgreSQL schema partitioned by tenant ([PartitionByTenant]); and a
-// command line over the Admin ([Main], [Command]).
+// the recoverer finished, how many records each table holds); and a
+// command line over the Admin ([Command]). Partitioning a
+// PostgreSQL schema by tenant is package idempartition's.
 //
 // Only the application can import its generated ent package, so the
 // command is a library that an application embeds in a main of its own:
@@ -17,16 +17,16 @@
 //			log.Fatal(err)
 //		}
 //		client := ent.NewClient(ent.Driver(drv)) // your ent package; import its ent/runtime too
-//		hook, err := idem.New(appConfig(client)) // the server's idem.Config (Tenant is not needed)
-//		if err != nil {
-//			log.Fatal(err)
+//		cmd := idemctl.Command{
+//			Config: appConfig(client), // the server's idem.Config (Tenant is not needed)
+//			Schema: graph.NewExecutableSchema(graph.Config{}), // each mutation's own retention
 //		}
-//		os.Exit(idemctl.Main(context.Background(), hook, os.Args[1:], os.Stdout, os.Stderr))
+//		os.Exit(cmd.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 //	}
 //
-// An application that wants flags of its own (a -db flag, say) or to open
-// the database only when a command needs it uses [Command]; the example
-// application's cmd/idemctl does.
+// Command.Flags adds flags of the application's own (a -db flag, say) and
+// Command.Open opens the database only when a command needs it; the
+// example application's cmd/idemctl does both.
 //
 // # Commands
 //

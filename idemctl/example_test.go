@@ -63,7 +63,7 @@ func Example() {
 		graph.WithOrg(h).ServeHTTP(httptest.NewRecorder(), req)
 	}
 
-	code := idemctl.Main(context.Background(), hook, []string{"-json", "stats"}, os.Stdout, os.Stderr)
+	code := idemctl.Command{Config: hook.Config()}.Run(context.Background(), []string{"-json", "stats"}, os.Stdout, os.Stderr)
 	if code != idemctl.ExitOK {
 		log.Fatalf("exit code %d", code)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/goovo/idem/internal/store"
 )
 
-// Exit codes of Main and Command.Run.
+// Exit codes of Command.Run.
 const (
 	// ExitOK: the command did what was asked.
 	ExitOK = 0
@@ -31,22 +31,14 @@ const (
 	ExitUsage = 2
 )
 
-// PingTimeout bounds the first statement, which checks that the database
+// pingTimeout bounds the first statement, which checks that the database
 // can be reached before a command runs.
-const PingTimeout = 15 * time.Second
+const pingTimeout = 15 * time.Second
 
-// Main runs the command line args (without the program name) against the
-// records of hook, writes results to stdout and messages to stderr, and
-// returns the exit code (ExitOK, ExitFailure or ExitUsage). The hook's
-// retention, horizon and lease are the defaults of the global flags.
-func Main(ctx context.Context, hook *idem.Hook, args []string, stdout, stderr io.Writer) int {
-	return Command{Config: hook.Config()}.Run(ctx, args, stdout, stderr)
-}
-
-// Command is the command line with everything Main fixes left open: the
-// program's name, a base configuration, flags of the application's own,
-// and a database opened only once the flags are parsed and a command needs
-// it.
+// Command is the command line over an Admin: the program's name, a base
+// configuration (the server's idem.Config), the application's GraphQL
+// schema, flags of the application's own, and a database opened only once
+// the flags are parsed and a command needs it. Run runs it.
 type Command struct {
 	// Name is the program's name in messages and usage. Default "idemctl".
 	Name string
@@ -143,23 +135,8 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		return code
 	}
 
-	global := flag.NewFlagSet(name, flag.ContinueOnError)
-	global.SetOutput(io.Discard)
+	global := c.globalFlags(e)
 	cfg := &e.cfg
-	global.BoolVar(&e.json, "json", false, "write one JSON document to stdout instead of text")
-	cfg.Retention = orDefault(cfg.Retention, idem.DefaultRetention)
-	global.Var((*Duration)(&cfg.Retention), "retention",
-		"how long a finished record's response stays replayable: a `duration` like 24h or 30d (the server's idem.Config.Retention)")
-	cfg.TombstoneHorizon = orDefault(cfg.TombstoneHorizon, idem.DefaultTombstoneHorizon)
-	global.Var((*Duration)(&cfg.TombstoneHorizon), "horizon",
-		"how long after its completion a key is remembered at all: a `duration` (the server's idem.Config.TombstoneHorizon)")
-	cfg.Lease = orDefault(cfg.Lease, idem.DefaultLease)
-	global.Var((*Duration)(&cfg.Lease), "lease",
-		"lease of a pending claim, a `duration` (the server's idem.Config.Lease); stuck's default -older is 3 leases")
-	if c.Flags != nil {
-		c.Flags(global)
-	}
-	global.Usage = func() {} // printed below, on stdout, for -h only
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			globalUsage(stdout, name, global)
@@ -207,33 +184,8 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 		return fail(ExitUsage, name, err)
 	}
 
-	backend := cfg.Backend
-	if c.Open != nil {
-		b, err := c.Open(ctx)
-		if err != nil {
-			return fail(ExitFailure, name, describe(err))
-		}
-		backend = b
-	}
-	if backend == nil {
-		return fail(ExitFailure, name, errors.New("no database: Command.Config.Backend or Command.Open is required"))
-	}
-	cfg.Backend, e.backend = backend, backend
-	hook, err := idem.New(*cfg)
-	if err != nil {
-		// Every other field was checked above: what is left is a
-		// combination of the flags with the application's schema.
-		return fail(ExitUsage, name, errors.New(strings.TrimPrefix(err.Error(), "idem: ")))
-	}
-	if c.Schema != nil {
-		if err := hook.ReadSchema(c.Schema); err != nil {
-			return fail(ExitUsage, name, errors.New(strings.TrimPrefix(err.Error(), "idem: ")))
-		}
-	}
-	admin := New(hook)
-	e.admin = admin
-	if err := ping(ctx, admin); err != nil {
-		return fail(ExitFailure, name, fmt.Errorf("cannot reach the database: %w", describe(err)))
+	if code, err := c.makeAdmin(ctx, e); err != nil {
+		return fail(code, name, err)
 	}
 	if err := run(ctx); err != nil {
 		var u usageError
@@ -245,12 +197,70 @@ func (c Command) Run(ctx context.Context, args []string, stdout, stderr io.Write
 	return ExitOK
 }
 
-// Duration is a flag.Value for durations that also accepts days: 30d,
+// globalFlags defines the global flags on e's configuration, its defaults
+// filled in, and the application's own (Command.Flags).
+func (c Command) globalFlags(e *env) *flag.FlagSet {
+	global := flag.NewFlagSet(e.name, flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	cfg := &e.cfg
+	global.BoolVar(&e.json, "json", false, "write one JSON document to stdout instead of text")
+	cfg.Retention = orDefault(cfg.Retention, idem.DefaultRetention)
+	global.Var((*durationFlag)(&cfg.Retention), "retention",
+		"how long a finished record's response stays replayable: a `duration` like 24h or 30d (the server's idem.Config.Retention)")
+	cfg.TombstoneHorizon = orDefault(cfg.TombstoneHorizon, idem.DefaultTombstoneHorizon)
+	global.Var((*durationFlag)(&cfg.TombstoneHorizon), "horizon",
+		"how long after its completion a key is remembered at all: a `duration` (the server's idem.Config.TombstoneHorizon)")
+	cfg.Lease = orDefault(cfg.Lease, idem.DefaultLease)
+	global.Var((*durationFlag)(&cfg.Lease), "lease",
+		"lease of a pending claim, a `duration` (the server's idem.Config.Lease); stuck's default -older is 3 leases")
+	if c.Flags != nil {
+		c.Flags(global)
+	}
+	global.Usage = func() {} // printed below, on stdout, for -h only
+	return global
+}
+
+// makeAdmin opens the backend (Command.Open), makes the hook, reads the
+// schema (Command.Schema) and pings the database: e's Admin, or the exit
+// code and the error that stop the command.
+func (c Command) makeAdmin(ctx context.Context, e *env) (int, error) {
+	backend := e.cfg.Backend
+	if c.Open != nil {
+		b, err := c.Open(ctx)
+		if err != nil {
+			return ExitFailure, describe(err)
+		}
+		backend = b
+	}
+	if backend == nil {
+		return ExitFailure, errors.New("no database: Command.Config.Backend or Command.Open is required")
+	}
+	e.cfg.Backend, e.backend = backend, backend
+	hook, err := idem.New(e.cfg)
+	if err != nil {
+		// Every other field was checked above: what is left is a
+		// combination of the flags with the application's schema.
+		return ExitUsage, errors.New(strings.TrimPrefix(err.Error(), "idem: "))
+	}
+	if c.Schema != nil {
+		if err := hook.ReadSchema(c.Schema); err != nil {
+			return ExitUsage, errors.New(strings.TrimPrefix(err.Error(), "idem: "))
+		}
+	}
+	admin := New(hook)
+	e.admin = admin
+	if err := ping(ctx, admin); err != nil {
+		return ExitFailure, fmt.Errorf("cannot reach the database: %w", describe(err))
+	}
+	return ExitOK, nil
+}
+
+// durationFlag is a flag.Value for durations that also accepts days: 30d,
 // 1d12h, as well as everything time.ParseDuration accepts (90s, 24h).
-type Duration time.Duration
+type durationFlag time.Duration
 
 // String implements flag.Value.
-func (d *Duration) String() string {
+func (d *durationFlag) String() string {
 	if d == nil {
 		return "0s"
 	}
@@ -258,12 +268,12 @@ func (d *Duration) String() string {
 }
 
 // Set implements flag.Value.
-func (d *Duration) Set(s string) error {
+func (d *durationFlag) Set(s string) error {
 	v, err := parseDuration(s)
 	if err != nil {
 		return err
 	}
-	*d = Duration(v)
+	*d = durationFlag(v)
 	return nil
 }
 
@@ -338,7 +348,7 @@ func checkDurations(cfg *idem.Config) error {
 // ping runs one statement, so that an unreachable database is reported as
 // such before a command starts.
 func ping(ctx context.Context, admin *Admin) error {
-	ctx, cancel := context.WithTimeout(ctx, PingTimeout)
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	return admin.Ping(ctx)
 }

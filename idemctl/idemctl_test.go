@@ -34,7 +34,7 @@ type bench struct {
 	t testing.TB
 }
 
-func newBench(t testing.TB, b idemtest.Backend) *bench {
+func newBench(t testing.TB, b idemtest.Kind) *bench {
 	t.Helper()
 	return &bench{Bench: testapp.NewBench(t, b, idem.Config{Logger: quiet}), t: t}
 }
@@ -161,7 +161,7 @@ type inspected struct {
 // archive, in text and in JSON, through the record's life: replayable,
 // expired, archived.
 func TestInspect(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		created := be.ship("org-1", "same-key")
 		// The same key in another record table: approveShipment's records
@@ -259,7 +259,7 @@ func TestInspect(t *testing.T) {
 // stuck lists pending claims whose lease ran out long ago: a worker died
 // (here: released its claim) and no retry came.
 func TestStuck(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			if strings.HasPrefix(keyOf(ctx), "stuck") {
@@ -321,7 +321,7 @@ func TestStuck(t *testing.T) {
 
 // failed lists the records that hold a final error.
 func TestFailed(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			if keyOf(ctx) == "no-stock" {
@@ -409,7 +409,7 @@ func (s statsDoc) of(entity string) (pending, succeeded, failed, tombstones int6
 // stats counts records by state per entity, finds the oldest pending
 // claim, and measures the archive.
 func TestStats(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			switch keyOf(ctx) {
@@ -466,7 +466,7 @@ type sweepDoc struct {
 // sweep archives, purges, counts in a dry run, and shows its progress on
 // stderr when it runs long.
 func TestSweep(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			be.ship("org-1", k)
@@ -540,7 +540,7 @@ func TestSweep(t *testing.T) {
 // An interrupted sweep says what it did and that nothing is lost, and
 // exits 1; the next sweep finishes the work.
 func TestSweepInterrupted(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		for _, k := range []string{"a", "b", "c", "d"} {
 			be.ship("org-1", k)
@@ -591,7 +591,7 @@ func TestSweepInterrupted(t *testing.T) {
 // Bad input: a clear line on stderr, nothing done, exit 2 for the command
 // line and 1 for what happened at run time.
 func TestBadInput(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		be.ship("org-1", "k")
 		for _, c := range []struct {
@@ -685,7 +685,7 @@ func TestUnreachableDatabase(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r := cli{idemctl.Main(context.Background(), hook, args, &out, &errb), out.String(), errb.String()}
+				r := cli{idemctl.Command{Config: hook.Config()}.Run(context.Background(), args, &out, &errb), out.String(), errb.String()}
 				r.fails(t, idemctl.ExitFailure, c.pattern)
 				if r.stdout != "" {
 					t.Fatalf("%q wrote to stdout:\n%s", args, r)
@@ -708,7 +708,7 @@ func TestUnreachableDatabase(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := cli{idemctl.Main(context.Background(), hook, []string{"stats"}, &out, &errb), out.String(), errb.String()}
+			r := cli{idemctl.Command{Config: hook.Config()}.Run(context.Background(), []string{"stats"}, &out, &errb), out.String(), errb.String()}
 			r.fails(t, idemctl.ExitFailure, c.pattern)
 		})
 	}

@@ -18,7 +18,7 @@ import (
 // settings disagree with the records. Once the promise ends it archives
 // them.
 func TestSweepHonoursThePromisedExpiry(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		keys := []string{"a", "b", "c"}
 		for _, k := range keys {

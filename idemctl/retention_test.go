@@ -19,7 +19,7 @@ import (
 // command archives by the entity's retention and says that a mutation's
 // may end a window sooner.
 func TestCommandWithTheSchemaKnowsEachMutationsRetention(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		created := be.Post("org-1", "ship", 100)
 		var d struct{ CreateShipment struct{ ID string } }

@@ -29,5 +29,5 @@
 //
 // Opening a database sits below the record store (internal/store uses
 // pgxdriver); turning a schema's tables into tables partitioned by tenant
-// is an operator's step above the hook: idemctl.PartitionByTenant.
+// is an operator's step above the hook: idempartition.ByTenant.
 package idemdb

@@ -2,6 +2,8 @@ package idemhttp
 
 import (
 	"net/http"
+
+	"github.com/goovo/idem/idemcode"
 	"slices"
 	"strings"
 )
@@ -30,7 +32,7 @@ type CORS struct {
 
 // ExposedHeaders are the response headers a page of another origin may
 // read: the protocol's and Retry-After.
-var ExposedHeaders = []string{HeaderReplayed, HeaderKey, "Retry-After"}
+var ExposedHeaders = []string{idemcode.HeaderReplayed, idemcode.HeaderKey, "Retry-After"}
 
 // Handler wraps next: a preflight (OPTIONS with Access-Control-Request-Method)
 // from an allowed origin is answered 204 with the methods (GET, POST) and
@@ -40,7 +42,7 @@ var ExposedHeaders = []string{HeaderReplayed, HeaderKey, "Retry-After"}
 // response. Requests without an Origin (not from a browser page, or from
 // the same origin) pass through untouched.
 func (c CORS) Handler(next http.Handler) http.Handler {
-	allowHeaders := strings.Join(append([]string{"Content-Type", "Accept", HeaderKey, HeaderRetry}, c.AllowHeaders...), ", ")
+	allowHeaders := strings.Join(append([]string{"Content-Type", "Accept", idemcode.HeaderKey, idemcode.HeaderRetry}, c.AllowHeaders...), ", ")
 	exposed := strings.Join(ExposedHeaders, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemhttp"
 )
 
@@ -19,7 +20,7 @@ func TestCORS(t *testing.T) {
 	h := idemhttp.CORS{Origins: []string{"http://shop.example"}, AllowHeaders: []string{"X-Tenant-ID"}}.Handler(
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			reached++
-			w.Header().Set(idemhttp.HeaderReplayed, "true")
+			w.Header().Set(idemcode.HeaderReplayed, "true")
 		}))
 	do := func(method, origin string, header map[string]string) *http.Response {
 		r := httptest.NewRequest(method, "/query", nil)
@@ -52,7 +53,7 @@ func TestCORS(t *testing.T) {
 	}
 
 	res = do(http.MethodPost, "http://shop.example", nil)
-	if res.Header.Get("Access-Control-Allow-Origin") != "http://shop.example" || !strings.Contains(res.Header.Get("Access-Control-Expose-Headers"), idemhttp.HeaderReplayed) {
+	if res.Header.Get("Access-Control-Allow-Origin") != "http://shop.example" || !strings.Contains(res.Header.Get("Access-Control-Expose-Headers"), idemcode.HeaderReplayed) {
 		t.Fatalf("request of an allowed origin: %v", res.Header)
 	}
 	if res := do(http.MethodPost, "http://evil.example", nil); res.Header.Get("Access-Control-Allow-Origin") != "" {

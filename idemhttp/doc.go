@@ -2,11 +2,11 @@
 // idempotency hook, in the manner of gqlgen's handler/extension: what a
 // request may ask for before anything runs (Limits, OperationLimits), how
 // the idempotency headers are read and written (ParseKeyHeader,
-// FormatKeyHeader, Middleware), what reaches a client of an error
-// (Presenter), and the wire format of the response's
-// extensions.idempotency (FieldReport and the Outcome constants).
+// FormatKeyHeader, Middleware) and what reaches a client of an error
+// (Presenter). The names it reads and writes (the headers, the outcomes,
+// extensions.idempotency's FieldReport) are package idemcode's, which
+// clients share.
 //
 // idem.Hook.Handler puts all of it on a server; an application uses this
-// package for the names (headers, outcomes), for Limits in idem.Config,
-// and in tests.
+// package for Limits in idem.Config, and in tests.
 package idemhttp

@@ -25,7 +25,7 @@ import (
 // quoted String, twenty lines, and the bare form would still be ours.
 
 // ParseKeyHeader reads the Idempotency-Key header from its values as
-// net/http gives them (r.Header.Values(HeaderKey)). It accepts one header
+// net/http gives them (r.Header.Values(idemcode.HeaderKey)). It accepts one header
 // that holds one structured-field String ("abc", with \" and \\ escapes) or
 // one bare key (abc: no quotes, commas, semicolons or spaces), and returns
 // the key, checked as idem.ValidateKey checks it. A list (a, b),
@@ -39,25 +39,13 @@ func ParseKeyHeader(values []string) (string, error) {
 // FormatKeyHeader returns key as the draft's Idempotency-Key value: a
 // structured-field String, quoted, with \ and " escaped. key must be valid
 // (idem.ValidateKey), so that every character is printable ASCII.
-func FormatKeyHeader(key string) string {
-	var b strings.Builder
-	b.Grow(len(key) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(key[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+func FormatKeyHeader(key string) string { return idemkey.HeaderValue(key) }
 
 // parseKeyHeader is ParseKeyHeader, and reports whether the key was quoted,
 // so that the response can echo it in the client's own form.
 func parseKeyHeader(values []string) (key string, quoted bool, err error) {
 	refuse := func(format string, args ...any) (string, bool, error) {
-		return "", false, refusal.Errorf(idemcode.KeyInvalid, "", "the %s header "+format, append([]any{HeaderKey}, args...)...)
+		return "", false, refusal.Errorf(idemcode.KeyInvalid, "", "the %s header "+format, append([]any{idemcode.HeaderKey}, args...)...)
 	}
 	switch len(values) {
 	case 0:

@@ -8,31 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/reqstate"
-)
-
-// HTTP header names.
-const (
-	// HeaderReplayed is set to "true" on a response in which every
-	// idempotent field was replayed from its record.
-	HeaderReplayed = "Idempotent-Replayed"
-	// HeaderKey carries the key (IETF draft-ietf-httpapi-idempotency-key-header):
-	// a structured-field String ("abc") or a bare key (see ParseKeyHeader).
-	// The response echoes the key of an operation's only idempotent field in
-	// the form of the request's header, or quoted.
-	HeaderKey = "Idempotency-Key"
-	// HeaderRetry marks a request as a retry of an earlier one with the
-	// same keys: a positive integer, the retry's number (1 for the first
-	// retry), as idemclient sends it. It is a hint and decides nothing: the
-	// hook looks the keys up before claiming them (one statement that
-	// reads, where a claim of a key that has a record sends an insert that
-	// writes nothing with it), which saves a retry that reaches another
-	// process than the one that stored the key about a third of its
-	// cost, and costs a retry whose first attempt never reached the
-	// database one round trip. A value that is not a positive integer is
-	// ignored.
-	HeaderRetry = "Idempotency-Retry"
 )
 
 // Middleware wraps the GraphQL HTTP handler: it refuses a request body
@@ -58,16 +36,16 @@ func Middleware(next http.Handler, l Limits) http.Handler {
 			st.Body = &reqstate.UTF8Check{ReadCloser: r.Body}
 			r.Body = st.Body
 		}
-		if vs := r.Header.Values(HeaderKey); len(vs) > 0 {
+		if vs := r.Header.Values(idemcode.HeaderKey); len(vs) > 0 {
 			st.HasKey = true
 			st.Key, st.KeyQuoted, st.KeyErr = parseKeyHeader(vs)
 		}
-		st.Retry = isRetry(r.Header.Get(HeaderRetry))
+		st.Retry = isRetry(r.Header.Get(idemcode.HeaderRetry))
 		next.ServeHTTP(&headerWriter{ResponseWriter: w, st: st}, r.WithContext(reqstate.With(r.Context(), st)))
 	})
 }
 
-// isRetry reads a HeaderRetry value: a positive decimal integer.
+// isRetry reads an idemcode.HeaderRetry value: a positive decimal integer.
 func isRetry(v string) bool {
 	n, err := strconv.ParseUint(v, 10, 32)
 	return err == nil && n > 0
@@ -103,14 +81,14 @@ func (w *headerWriter) setHeaders() {
 	}
 	a := w.st.Answer()
 	if a.AllReplayed {
-		w.Header().Set(HeaderReplayed, "true")
+		w.Header().Set(idemcode.HeaderReplayed, "true")
 	}
 	if a.EchoKey != "" {
 		v := a.EchoKey
 		if a.EchoQuoted {
 			v = FormatKeyHeader(v)
 		}
-		w.Header().Set(HeaderKey, v)
+		w.Header().Set(idemcode.HeaderKey, v)
 	}
 	if a.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(refusal.RetryAfterSeconds(a.RetryAfter)))

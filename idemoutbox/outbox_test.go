@@ -29,7 +29,7 @@ type mailArgs struct {
 func (mailArgs) Kind() string { return "test_mail" }
 
 // bench is the test application with River's tables beside its own.
-func bench(t *testing.T, b idemtest.Backend, databaseSQL bool) *testapp.Bench {
+func bench(t *testing.T, b idemtest.Kind, databaseSQL bool) *testapp.Bench {
 	t.Helper()
 	var be *testapp.Bench
 	if databaseSQL {
@@ -68,7 +68,7 @@ func jobs(t *testing.T, be *testapp.Bench) []string {
 // metadata is the column of a job's metadata as JSON text (SQLite stores
 // it as JSONB).
 func metadata(be *testapp.Bench) string {
-	if be.DB.Backend == idemtest.SQLite {
+	if be.DB.Kind == idemtest.SQLite {
 		return "json(metadata)"
 	}
 	return "metadata"
@@ -87,7 +87,7 @@ func post(be *testapp.Bench, atomic bool, key string) *testkit.Response {
 // eachMode runs test on every backend, on pgx and database/sql where
 // PostgreSQL has both, in lease and atomic mode.
 func eachMode(t *testing.T, test func(t *testing.T, be *testapp.Bench, atomic bool)) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		paths := []bool{false}
 		if b == idemtest.Postgres {
 			paths = append(paths, true)
@@ -183,7 +183,7 @@ func TestRolledBackAttemptLeavesNoJob(t *testing.T) {
 // downstream key. PostgreSQL only: on SQLite a live attempt holds the
 // write lock, and only a dead one is taken over.
 func TestAttemptThatLostItsClaimLeavesNoJob(t *testing.T) {
-	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
+	for _, b := range []idemtest.Kind{idemtest.Postgres, idemtest.PostgresPartitioned} {
 		for _, databaseSQL := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s,database/sql=%v", b, databaseSQL), func(t *testing.T) {
 				t.Parallel()
@@ -244,7 +244,7 @@ func TestEnqueueNeedsAnAttempt(t *testing.T) {
 
 // Operators see the jobs that wait, and how old the oldest is.
 func TestStatsCountWaitingJobs(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := bench(t, b, false)
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			_, err := idemoutbox.Enqueue(ctx, mailArgs{Shipment: s.ID.String()}, nil)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idembackend"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
-	"github.com/goovo/idem/idemhttp"
 )
 
 // Record states RequireState checks, as idemctl.RecordInfo.State spells them.
@@ -52,14 +52,14 @@ func RequireState(t testing.TB, backend idembackend.Backend, tenant, key, state 
 }
 
 // Outcome returns what a GraphQL response body says happened to the
-// idempotent field of response name field (idemhttp.OutcomeExecuted,
+// idempotent field of response name field (idemcode.OutcomeExecuted,
 // OutcomeReplayed, OutcomeReleased, OutcomeRefused), or "" if it says
 // nothing of it.
 func Outcome(t testing.TB, body []byte, field string) string {
 	t.Helper()
 	var resp struct {
 		Extensions struct {
-			Idempotency map[string]idemhttp.FieldReport `json:"idempotency"`
+			Idempotency map[string]idemcode.FieldReport `json:"idempotency"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
@@ -72,7 +72,7 @@ func Outcome(t testing.TB, body []byte, field string) string {
 // replayed from its record.
 func RequireReplayed(t testing.TB, body []byte, field string) {
 	t.Helper()
-	if got := Outcome(t, body, field); got != idemhttp.OutcomeReplayed {
+	if got := Outcome(t, body, field); got != idemcode.OutcomeReplayed {
 		t.Fatalf("idemtest: %s was %q, want replayed; response: %s", field, got, body)
 	}
 }
@@ -81,7 +81,7 @@ func RequireReplayed(t testing.TB, body []byte, field string) {
 // result was stored.
 func RequireExecuted(t testing.TB, body []byte, field string) {
 	t.Helper()
-	if got := Outcome(t, body, field); got != idemhttp.OutcomeExecuted {
+	if got := Outcome(t, body, field); got != idemcode.OutcomeExecuted {
 		t.Fatalf("idemtest: %s was %q, want executed; response: %s", field, got, body)
 	}
 }

@@ -16,22 +16,22 @@ import (
 	"entgo.io/ent/dialect/sql/schema"
 
 	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
+	"github.com/goovo/idem/idempartition"
 )
 
-// Backend names a database the framework supports.
-type Backend string
+// Kind names a kind of database the framework supports.
+type Kind string
 
-// The backends.
+// The kinds of database.
 const (
-	SQLite   Backend = "sqlite"
-	Postgres Backend = "postgres"
+	SQLite   Kind = "sqlite"
+	Postgres Kind = "postgres"
 	// PostgresPartitioned is PostgreSQL with the ent schema's tables
-	// hash-partitioned by tenant (idemctl.PartitionByTenant, with
+	// hash-partitioned by tenant (idempartition.ByTenant, with
 	// TestPartitions partitions): the layout of docs/scale-out.md. Its
 	// tables are made by DB.Setup, which a suite must call.
-	PostgresPartitioned Backend = "postgres-partitioned"
+	PostgresPartitioned Kind = "postgres-partitioned"
 )
 
 // TestPartitions is the number of hash partitions of each table on
@@ -41,12 +41,12 @@ const TestPartitions = 4
 // DefaultPostgresURL is used when TEST_DATABASE_URL is not set.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-// Backends returns the backends a behavioural suite runs on: all three,
-// always.
-func Backends() []Backend { return []Backend{SQLite, Postgres, PostgresPartitioned} }
+// Kinds returns the kinds of database a behavioural suite runs on: all
+// three, always.
+func Kinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned} }
 
-// IsPostgres reports whether the backend is PostgreSQL (partitioned or not).
-func (b Backend) IsPostgres() bool { return b == Postgres || b == PostgresPartitioned }
+// IsPostgres reports whether the kind is PostgreSQL (partitioned or not).
+func (b Kind) IsPostgres() bool { return b == Postgres || b == PostgresPartitioned }
 
 // PostgresURL returns TEST_DATABASE_URL or DefaultPostgresURL.
 func PostgresURL() string {
@@ -73,7 +73,8 @@ type Driver = idemdb.Driver
 
 // DB is a fresh database of one test.
 type DB struct {
-	Backend Backend
+	// Kind is the kind of database.
+	Kind Kind
 	// DSN opens more connections to the same database (idemdb.Open), for
 	// example from another process.
 	DSN string
@@ -83,15 +84,15 @@ type DB struct {
 	// database/sql's (idemdb.OpenSQL); on SQLite database/sql's.
 	Driver Driver
 	// Partitioning is what Setup made of the tables on
-	// PostgresPartitioned; nil on the other backends.
-	Partitioning *idemctl.Partitioning
+	// PostgresPartitioned; nil on the other kinds.
+	Partitioning *idempartition.Partitioning
 
 	setUp  bool
 	remove func() error // drops what Connect made
 }
 
 // Setup makes the application's tables: create (the ent client's
-// Schema.Create) and then, on PostgresPartitioned, idemctl.PartitionByTenant
+// Schema.Create) and then, on PostgresPartitioned, idempartition.ByTenant
 // on the ent package's backend (client.IdempotencyBackend()). Ent's
 // automatic migration must not run on that database again.
 //
@@ -101,10 +102,10 @@ func (db *DB) Setup(ctx context.Context, backend idembackend.Backend, create fun
 	if err := create(ctx); err != nil {
 		return fmt.Errorf("idemtest: create the schema: %w", err)
 	}
-	if db.Backend != PostgresPartitioned {
+	if db.Kind != PostgresPartitioned {
 		return nil
 	}
-	p, err := idemctl.PartitionByTenant(ctx, backend, idemctl.PartitionOptions{Partitions: TestPartitions})
+	p, err := idempartition.ByTenant(ctx, backend, idempartition.Options{Partitions: TestPartitions})
 	if err != nil {
 		return fmt.Errorf("idemtest: %w", err)
 	}
@@ -117,9 +118,9 @@ func (db *DB) Setup(ctx context.Context, backend idembackend.Backend, create fun
 // that the application's tables need no prefix; it is removed when the test
 // ends. Make the tables with DB.Setup: on PostgresPartitioned it partitions
 // them.
-func Open(t testing.TB, backend Backend) *DB {
+func Open(t testing.TB, kind Kind) *DB {
 	t.Helper()
-	db, err := Connect(context.Background(), backend)
+	db, err := Connect(context.Background(), kind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +137,15 @@ func Open(t testing.TB, backend Backend) *DB {
 				t.Logf("%v", err)
 			}
 		case <-time.After(closeBound):
-			t.Errorf("idemtest: the %s database still has connections in use %v after the test: something the test holds (a connection, a transaction, rows) was not given back; not waiting for it", backend, closeBound)
+			t.Errorf("idemtest: the %s database still has connections in use %v after the test: something the test holds (a connection, a transaction, rows) was not given back; not waiting for it", kind, closeBound)
 		}
 	})
-	if backend == PostgresPartitioned {
+	if kind == PostgresPartitioned {
 		// A suite that made its tables without Setup ran on plain
 		// PostgreSQL: say so rather than pass as if partitioned.
 		t.Cleanup(func() {
 			if !db.setUp && !t.Failed() {
-				t.Errorf("idemtest: %s: the tables were not made with DB.Setup, so they were not partitioned", backend)
+				t.Errorf("idemtest: %s: the tables were not made with DB.Setup, so they were not partitioned", kind)
 			}
 		})
 	}
@@ -157,13 +158,13 @@ const closeBound = time.Minute
 // Connect is Open for code that has no testing.TB: a TestMain that shares
 // one database among the tests of a package, or an example. Close removes
 // the database.
-func Connect(ctx context.Context, backend Backend) (*DB, error) {
+func Connect(ctx context.Context, kind Kind) (*DB, error) {
 	var (
 		dsn    string
 		remove func() error
 		err    error
 	)
-	switch backend {
+	switch kind {
 	case SQLite:
 		var dir string
 		if dir, err = os.MkdirTemp("", "idemtest-"); err != nil {
@@ -175,10 +176,10 @@ func Connect(ctx context.Context, backend Backend) (*DB, error) {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("idemtest: unknown backend %q", backend)
+		return nil, fmt.Errorf("idemtest: unknown backend %q", kind)
 	}
 	var drv Driver
-	if backend.IsPostgres() && os.Getenv("IDEMTEST_POSTGRES_DRIVER") != "database/sql" {
+	if kind.IsPostgres() && os.Getenv("IDEMTEST_POSTGRES_DRIVER") != "database/sql" {
 		drv, err = idemdb.Open(dsn)
 	} else {
 		drv, err = idemdb.OpenSQL(dsn, idemdb.Pool{})
@@ -186,7 +187,7 @@ func Connect(ctx context.Context, backend Backend) (*DB, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("idemtest: %w", err), remove())
 	}
-	return &DB{Backend: backend, DSN: dsn, Driver: drv, remove: remove}, nil
+	return &DB{Kind: kind, DSN: dsn, Driver: drv, remove: remove}, nil
 }
 
 // Close closes the driver and removes the database: the SQLite file, or
@@ -247,6 +248,6 @@ func redact(dsn string) string {
 }
 
 // String implements fmt.Stringer.
-func (b Backend) String() string { return string(b) }
+func (b Kind) String() string { return string(b) }
 
-var _ fmt.Stringer = Backend("")
+var _ fmt.Stringer = Kind("")

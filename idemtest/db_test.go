@@ -15,7 +15,7 @@ import (
 // PostgreSQL schema.
 func TestCloseRemovesTheDatabase(t *testing.T) {
 	ctx := context.Background()
-	for _, b := range idemtest.Backends() {
+	for _, b := range idemtest.Kinds() {
 		t.Run(string(b), func(t *testing.T) {
 			db, err := idemtest.Connect(ctx, b)
 			if err != nil {

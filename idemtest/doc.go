@@ -1,11 +1,11 @@
 // Package idemtest helps applications test their idempotent mutations
 // against real databases: a fresh, isolated database per test on SQLite,
 // PostgreSQL, or PostgreSQL with the tables hash-partitioned by tenant, and
-// the list of backends to run a suite on.
+// the list of kinds of database to run a suite on.
 //
-//	for _, backend := range idemtest.Backends() {
-//		t.Run(string(backend), func(t *testing.T) {
-//			db := idemtest.Open(t, backend)
+//	for _, kind := range idemtest.Kinds() {
+//		t.Run(string(kind), func(t *testing.T) {
+//			db := idemtest.Open(t, kind)
 //			client := ent.NewClient(ent.Driver(db.Driver))
 //			if err := db.Setup(ctx, client.IdempotencyBackend(), client.Schema.Create); err != nil {
 //				t.Fatal(err)

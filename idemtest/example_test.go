@@ -38,6 +38,6 @@ func ExampleConnect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%s: %d shipments\n", db.Backend, n)
+	fmt.Printf("%s: %d shipments\n", db.Kind, n)
 	// Output: sqlite: 0 shipments
 }

@@ -25,8 +25,8 @@ import (
 	"syscall"
 
 	"github.com/goovo/idem/ent"
-	"github.com/goovo/idem/graph"
 	_ "github.com/goovo/idem/ent/runtime" // the idemschema mixin's interceptors
+	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"

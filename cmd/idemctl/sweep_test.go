@@ -37,7 +37,7 @@ import (
 // KILL_SWEEP_ROWS sets the number of expired records (default 20,000).
 func TestKilledSweeperLosesNothing(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		db := idemtest.Open(t, b)
 		client := ent.NewClient(ent.Driver(db.Driver))
 		testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
@@ -163,7 +163,7 @@ func TestKilledSweeperLosesNothing(t *testing.T) {
 // fillOrders inserts n orders that succeeded two days ago, with a response
 // each, as the hook leaves them: PostgreSQL with one generate_series
 // statement, SQLite in one transaction.
-func fillOrders(t *testing.T, db *sql.DB, b idemtest.Backend, n int) {
+func fillOrders(t *testing.T, db *sql.DB, b idemtest.Kind, n int) {
 	t.Helper()
 	ctx := context.Background()
 	if b.IsPostgres() {
@@ -207,7 +207,7 @@ FROM generate_series(1, $1) AS i`, n)
 }
 
 // fillFresh inserts orders completed a minute ago.
-func fillFresh(t *testing.T, db *sql.DB, b idemtest.Backend, n int) {
+func fillFresh(t *testing.T, db *sql.DB, b idemtest.Kind, n int) {
 	t.Helper()
 	ctx := context.Background()
 	at := time.Now().UTC().Add(-time.Minute)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/goovo/idem/idemcode"
 )
 
 // burstReport is what a burst did.
@@ -32,7 +34,7 @@ type burstPhase struct {
 // burstFailures are the retry reasons that a burst without faults must never
 // see: everything but IDEMPOTENCY_IN_PROGRESS (a duplicate bounced while
 // the first request runs) and "released" (a provider failure, rolled back).
-var burstFailures = []string{codeUnavailable, "http5xx", "network", "timeout", "bad-response"}
+var burstFailures = []string{string(idemcode.Unavailable), "http5xx", "network", "timeout", "bad-response"}
 
 // runBurst sends cfg.burstKeys new orders, each by cfg.burstCopies clients
 // at once, copy c of key k to server k+c (round the fleet: the copies of a
@@ -124,7 +126,7 @@ func (r *burstReport) print(p func(label, format string, args ...any), maxConns 
 	}
 	unavailable := 0
 	for _, ph := range r.phases {
-		unavailable += ph.st.retries.get(codeUnavailable)
+		unavailable += ph.st.retries.get(string(idemcode.Unavailable))
 	}
 	p("connections", "at most %d to PostgreSQL during the burst (max_connections %d)", r.peakConns, maxConns)
 	p("unavailable", "%d answers IDEMPOTENCY_UNAVAILABLE during the burst", unavailable)

@@ -11,14 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-)
 
-// Error codes and outcomes of the idempotency contract (docs/contract.md).
-const (
-	codeInProgress  = "IDEMPOTENCY_IN_PROGRESS"
-	codeUnavailable = "IDEMPOTENCY_UNAVAILABLE"
-	outcomeReleased = "released"
-	headerRetry     = "Idempotency-Retry"
+	"github.com/goovo/idem/idemcode"
 )
 
 // verdict is what one HTTP attempt tells the client about its intent:
@@ -73,9 +67,9 @@ func classify(field string, status int, body []byte) verdict {
 	}
 	outcome := r.Extensions.Idempotency[field].Outcome
 	switch {
-	case outcome == outcomeReleased:
-		return verdict{retry: outcomeReleased}
-	case code == codeInProgress || code == codeUnavailable:
+	case outcome == idemcode.OutcomeReleased:
+		return verdict{retry: idemcode.OutcomeReleased}
+	case code == string(idemcode.InProgress) || code == string(idemcode.Unavailable):
 		return verdict{retry: code, retryAfter: retryAfter}
 	case status != http.StatusOK:
 		return verdict{final: true, kind: fmt.Sprintf("HTTP_%d", status), data: r.Data}
@@ -132,7 +126,7 @@ func (c *client) attempt(ctx context.Context, i int, field, tenant string, body 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Tenant-ID", tenant)
 	if retry > 0 {
-		req.Header.Set(headerRetry, strconv.Itoa(retry))
+		req.Header.Set(idemcode.HeaderRetry, strconv.Itoa(retry))
 	}
 	c.stats.requests.Add(1)
 	res, err := c.http.Do(req)

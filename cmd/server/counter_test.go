@@ -22,7 +22,7 @@ func TestPageViewCountSurvivesAKilledMaterializer(t *testing.T) {
 	bin := proctest.Build(t, ".")
 	// Plain PostgreSQL and SQLite only: the servers make their own tables
 	// with ent's Schema.Create (see TestKilledServerIsRecovered).
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

@@ -36,12 +36,12 @@ func TestKilledServerIsRecovered(t *testing.T) {
 		trials = n
 	}
 	bin := proctest.Build(t, ".")
-	// Not idemtest.Backends(): the server processes make their tables
+	// Not idemtest.Kinds(): the server processes make their tables
 	// themselves (ent's Schema.Create at start), which the partitioned
 	// layout forbids (it would be undone), so PostgresPartitioned has no
 	// meaning here; the in-process suites (graph, internal/testkit/testapp,
 	// idemclient) cover it.
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -122,7 +122,7 @@ func TestKilledServerIsRecovered(t *testing.T) {
 }
 
 // waitClaimed waits until the payment claim of key is committed.
-func waitClaimed(t *testing.T, db *idemtest.DB, b idemtest.Backend, key string) {
+func waitClaimed(t *testing.T, db *idemtest.DB, b idemtest.Kind, key string) {
 	t.Helper()
 	q := `SELECT count(*) FROM payments WHERE idempotency_key = ?`
 	if b.IsPostgres() {
@@ -138,7 +138,7 @@ func waitClaimed(t *testing.T, db *idemtest.DB, b idemtest.Backend, key string) 
 }
 
 // claimStatus returns the idempotency status of the payment of key.
-func claimStatus(t *testing.T, db *idemtest.DB, b idemtest.Backend, key string) string {
+func claimStatus(t *testing.T, db *idemtest.DB, b idemtest.Kind, key string) string {
 	t.Helper()
 	q := `SELECT idempotency_status FROM payments WHERE idempotency_key = ?`
 	if b.IsPostgres() {
@@ -161,7 +161,7 @@ type serverProcess struct {
 // serverDatabase is how the server is given db: PostgreSQL by
 // DATABASE_URL, a SQLite file by -db.
 func serverDatabase(db *idemtest.DB) (env, args []string) {
-	if db.Backend == idemtest.SQLite {
+	if db.Kind == idemtest.SQLite {
 		return nil, []string{"-db", db.DSN}
 	}
 	return []string{"DATABASE_URL=" + db.DSN}, nil
@@ -272,7 +272,7 @@ func TestKilledServerIsRecoveredWithoutRetry(t *testing.T) {
 		trials = n
 	}
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

@@ -20,7 +20,7 @@ import (
 // playground can be turned off.
 func TestHealthAndReadiness(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

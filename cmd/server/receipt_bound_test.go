@@ -23,7 +23,7 @@ const receiptBound = 30 * time.Second
 // after it started.
 func TestReceiptAfterACrashArrivesWithinTheBoundOnDefaults(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

@@ -19,7 +19,7 @@ import (
 // it again: the receipt is delivered, once.
 func TestReceiptIsDeliveredAfterAKillBetweenCommitAndDelivery(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -82,13 +82,13 @@ func receipts(t *testing.T, p *serverProcess, order string) []receipt {
 }
 
 // waitJobRunning waits until a receipt job is being worked.
-func waitJobRunning(t *testing.T, db *idemtest.DB, b idemtest.Backend) {
+func waitJobRunning(t *testing.T, db *idemtest.DB, b idemtest.Kind) {
 	t.Helper()
 	testkit.Eventually(t, func() bool { return countJobs(t, db, "running") == 1 }, "the receipt job running")
 }
 
 // waitJobsDone waits until no receipt job is left to work.
-func waitJobsDone(t *testing.T, db *idemtest.DB, b idemtest.Backend) {
+func waitJobsDone(t *testing.T, db *idemtest.DB, b idemtest.Kind) {
 	t.Helper()
 	testkit.Eventually(t, func() bool { return countJobs(t, db, "completed") == countJobs(t, db, "") }, "the receipt jobs completed")
 }

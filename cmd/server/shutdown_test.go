@@ -49,7 +49,7 @@ func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 // 0 and logs each phase.
 func TestShutdownPhases(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -115,7 +115,7 @@ func TestShutdownPhases(t *testing.T) {
 // once instead of answering IDEMPOTENCY_IN_PROGRESS for a lease.
 func TestShutdownCutsWhatOutlivesTheDrain(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

@@ -23,7 +23,7 @@ import (
 // cost an insert that fails and its rollback, which made it answer about
 // 0.4 ms slower than a reference to another tenant's row (measured on
 // PostgreSQL; docs/contract.md has the figures). The foreign keys
-// (idemctl.PartitionByTenant's composite ones included) remain the last word;
+// (idempartition.ByTenant's composite ones included) remain the last word;
 // the message is the generated claim's for a broken constraint.
 
 // errNotTheTenants is the reason logged with the refusal, never shown.

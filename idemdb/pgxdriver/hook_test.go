@@ -18,8 +18,8 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/graph"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemdb/pgxdriver"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -76,7 +76,7 @@ func TestHookOnTheDriver(t *testing.T) {
 		return postAs(h, http.Header{}, query, vars)
 	}
 	// What idemclient sends on its first retry.
-	retry := http.Header{idemhttp.HeaderRetry: {"1"}}
+	retry := http.Header{idemcode.HeaderRetry: {"1"}}
 	const createOrder = `mutation($key: String!) { createOrder(idempotencyKey: $key, input: {amount: 1200, currency: "EUR"}) { id amount paid } }`
 	const createPayment = `mutation($key: String!, $order: ID!) { createPayment(idempotencyKey: $key, input: {orderID: $order, amount: 1200}) { id amount order { paid } } }`
 	const refund = `mutation($key: String!, $payment: ID!) { refundPayment(idempotencyKey: $key, paymentID: $payment, amount: 5000) { id } }`
@@ -122,7 +122,7 @@ func TestHookOnTheDriver(t *testing.T) {
 			_, body := post(h, createOrder, map[string]any{"key": orderKey})
 			return body
 		})
-		if !strings.Contains(replay, orderKey) && first.Header().Get(idemhttp.HeaderReplayed) != "true" {
+		if !strings.Contains(replay, orderKey) && first.Header().Get(idemcode.HeaderReplayed) != "true" {
 			t.Errorf("%s: retry of createOrder not replayed: %s", name, replay)
 		}
 		// The same retry in processes that have not seen the key finished
@@ -146,7 +146,7 @@ func TestHookOnTheDriver(t *testing.T) {
 			elsewhere := measure(c.what, func() string {
 				rec, body := postAs(others[0], c.header, createOrder, map[string]any{"key": orderKey})
 				others = others[1:]
-				if rec.Header().Get(idemhttp.HeaderReplayed) != "true" {
+				if rec.Header().Get(idemcode.HeaderReplayed) != "true" {
 					t.Errorf("%s, %s: not replayed: %s", name, c.what, body)
 				}
 				return body
@@ -160,7 +160,7 @@ func TestHookOnTheDriver(t *testing.T) {
 		measure("atomic, new key sent as a retry", func() string {
 			n++
 			rec, body := postAs(h, retry, createOrder, map[string]any{"key": fmt.Sprintf("order-%d", n)})
-			if rec.Header().Get(idemhttp.HeaderReplayed) == "true" || !strings.Contains(body, `"outcome":"executed"`) {
+			if rec.Header().Get(idemcode.HeaderReplayed) == "true" || !strings.Contains(body, `"outcome":"executed"`) {
 				t.Errorf("%s: new key sent as a retry: %s", name, body)
 			}
 			return body
@@ -176,14 +176,14 @@ func TestHookOnTheDriver(t *testing.T) {
 		})
 		trips[name]["lease, new key (with the example's resolver)"] -= trips[name]["atomic, new key"]
 		rec, body := post(h, createPayment, map[string]any{"key": paymentKey, "order": orderID})
-		if rec.Header().Get(idemhttp.HeaderReplayed) != "true" || !strings.Contains(body, `"paid":true`) {
+		if rec.Header().Get(idemcode.HeaderReplayed) != "true" || !strings.Contains(body, `"paid":true`) {
 			t.Errorf("%s: retry of createPayment: %s", name, body)
 		}
 		// A final error is stored and replayed.
 		paymentID := id(body, "createPayment")
 		_, failed := post(h, refund, map[string]any{"key": "refund-" + name, "payment": paymentID})
 		rec, again := post(h, refund, map[string]any{"key": "refund-" + name, "payment": paymentID})
-		if !strings.Contains(failed, `"errors"`) || part(t, again, "errors") != part(t, failed, "errors") || rec.Header().Get(idemhttp.HeaderReplayed) != "true" {
+		if !strings.Contains(failed, `"errors"`) || part(t, again, "errors") != part(t, failed, "errors") || rec.Header().Get(idemcode.HeaderReplayed) != "true" {
 			t.Errorf("%s: final error %s, replayed as %s", name, failed, again)
 		}
 	}

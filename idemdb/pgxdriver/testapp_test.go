@@ -13,6 +13,7 @@ import (
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/idempartition"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -25,7 +26,7 @@ import (
 // (internal/testkit/testapp/ent: UUID keys, a scope column of its own, the general
 // record entity, the archive) through the driver: the generated claim, the
 // claimed row read through the transaction, and the operator's tools that
-// run raw SQL in transactions (the sweeper, PartitionByTenant).
+// run raw SQL in transactions (the sweeper, idempartition.ByTenant).
 func TestTestAppThroughTheDriver(t *testing.T) {
 	db := idemtest.Open(t, idemtest.Postgres)
 	std := tent.NewClient(tent.Driver(db.Driver))
@@ -37,9 +38,9 @@ func TestTestAppThroughTheDriver(t *testing.T) {
 	ctx := context.Background()
 	backend := c.IdempotencyBackend()
 
-	// PartitionByTenant's dry run (of a schema with empty tables)
+	// idempartition.ByTenant's dry run (of a schema with empty tables)
 	// reads the catalog in a transaction (Tx.QueryContext).
-	p, err := idemctl.PartitionByTenant(ctx, backend, idemctl.PartitionOptions{Partitions: 2, DryRun: true})
+	p, err := idempartition.ByTenant(ctx, backend, idempartition.Options{Partitions: 2, DryRun: true})
 	must(t, err)
 	if len(p.Tables) == 0 || len(p.Statements) == 0 {
 		t.Errorf("partitioning dry run: %+v", p)

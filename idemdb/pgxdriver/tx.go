@@ -190,7 +190,7 @@ func (tx *Tx) query(ctx context.Context, query string, args []any) (pgx.Rows, fu
 
 // QueryContext runs query in the transaction and returns database/sql
 // rows, as database/sql's Tx.QueryContext does (ent's sql/execquery
-// feature; the hook's sweeper and idemctl.PartitionByTenant use it). The
+// feature; the hook's sweeper and idempartition.ByTenant use it). The
 // rows come from the transaction's connection through a small database/sql
 // driver of this package, with the values pgx's own database/sql driver
 // would give.

@@ -13,7 +13,7 @@ import (
 // publicPackages are the packages an application, a client or generated
 // code imports, relative to the module. Their API is recorded in api/.
 var publicPackages = []string{
-	".", "idemhttp", "idembackend", "idemcode", "idemctl",
+	".", "idemhttp", "idembackend", "idemcode", "idemctl", "idempartition",
 	"idemschema", "idemgen", "idemdb", "idemdb/pgxdriver", "idemoutbox",
 	"idemtest", "idemclient", "clients/js",
 }

@@ -24,7 +24,7 @@ import (
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/internal/claimctx"
 	"github.com/goovo/idem/internal/effects"
 	"github.com/goovo/idem/internal/outcome"
 	"github.com/goovo/idem/internal/record"
@@ -130,7 +130,7 @@ func (a *attempt) holdsClaim() bool { return !a.fresh || (a.begun != nil && a.be
 // ended is how an attempt ended.
 type ended struct {
 	res    graphql.Marshaler
-	report string // idemhttp.OutcomeExecuted, idemhttp.OutcomeReleased or idemhttp.OutcomeRefused
+	report string // idemcode.OutcomeExecuted, idemcode.OutcomeReleased or idemcode.OutcomeRefused
 	err    error
 	// again: look at the key again; lost, when set, is what the claim that
 	// lost read, to decide on in place of a lookup.
@@ -169,7 +169,7 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 		e.tel.failed(ctx, r, "retryable")
 		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", a.claim.Attempt))
 		addErrors(ctx, e.releasedErrors(r, errs))
-		return ended{res: graphql.Null, report: idemhttp.OutcomeReleased}
+		return ended{res: graphql.Null, report: idemcode.OutcomeReleased}
 	}
 
 	status := record.StatusSucceeded
@@ -205,7 +205,7 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	}
 	addErrors(ctx, errs)
 	r.expiresAt = a.completedAt.Add(r.spec.retention)
-	return ended{res: answer.marshaler(), report: idemhttp.OutcomeExecuted}
+	return ended{res: answer.marshaler(), report: idemcode.OutcomeExecuted}
 }
 
 // releasedErrors are the errors of a released attempt as its client gets
@@ -258,7 +258,7 @@ func (e *Engine) notRun(ctx context.Context, a *attempt, res graphql.Marshaler, 
 	// gqlgen refused the field before its resolver (argument coercion):
 	// the same request would be refused again.
 	addErrors(ctx, errs)
-	return ended{res: res, report: idemhttp.OutcomeRefused}
+	return ended{res: res, report: idemcode.OutcomeRefused}
 }
 
 // mode is how an attempt commits its claim and its writes: lease or atomic.
@@ -371,7 +371,7 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 	r := a.req
 	txCtx = a.guardWrites(txCtx)
 	return effects.With(txCtx, &effects.Scope{Dialect: a.ext.cfg.Backend.Dialect(),
-		Table: r.spec.table.Name, Tenant: r.tenant, Key: r.key, Tx: idembackend.DriverTx(txCtx)}), nil
+		Table: r.spec.table.Name, Tenant: r.tenant, Key: r.key, Tx: claimctx.DriverTx(txCtx)}), nil
 }
 
 // insertClaim inserts the claim row: the claim of settle's Claim decision,
@@ -555,7 +555,7 @@ func withClaim(ctx context.Context, c *idembackend.Claim, spec *fieldSpec, secon
 	if !spec.records.RecordOnly {
 		tc.Entity = spec.records.Entity
 	}
-	return idembackend.WithClaim(tenancy.WithClaim(ctx, tc), c)
+	return claimctx.WithClaim(tenancy.WithClaim(ctx, tc), c)
 }
 
 // secondRow is the refusal of a mutation whose resolver created a row of

@@ -20,7 +20,6 @@ import (
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/fingerprint"
@@ -326,10 +325,10 @@ func (e *Engine) MutateOperationContext(ctx context.Context, oc *graphql.Operati
 		}
 		if len(fields) > 1 {
 			return refuse("the %s header can name the key of one idempotent field; this operation has %d: send an %s argument to each",
-				idemhttp.HeaderKey, len(fields), directive.KeyArgument)
+				idemcode.HeaderKey, len(fields), directive.KeyArgument)
 		}
 		if arg, present, err := keyArgument(oc, fields[0]); err == nil && present && arg != st.Key {
-			return refuse("the %s header and the %s argument differ; send one key", idemhttp.HeaderKey, directive.KeyArgument)
+			return refuse("the %s header and the %s argument differ; send one key", idemcode.HeaderKey, directive.KeyArgument)
 		}
 		return nil
 	}

@@ -15,8 +15,8 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/internal/claimctx"
 	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/tenancy"
 )
@@ -30,7 +30,7 @@ func (a *attempt) guardWrites(txCtx context.Context) context.Context {
 	if !a.req.spec.records.RecordOnly {
 		claimEntity = a.req.spec.records.Entity
 	}
-	a.guard = tenancy.NewGuard(idembackend.DriverTx(txCtx), resolverName(a.req.spec.name), claimEntity)
+	a.guard = tenancy.NewGuard(claimctx.DriverTx(txCtx), resolverName(a.req.spec.name), claimEntity)
 	return tenancy.WithGuard(txCtx, a.guard)
 }
 

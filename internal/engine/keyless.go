@@ -11,7 +11,6 @@ import (
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/tenancy"
@@ -29,7 +28,7 @@ import (
 func (e *Engine) runKeyless(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
 	tenant, err := e.tenant(ctx, "")
 	if err != nil {
-		return nil, idemhttp.OutcomeRefused, err
+		return nil, idemcode.OutcomeRefused, err
 	}
 	r.tenant = tenant
 	e.tel.add(ctx, e.tel.keyless, r)
@@ -43,30 +42,30 @@ func (e *Engine) runKeyless(ctx context.Context, r *request, next graphql.RootRe
 		if k.tx != nil {
 			_ = k.tx.Rollback()
 		}
-		return nil, idemhttp.OutcomeRefused, k.refusal
+		return nil, idemcode.OutcomeRefused, k.refusal
 	}
 	if k.tx == nil {
 		// gqlgen refused the field before its resolver (argument coercion).
 		addErrors(ctx, errs)
-		return res, idemhttp.OutcomeRefused, nil
+		return res, idemcode.OutcomeRefused, nil
 	}
 	if k.secondRow.Load() {
 		_ = k.tx.Rollback()
-		return nil, idemhttp.OutcomeRefused, e.secondRow(ctx, r)
+		return nil, idemcode.OutcomeRefused, e.secondRow(ctx, r)
 	}
 	if len(errs) > 0 || k.panicked() || ctx.Err() != nil {
 		if err := k.tx.Rollback(); err != nil {
 			e.log(ctx, slog.LevelDebug, "rollback failed", r, slog.Any("error", err))
 		}
 		addErrors(ctx, errs)
-		return graphql.Null, idemhttp.OutcomeKeyless, nil
+		return graphql.Null, idemcode.OutcomeKeyless, nil
 	}
 	if err := k.tx.Commit(); err != nil {
 		e.log(ctx, slog.LevelError, "commit of a keyless call failed", r, slog.Any("error", err))
-		return nil, idemhttp.OutcomeKeyless, refusal.Errorf(idemcode.Unavailable, "",
+		return nil, idemcode.OutcomeKeyless, refusal.Errorf(idemcode.Unavailable, "",
 			"the database failed while committing the mutation, which may or may not have been applied; send an %s to make retries safe", directive.KeyArgument)
 	}
-	return res, idemhttp.OutcomeKeyless, nil
+	return res, idemcode.OutcomeKeyless, nil
 }
 
 // keylessCall is the state a keyless call shares between the root

@@ -27,7 +27,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/record"
@@ -242,7 +241,7 @@ func (e *Engine) recoverClaim(ctx context.Context, h http.Handler, t recoveryTab
 		outcome = e.runStored(ctx, h, c)
 	}
 	switch {
-	case outcome.outcome == idemhttp.OutcomeExecuted:
+	case outcome.outcome == idemcode.OutcomeExecuted:
 		e.recovery.forget(id)
 		rep.Recovered++
 		e.tel.recovered.Add(ctx, 1, metric.WithAttributes(attrField.String(field)))
@@ -251,7 +250,7 @@ func (e *Engine) recoverClaim(ctx context.Context, h http.Handler, t recoveryTab
 			e.tel.compensated.Add(ctx, 1, metric.WithAttributes(attrField.String(field)))
 		}
 		e.logClaim(ctx, slog.LevelInfo, "idempotency claim recovered", field, c, slog.String("code", outcome.code))
-	case outcome.outcome == idemhttp.OutcomeReplayed:
+	case outcome.outcome == idemcode.OutcomeReplayed:
 		e.recovery.forget(id) // finished meanwhile
 	case outcome.code == string(idemcode.InProgress):
 		// Another process runs it now.
@@ -320,7 +319,7 @@ func (e *Engine) runStored(ctx context.Context, h http.Handler, c store.Abandone
 	runCtx, err := e.runAs(ctx, c.Tenant, op.Caller)
 	if err != nil {
 		e.logClaim(ctx, slog.LevelInfo, "idempotency claim's caller refused by Config.CallerContext", fieldName(c.Fingerprint), c, slog.Any("error", err))
-		return storedOutcome{outcome: "refused"}
+		return storedOutcome{outcome: idemcode.OutcomeRefused}
 	}
 	req, err := http.NewRequestWithContext(withRecovering(runCtx), http.MethodPost, "/", bytes.NewReader(body))
 	if err != nil {
@@ -329,12 +328,12 @@ func (e *Engine) runStored(ctx context.Context, h http.Handler, c store.Abandone
 	req.Header.Set("Content-Type", "application/json")
 	// The claim exists: the hook looks it up first (a claim would send an
 	// insert that writes nothing).
-	req.Header.Set(idemhttp.HeaderRetry, "1")
+	req.Header.Set(idemcode.HeaderRetry, "1")
 	if e.cfg.KeyHeader {
 		// The key is in the operation; the header agrees with it, and
 		// lets a claim kept before the key was written into its operation
 		// (an argument left null beside the header) run too.
-		req.Header.Set(idemhttp.HeaderKey, idemhttp.FormatKeyHeader(c.Key))
+		req.Header.Set(idemcode.HeaderKey, idemkey.HeaderValue(c.Key))
 	}
 	w := &responseBuffer{header: http.Header{}}
 	h.ServeHTTP(w, req)
@@ -343,7 +342,7 @@ func (e *Engine) runStored(ctx context.Context, h http.Handler, c store.Abandone
 			Extensions map[string]any `json:"extensions"`
 		} `json:"errors"`
 		Extensions struct {
-			Idempotency map[string]idemhttp.FieldReport `json:"idempotency"`
+			Idempotency map[string]idemcode.FieldReport `json:"idempotency"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(w.body.Bytes(), &resp); err != nil {

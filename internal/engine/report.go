@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/reqstate"
 )
 
@@ -15,7 +15,7 @@ type operationKey struct{}
 type operation struct {
 	http       *reqstate.State
 	mu         sync.Mutex
-	fields     map[string]idemhttp.FieldReport
+	fields     map[string]idemcode.FieldReport
 	inProgress map[string]time.Duration // fields answered IDEMPOTENCY_IN_PROGRESS, their retry delay
 }
 
@@ -33,9 +33,9 @@ func (op *operation) record(alias, key, outcome string, expiresAt time.Time) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
 	if op.fields == nil {
-		op.fields = map[string]idemhttp.FieldReport{}
+		op.fields = map[string]idemcode.FieldReport{}
 	}
-	report := idemhttp.FieldReport{Key: key, Outcome: outcome, Replayed: outcome == idemhttp.OutcomeReplayed}
+	report := idemcode.FieldReport{Key: key, Outcome: outcome, Replayed: outcome == idemcode.OutcomeReplayed}
 	if !expiresAt.IsZero() {
 		report.ExpiresAt = expiresAt.UTC().Truncate(time.Second).Format(time.RFC3339)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/directive"
 	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/fingerprint"
@@ -96,14 +95,14 @@ func (e *Engine) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Operati
 			defer leave()
 		}
 		res, outcome, err = e.settle(ctx, r, queued, next)
-		if err == nil && (outcome == idemhttp.OutcomeExecuted || outcome == idemhttp.OutcomeReplayed) {
+		if err == nil && (outcome == idemcode.OutcomeExecuted || outcome == idemcode.OutcomeReplayed) {
 			e.finished.add(r.id)
 		}
 	}
 	if err != nil {
-		outcome = idemhttp.OutcomeRefused
+		outcome = idemcode.OutcomeRefused
 	}
-	if outcome == idemhttp.OutcomeExecuted {
+	if outcome == idemcode.OutcomeExecuted {
 		spec.pace.observe(time.Since(start))
 	}
 	finishSpan(span, r, outcome, err)
@@ -167,7 +166,7 @@ func (e *Engine) keyOf(ctx context.Context, oc *graphql.OperationContext, field 
 	if !present {
 		where := directive.KeyArgument
 		if e.cfg.KeyHeader {
-			where += " (or the " + idemhttp.HeaderKey + " header)"
+			where += " (or the " + idemcode.HeaderKey + " header)"
 		}
 		return "", false, refusal.Errorf(idemcode.KeyMissing, "", "%s is required: send one key per intent and reuse it on every retry", where)
 	}
@@ -250,7 +249,7 @@ func addErrors(ctx context.Context, errs gqlerror.List) {
 }
 
 // retried reports whether the request said it is a retry
-// (idemhttp.HeaderRetry).
+// (idemcode.HeaderRetry).
 func retried(ctx context.Context) bool {
 	st := reqstate.From(ctx)
 	return st != nil && st.Retry

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/protocol"
@@ -75,7 +74,7 @@ func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graph
 			if err == nil {
 				e.tel.add(ctx, e.tel.replays, r)
 			}
-			return res, idemhttp.OutcomeReplayed, err
+			return res, idemcode.OutcomeReplayed, err
 		case protocol.Refuse:
 			return nil, "", e.refusal(r, d, seen.rec)
 		case protocol.InProgress:
@@ -122,7 +121,7 @@ func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graph
 // duplicates of a burst, let go together, then share one lookup instead
 // of each sending a claim that writes nothing); one whose record this
 // process has seen finished (finishedRecords); and one whose client says
-// it is a retry (idemhttp.HeaderRetry), which most often reaches a process
+// it is a retry (idemcode.HeaderRetry), which most often reaches a process
 // that has not seen the key. The lookup decides nothing by itself: what it
 // reads is what a claim that lost would have read, and a key it finds
 // unknown is claimed as usual.

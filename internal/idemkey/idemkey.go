@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/record"
@@ -41,4 +42,22 @@ func Hash(key string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:6])
+}
+
+// HeaderValue returns key as the Idempotency-Key header's value: a
+// structured-field String, quoted, with \ and " escaped
+// (idemhttp.FormatKeyHeader, and the recoverer's requests). key must be
+// valid (Validate), so that every character is printable ASCII.
+func HeaderValue(key string) string {
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(key[i])
+	}
+	b.WriteByte('"')
+	return b.String()
 }

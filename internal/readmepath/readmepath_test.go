@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
@@ -186,7 +185,7 @@ func TestReadmePath(t *testing.T) {
 	bin := filepath.Join(app, "server")
 	idemctl := filepath.Join(app, "idemctl")
 
-	for _, backend := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, backend := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(backend), func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "app.db")
 			if backend == idemtest.Postgres {
@@ -244,8 +243,8 @@ func sendTwice(t *testing.T, url string) {
 	// record entity. tagBooks' key is new to Author's records, and
 	// another tenant's a-1 is its own; b-1 with other arguments is refused.
 	for _, c := range []struct{ tenant, key, want string }{
-		{"acme", "t-1", idemhttp.OutcomeExecuted},
-		{"globex", "a-1", idemhttp.OutcomeExecuted},
+		{"acme", "t-1", idemcode.OutcomeExecuted},
+		{"globex", "a-1", idemcode.OutcomeExecuted},
 	} {
 		r := post(t, url, c.tenant, `mutation($key: String!) { createAuthor(idempotencyKey: $key, input: {name: "Butler"}) { id } }`, map[string]any{"key": c.key})
 		if got := idemtest.Outcome(t, r.body, "createAuthor"); got != c.want {
@@ -326,8 +325,8 @@ func sendInHeader(t *testing.T, url string) {
 		if !bytes.Equal(first.Data, second.Data) {
 			t.Errorf("%s, key in the header: the replay's data differ:\n%s\n%s", m.field, first.Data, second.Data)
 		}
-		if got := second.header.Get(idemhttp.HeaderKey); got != m.key {
-			t.Errorf("%s: the answer's %s header is %q, want %q", m.field, idemhttp.HeaderKey, got, m.key)
+		if got := second.header.Get(idemcode.HeaderKey); got != m.key {
+			t.Errorf("%s: the answer's %s header is %q, want %q", m.field, idemcode.HeaderKey, got, m.key)
 		}
 	}
 	// Neither header nor argument: the key is still required.
@@ -452,7 +451,7 @@ func trySend(url, tenant, key, query string, vars map[string]any) (response, err
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Tenant-ID", tenant)
 	if key != "" {
-		req.Header.Set(idemhttp.HeaderKey, key)
+		req.Header.Set(idemcode.HeaderKey, key)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

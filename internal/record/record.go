@@ -13,12 +13,12 @@ import "time"
 const (
 	// DefaultScope is the scope (tenant) column the mixin adds when the
 	// entity names none of its own.
-	DefaultScope   = "tenant_id"
-	Key            = "idempotency_key"
-	Status         = "idempotency_status"
-	Fingerprint    = "idempotency_fingerprint"
-	Response       = "idempotency_response"
-	Attempt        = "idempotency_attempt"
+	DefaultScope = "tenant_id"
+	Key          = "idempotency_key"
+	Status       = "idempotency_status"
+	Fingerprint  = "idempotency_fingerprint"
+	Response     = "idempotency_response"
+	Attempt      = "idempotency_attempt"
 	// LeaseExpiresAt is, while the record is pending, when its attempt's
 	// lease ends; once it is finished, until when its result replays (the
 	// expiresAt its answer promised): a finished record holds its key
@@ -86,10 +86,10 @@ const (
 // Record is the idempotency state of one (scope, key), as the store reads
 // it and the protocol decides on it.
 type Record struct {
-	Status         string
-	Fingerprint    string
-	Response       []byte
-	Attempt        int
+	Status      string
+	Fingerprint string
+	Response    []byte
+	Attempt     int
 	// LeaseExpiresAt: the lease while pending, the promised expiry once
 	// finished (see the column's doc).
 	LeaseExpiresAt time.Time

@@ -26,7 +26,7 @@ type State struct {
 	KeyQuoted bool
 	KeyErr    error
 	// Retry: the request says it retries an earlier one
-	// (idemhttp.HeaderRetry).
+	// (idemcode.HeaderRetry).
 	Retry bool
 
 	// BodyLimit is the body's limit; BodyTooLong is set when the body

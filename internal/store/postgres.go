@@ -19,7 +19,7 @@ import (
 // they are, and these. Every batch locks its rows with FOR UPDATE SKIP
 // LOCKED, so that several sweepers share the work instead of repeating or
 // waiting for it, and selects them by (scope, id): on a table whose key is
-// (scope, id) (idemctl.PartitionByTenant) the joins then use the key instead
+// (scope, id) (idempartition.ByTenant) the joins then use the key instead
 // of scanning every partition.
 var postgresSQL = standardSQL.with(strings.NewReplacer(), statements{
 	stmtNow:       `SELECT now()`,

@@ -85,7 +85,7 @@ var standardSQL = statements{
 	// a later expiry: kept, and reported (Promised).
 	stmtPromised: `SELECT count(*), MAX(idempotency_lease_expires_at) FROM {table}
 		WHERE {to_archive} AND idempotency_completed_at < $1 AND idempotency_lease_expires_at > $2`,
-	stmtCountPurgeable:  `SELECT count(*) FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1`,
+	stmtCountPurgeable: `SELECT count(*) FROM {table} WHERE {tombstone} AND idempotency_archived_at < $1`,
 	stmtCountAbandoned: `SELECT count(*) FROM {table}
 		WHERE {pending} AND idempotency_status = 'pending' AND idempotency_lease_expires_at < $1`,
 

@@ -23,7 +23,7 @@ import (
 // the driver pipelines, and on database/sql, where it sends one statement
 // at a time.
 func TestConformance(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		if !b.IsPostgres() {
 			storetest.Run(t, func(t *testing.T) *storetest.Env { return open(t, b, false) })
 			return
@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 // open makes the test application's tables in a fresh database of b, and
 // returns the store driver over an ent client on it: on pgx when pgx is
 // set (PostgreSQL), else on database/sql.
-func open(t *testing.T, b idemtest.Backend, pgx bool) *storetest.Env {
+func open(t *testing.T, b idemtest.Kind, pgx bool) *storetest.Env {
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))
 	backend := client.IdempotencyBackend()

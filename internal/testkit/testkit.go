@@ -26,14 +26,14 @@ import (
 	"entgo.io/ent/dialect/sql/schema"
 
 	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemtest"
 )
 
-// Each runs test once per backend (idemtest.Backends: SQLite, PostgreSQL
+// Each runs test once per backend (idemtest.Kinds: SQLite, PostgreSQL
 // and PostgreSQL partitioned by tenant), in parallel.
-func Each(t *testing.T, test func(t *testing.T, b idemtest.Backend)) {
-	for _, b := range idemtest.Backends() {
+func Each(t *testing.T, test func(t *testing.T, b idemtest.Kind)) {
+	for _, b := range idemtest.Kinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			test(t, b)
@@ -95,7 +95,7 @@ type Response struct {
 	Extensions map[string]any  `json:"extensions"`
 	// Idempotency is extensions.idempotency: what the hook did with each
 	// idempotent field, by response name.
-	Idempotency map[string]idemhttp.FieldReport `json:"-"`
+	Idempotency map[string]idemcode.FieldReport `json:"-"`
 	// Replayed is the Idempotent-Replayed header.
 	Replayed bool `json:"-"`
 }
@@ -119,7 +119,7 @@ func (r *Response) Code() string {
 }
 
 // Outcome is what the hook reports it did with the idempotent field of
-// response name field (idemhttp.OutcomeExecuted, …), or "".
+// response name field (idemcode.OutcomeExecuted, …), or "".
 func (r *Response) Outcome(field string) string { return r.Idempotency[field].Outcome }
 
 // Send posts a GraphQL request as tenant ("" for none), with header added.
@@ -141,14 +141,14 @@ func (s *Server) Send(tenant, query string, vars map[string]any, header http.Hea
 		return nil, err
 	}
 	defer res.Body.Close()
-	r := &Response{Status: res.StatusCode, Header: res.Header, Replayed: res.Header.Get(idemhttp.HeaderReplayed) == "true"}
+	r := &Response{Status: res.StatusCode, Header: res.Header, Replayed: res.Header.Get(idemcode.HeaderReplayed) == "true"}
 	if r.Body, err = io.ReadAll(res.Body); err != nil {
 		return nil, err
 	}
 	var parts struct {
 		Errors     json.RawMessage `json:"errors"`
 		Extensions struct {
-			Idempotency map[string]idemhttp.FieldReport `json:"idempotency"`
+			Idempotency map[string]idemcode.FieldReport `json:"idempotency"`
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(r.Body, r); err != nil {

@@ -25,7 +25,7 @@ import (
 // does not exist, so that nothing tells a tenant whether another's id
 // exists.
 func TestTenantIsolation(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, idem.Config{})
 		cat := a.createCategory("acme", "cat-1", "acme's")
 		mine := a.createTodo("acme", "todo-1", "acme's", map[string]any{"categoryID": cat})
@@ -130,7 +130,7 @@ func sameAnswer(t *testing.T, what string, other, missing *testkit.Response) {
 // the tenant, idemschema.AllTenants is for code that serves every tenant,
 // and a context with neither fails rather than read every tenant's rows.
 func TestIsolationOutsideGraphQL(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, idem.Config{})
 		bg := context.Background()
 		acme, globex := idem.WithTenant(bg, "acme"), idem.WithTenant(bg, "globex")

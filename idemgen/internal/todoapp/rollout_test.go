@@ -20,7 +20,6 @@ import (
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemgen/internal/todoapp"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/directive"
@@ -36,7 +35,7 @@ const createCategoryQuery = `mutation($key: String, $text: String!) { createCate
 // is retry-safe at once; once the key is required, a call without one is
 // refused with IDEMPOTENCY_KEY_MISSING.
 func TestRolloutOfKeys(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		reader := sdkmetric.NewManualReader()
 		var logs safeBuffer
 		a := newApp(t, b, idem.Config{
@@ -48,7 +47,7 @@ func TestRolloutOfKeys(t *testing.T) {
 		// Without a key: runs, twice, as before.
 		for range 2 {
 			r := a.GQL("acme", createCategoryQuery, map[string]any{"text": "legacy"})
-			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemhttp.OutcomeKeyless {
+			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemcode.OutcomeKeyless {
 				t.Fatalf("keyless call: %s", r.Body)
 			}
 		}
@@ -107,7 +106,7 @@ func TestRolloutOfKeys(t *testing.T) {
 // connection, while gqlgen resolves sibling fields concurrently: the hook
 // runs them one at a time, as it does in a call with a key.
 func TestKeylessCallReadsItsEdgesInItsTransaction(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, idem.Config{})
 		var sel strings.Builder
 		for i := range 30 {
@@ -117,7 +116,7 @@ func TestKeylessCallReadsItsEdgesInItsTransaction(t *testing.T) {
 		for round := range 3 {
 			td := a.createTodo("acme", fmt.Sprint("todo-", round), "read", nil)
 			r := a.GQL("acme", q, map[string]any{"in": map[string]any{"text": fmt.Sprint("edges-", round), "todoIDs": []string{td}}})
-			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemhttp.OutcomeKeyless || !strings.Contains(string(r.Data), `"t29":[{"id":"`+td+`"`) {
+			if len(r.Errors) > 0 || r.Outcome("createCategory") != idemcode.OutcomeKeyless || !strings.Contains(string(r.Data), `"t29":[{"id":"`+td+`"`) {
 				t.Fatalf("round %d: %.500s", round, r.Body)
 			}
 		}

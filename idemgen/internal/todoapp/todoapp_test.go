@@ -28,7 +28,7 @@ type app struct {
 	client *ent.Client
 }
 
-func newApp(t *testing.T, b idemtest.Backend, cfg idem.Config) *app {
+func newApp(t *testing.T, b idemtest.Kind, cfg idem.Config) *app {
 	t.Helper()
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))
@@ -84,7 +84,7 @@ const todoFields = `id text priorityOrder status labels categoryID createdAt`
 // UUID ids, an enum, a JSON field, a field renamed with entgql.MapsTo and
 // edges, and replays it.
 func TestGeneratedCreateOnAForeignSchema(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, idem.Config{})
 		cat := a.createCategory("acme", "cat-1", "home")
 		q := `mutation($key: String!, $in: CreateTodoInput!) { createTodo(idempotencyKey: $key, input: $in) { ` + todoFields + ` } }`
@@ -112,7 +112,7 @@ func TestGeneratedCreateOnAForeignSchema(t *testing.T) {
 // a field entgql skips on create (createdAt, blob) from an argument of the
 // same name.
 func TestHandWrittenMutationMapsArgumentsByGraphQLName(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, idem.Config{})
 		cat := a.createCategory("acme", "cat-1", "work")
 		parent := a.createTodo("acme", "todo-0", "plan", nil)
@@ -144,7 +144,7 @@ func TestHandWrittenMutationMapsArgumentsByGraphQLName(t *testing.T) {
 // A hand-written mutation that names no record entity keeps its records in
 // IdempotencyRecord, and replays.
 func TestHandWrittenMutationWithTheDefaultRecordEntity(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, idem.Config{})
 		id := a.createTodo("acme", "todo-1", "call", nil)
 		q := `mutation($id: ID!) { completeTodo(idempotencyKey: "done-1", id: $id) { status } }`

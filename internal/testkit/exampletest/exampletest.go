@@ -77,7 +77,7 @@ type App struct {
 }
 
 // Start starts the example application on a fresh database of backend.
-func Start(t testing.TB, backend idemtest.Backend, cfg Config) *App {
+func Start(t testing.TB, backend idemtest.Kind, cfg Config) *App {
 	t.Helper()
 	db := idemtest.Open(t, backend)
 	client := ent.NewClient(ent.Driver(db.Driver))
@@ -146,7 +146,7 @@ func (a *App) Handler(client *ent.Client, opts graph.Options) http.Handler {
 func openProvider(t testing.TB, db *idemtest.DB) (*provider.Simulated, *mailer.Simulated) {
 	t.Helper()
 	dsn := db.DSN
-	if db.Backend == idemtest.SQLite {
+	if db.Kind == idemtest.SQLite {
 		dsn = filepath.Join(filepath.Dir(db.DSN), "provider.db")
 	}
 	name, source, _ := idemdb.Resolve(dsn)
@@ -155,11 +155,11 @@ func openProvider(t testing.TB, db *idemtest.DB) (*provider.Simulated, *mailer.S
 		t.Fatalf("provider: %v", err)
 	}
 	t.Cleanup(func() { pdb.Close() })
-	p, err := provider.NewSimulated(context.Background(), pdb, db.Backend.IsPostgres())
+	p, err := provider.NewSimulated(context.Background(), pdb, db.Kind.IsPostgres())
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
-	m, err := mailer.NewSimulated(context.Background(), pdb, db.Backend.IsPostgres())
+	m, err := mailer.NewSimulated(context.Background(), pdb, db.Kind.IsPostgres())
 	if err != nil {
 		t.Fatalf("mailer: %v", err)
 	}

@@ -53,7 +53,7 @@ type Bench struct {
 // hook configured by cfg. NewBench sets cfg's Backend, Tenant (the X-Org
 // header) and Clock (Bench.Clock); a nil Logger writes the hook's warnings and errors to the test's log
 // (testkit.Logger).
-func NewBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
+func NewBench(t testing.TB, b idemtest.Kind, cfg idem.Config) *Bench {
 	t.Helper()
 	db := idemtest.Open(t, b)
 	client := ent.NewClient(ent.Driver(db.Driver))
@@ -64,7 +64,7 @@ func NewBench(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
 // NewBenchDatabaseSQL is NewBench with the application's ent client on
 // database/sql (idemdb.OpenSQL), where NewBench's is on pgx on PostgreSQL: the
 // path before the pipelined store, measured side by side with it.
-func NewBenchDatabaseSQL(t testing.TB, b idemtest.Backend, cfg idem.Config) *Bench {
+func NewBenchDatabaseSQL(t testing.TB, b idemtest.Kind, cfg idem.Config) *Bench {
 	t.Helper()
 	db := idemtest.Open(t, b)
 	setup := ent.NewClient(ent.Driver(db.Driver))

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/goovo/idem"
-	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/graph"
@@ -50,7 +50,7 @@ import (
 // It reports the median of each, in µs, and their ratios to plain (and of
 // replay to lease). ns/op is the time of one round of all variants.
 func BenchmarkCreate(b *testing.B) {
-	for _, backend := range idemtest.Backends() {
+	for _, backend := range idemtest.Kinds() {
 		b.Run(string(backend), func(b *testing.B) {
 			benches := map[string]*testapp.Bench{"": testapp.NewBench(b, backend, idem.Config{})}
 			if backend.IsPostgres() {
@@ -85,7 +85,7 @@ func sendAttempt(b *testing.B, h http.Handler, body string, attempt int) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Org", "bench")
 	if attempt > 1 {
-		req.Header.Set(idemhttp.HeaderRetry, strconv.Itoa(attempt-1))
+		req.Header.Set(idemcode.HeaderRetry, strconv.Itoa(attempt-1))
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)

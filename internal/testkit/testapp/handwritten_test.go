@@ -16,7 +16,7 @@ import (
 // retry-safe for what it claims: a key sent twice makes one shipment and
 // answers the same data; another key makes another.
 func TestHandwrittenCreateAnswersARetryWithItsResponse(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		if err := graph.CreateHandwrittenTable(context.Background(), be.Client); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -38,7 +37,7 @@ const createStamped = `mutation($k: String!, $g: Int!, $t: String, $at: Time) {
 // the input) replays the first result, as a retry; one that changes any
 // other field is still refused as a reuse of the key.
 func TestFingerprintExclusions(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls.Add(1); return nil }
@@ -46,12 +45,12 @@ func TestFingerprintExclusions(t *testing.T) {
 			return be.GQL("org-1", createStamped, map[string]any{"k": "stamped", "g": grams, "t": clientTime, "at": createdAt})
 		}
 		first := send(100, "10:00:00.000", "2026-01-01T10:00:00Z")
-		if len(first.Errors) > 0 || first.Idempotency["createShipmentStamped"].Outcome != idemhttp.OutcomeExecuted {
+		if len(first.Errors) > 0 || first.Idempotency["createShipmentStamped"].Outcome != idemcode.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		retry := send(100, "10:00:05.250", "2026-01-01T10:00:05Z")
 		if len(retry.Errors) > 0 || !retry.Replayed || !bytes.Equal(retry.Data, first.Data) ||
-			retry.Idempotency["createShipmentStamped"].Outcome != idemhttp.OutcomeReplayed {
+			retry.Idempotency["createShipmentStamped"].Outcome != idemcode.OutcomeReplayed {
 			t.Fatalf("a retry that changed only excluded fields must replay the first result: %s (first %s)", retry.Body, first.Body)
 		}
 		if !strings.Contains(string(retry.Data), `"createdAt":"2026-01-01T10:00:00Z"`) {
@@ -93,7 +92,7 @@ func expiresAt(t *testing.T, r *testkit.Response, field string, sent time.Time, 
 // states the retention in force, and the sweeper archives the records
 // once the table's retention has passed.
 func TestRetentionPerMutation(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		sent := time.Now()
 		created := be.Post("org-1", "ship", 100)

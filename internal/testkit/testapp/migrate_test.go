@@ -16,7 +16,7 @@ import (
 // back, so a server that migrates at start does not rebuild them (which
 // would block writes) every time.
 func TestAutoMigrationIsStable(t *testing.T) {
-	for _, b := range []idemtest.Backend{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		// Not parallel: ent's Schema.Create writes the generated package's
 		// shared table descriptions.
 		t.Run(string(b), func(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/testkit"
@@ -30,7 +29,7 @@ import (
 // failure) is counted once each in the OpenTelemetry metrics, traced as
 // spans under the request's span, and logged without keys or responses.
 func TestTelemetry(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		reader := sdkmetric.NewManualReader()
 		spans := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -80,7 +79,7 @@ func TestTelemetry(t *testing.T) {
 		}
 		unblock()
 		<-first
-		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idemhttp.OutcomeExecuted { // claim, final failure
+		if r := be.Post("org-1", "failing", 1); r.Outcome("createShipment") != idemcode.OutcomeExecuted { // claim, final failure
 			t.Fatalf("%s", r.Body)
 		}
 
@@ -152,7 +151,7 @@ func TestTelemetry(t *testing.T) {
 // oversized result returned but not stored, and its retry told so instead
 // of running again.
 func TestLimits(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{MaxResponseBytes: 100, MaxArgumentBytes: 80})
 		var calls int
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls++; return nil }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -31,7 +30,7 @@ import (
 // make it again: two rows for one key. Once the resolver is fixed, the
 // same key runs and leaves one row.
 func TestWriteOutsideTheClaimIsRefused(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		var logs lockedBuffer
 		be := testapp.NewBench(t, b, idem.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		id := createShipment(t, be)
@@ -71,7 +70,7 @@ func TestWriteOutsideTheClaimIsRefused(t *testing.T) {
 			res := approve(be, key, id)
 			if res.Code() != string(idemcode.InternalServerError) || len(res.Errors) != 1 ||
 				!strings.Contains(res.Errors[0].Message, "writes outside the mutation's transaction") ||
-				res.Outcome("approveShipment") == idemhttp.OutcomeExecuted {
+				res.Outcome("approveShipment") == idemcode.OutcomeExecuted {
 				t.Fatalf("%s: %s", c.name, res.Body)
 			}
 			if !errors.Is(seen, idem.ErrWriteOutsideClaim) || !strings.Contains(seen.Error(), "mutationResolver.ApproveShipment") {
@@ -106,7 +105,7 @@ func TestWriteOutsideTheClaimIsRefused(t *testing.T) {
 // mutation's transaction holds the one writer's turn until it ends: a write
 // of its own, allowed or not, could only wait for it.)
 func TestReadsAndCommitsAloneAreLetThrough(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		id := createShipment(t, be)
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {

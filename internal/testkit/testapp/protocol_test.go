@@ -19,7 +19,6 @@ import (
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -38,7 +37,7 @@ func countRuns(be *testapp.Bench) *atomic.Int32 {
 }
 
 func TestKeyReusedForAnotherRequest(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		first := be.Post("org-1", "k", 700)
 		if len(first.Errors) > 0 {
@@ -80,7 +79,7 @@ func TestKeyReusedForAnotherRequest(t *testing.T) {
 }
 
 func TestInvalidKeysAreRejectedBeforeAnything(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		runs := countRuns(be)
 		for name, key := range map[string]string{
@@ -120,7 +119,7 @@ func TestInvalidKeysAreRejectedBeforeAnything(t *testing.T) {
 }
 
 func TestStoreDownAnswersUnavailable(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		dsn := "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"
 		if b == idemtest.SQLite {
@@ -156,7 +155,7 @@ func TestStoreDownAnswersUnavailable(t *testing.T) {
 // The record keeps exactly the bytes the client got, as JSON: read back
 // from the database, not from the response.
 func TestStoredResponseIsValidJSON(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			if s.WeightGrams == 13 {
@@ -213,7 +212,7 @@ func TestStoredResponseIsValidJSON(t *testing.T) {
 // Atomic mode: 100 concurrent duplicates give exactly one row and 100
 // identical results, none of them IN_PROGRESS.
 func TestAtomicModeDuplicatesReplay(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		const n = 100
 		const atomicCreate = `mutation($k: String!) { createShipmentAtomic(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: 990}) { id destination } }`
@@ -260,7 +259,7 @@ func TestAtomicModeDuplicatesReplay(t *testing.T) {
 // is refused, and a key whose first attempt is still running is in
 // progress, then replays once it is done.
 func TestRetryHintChangesNoAnswer(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		runs := countRuns(be)
 		// Each call is another process: a hook that has seen no key.
@@ -269,7 +268,7 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 		}
 		retry := func(s *testkit.Server, query string, vars map[string]any) *testkit.Response {
 			t.Helper()
-			r, err := s.Send("org-1", query, vars, http.Header{idemhttp.HeaderRetry: {"1"}})
+			r, err := s.Send("org-1", query, vars, http.Header{idemcode.HeaderRetry: {"1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,11 +277,11 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 		const atomicCreate = `mutation($k: String!) { createShipmentAtomic(idempotencyKey: $k, input: {destination: "Lyon", weightGrams: 990}) { id destination } }`
 
 		r := retry(elsewhere(), testapp.CreateShipment, map[string]any{"k": "new", "g": 1})
-		if r.Outcome("createShipment") != idemhttp.OutcomeExecuted || r.Replayed || runs.Load() != 1 {
+		if r.Outcome("createShipment") != idemcode.OutcomeExecuted || r.Replayed || runs.Load() != 1 {
 			t.Fatalf("new key sent as a retry: %s (runs %d)", r.Body, runs.Load())
 		}
 		r = retry(elsewhere(), atomicCreate, map[string]any{"k": "new-atomic"})
-		if r.Outcome("createShipmentAtomic") != idemhttp.OutcomeExecuted || r.Replayed {
+		if r.Outcome("createShipmentAtomic") != idemcode.OutcomeExecuted || r.Replayed {
 			t.Fatalf("new atomic key sent as a retry: %s", r.Body)
 		}
 
@@ -298,7 +297,7 @@ func TestRetryHintChangesNoAnswer(t *testing.T) {
 				t.Fatalf("%s: %s", c.field, first.Body)
 			}
 			r := retry(elsewhere(), c.query, c.vars)
-			if !r.Replayed || r.Outcome(c.field) != idemhttp.OutcomeReplayed || !bytes.Equal(r.Data, first.Data) {
+			if !r.Replayed || r.Outcome(c.field) != idemcode.OutcomeReplayed || !bytes.Equal(r.Data, first.Data) {
 				t.Fatalf("%s: retry in another process %s, first answer %s", c.field, r.Body, first.Body)
 			}
 		}

@@ -34,7 +34,7 @@ import (
 // retention window is stored as IDEMPOTENCY_ABANDONED, as is a recoverable
 // claim whose runs kept failing.
 func TestRecoverOptOut(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		var mu sync.Mutex
 		runs := map[string]int{}
 		be := testapp.NewBench(t, b, idem.Config{RecoverAfter: 100 * time.Millisecond, Retention: time.Hour})
@@ -102,7 +102,7 @@ func TestRecoverOptOut(t *testing.T) {
 // an atomic claim commits with its result or not at all, so its claim
 // carries none (and its record keeps none).
 func TestAtomicClaimKeepsNoOperation(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var mu sync.Mutex
 		kept := map[string][]byte{}
@@ -171,7 +171,7 @@ func manualRecoverer(t *testing.T, be *testapp.Bench, cfg idem.Config) *engine.E
 // not run are still pending, their leases ended: their clients' retries
 // run them at once; past the horizon the recoverer abandons them.
 func TestRecovererIsFair(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var failing, revoked atomic.Bool
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error {
@@ -207,7 +207,7 @@ func TestRecovererIsFair(t *testing.T) {
 		abandon := func(org, field, key string) {
 			r := be.GQL(org, `mutation($k: String!, $id: ID!) { `+field+`(idempotencyKey: $k, id: $id) { id } }`,
 				map[string]any{"k": key, "id": ids[org]})
-			if r.Outcome(field) != idemhttp.OutcomeReleased {
+			if r.Outcome(field) != idemcode.OutcomeReleased {
 				t.Fatalf("%s %s: %s", org, key, r.Body)
 			}
 		}

@@ -37,7 +37,7 @@ func admin(t testing.TB, be *testapp.Bench) *idemctl.Admin {
 // IDEMPOTENCY_KEY_EXPIRED after it (before and after the sweeper archived
 // it), and never runs again.
 func TestRecordExpiresAndIsArchived(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(context.Context, *ent.Shipment) error { calls.Add(1); return nil }
@@ -88,7 +88,7 @@ func TestRecordExpiresAndIsArchived(t *testing.T) {
 // deleted, a business row keeps its data without its key, and a request with
 // the key runs as a new intent.
 func TestTombstonesArePurgedAfterTheHorizon(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		created := be.Post("org-1", "ancient", 100)
 		approve := be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "ancient-approval", id: $id) { id } }`,
@@ -146,7 +146,7 @@ func shipmentID(t *testing.T, r *testkit.Response) string {
 // the batch is held up by a lock on the archive table, which SQLite's one
 // write lock cannot single out.
 func TestInterruptedSweepFinishesItsBatch(t *testing.T) {
-	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
+	for _, b := range []idemtest.Kind{idemtest.Postgres, idemtest.PostgresPartitioned} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			be := testapp.NewBench(t, b, idem.Config{})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
@@ -46,7 +45,7 @@ func (l *lockedBuffer) String() string {
 // released, and the log names the resolver. Never two rows: once the
 // resolver is fixed, the same key runs and leaves one row.
 func TestResolverCreatingASecondRowIsRefused(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		var logs lockedBuffer
 		be := testapp.NewBench(t, b, idem.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		for i, c := range []struct {
@@ -71,7 +70,7 @@ func TestResolverCreatingASecondRowIsRefused(t *testing.T) {
 			res := be.GQL("org-1", q, map[string]any{"k": key})
 			if res.Code() != string(idemcode.InternalServerError) || len(res.Errors) != 1 ||
 				!strings.Contains(res.Errors[0].Message, "creates a second Shipment instead of using the claimed one") ||
-				res.Outcome(c.field) == idemhttp.OutcomeExecuted {
+				res.Outcome(c.field) == idemcode.OutcomeExecuted {
 				t.Fatalf("%s: %s", c.field, res.Body)
 			}
 			if n := be.Count(); n > before+1 {

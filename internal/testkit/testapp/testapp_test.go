@@ -13,7 +13,6 @@ import (
 
 	"github.com/goovo/idem"
 	"github.com/goovo/idem/idemcode"
-	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
@@ -26,7 +25,7 @@ import (
 // The generator is general: another entity, with UUID ids and its own
 // tenant field as the scope, gets the same behaviour.
 func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		first := be.Post("org-1", "ship-1", 1500)
 		second := be.Post("org-1", "ship-1", 1500)
@@ -63,7 +62,7 @@ func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
 // next request with the key, as attempt 2; before that, retries are told to
 // come back, never later than when the lease ends.
 func TestExpiredClaimIsTakenOver(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		// Make a claim with the request's fingerprint: a first attempt fails
 		// (and releases the claim), then the record is put back as a worker
@@ -152,7 +151,7 @@ func TestWorkerThatLostItsLeaseCannotComplete(t *testing.T) {
 // A retryable error (an unmarked one) rolls the attempt back and frees the
 // key at once: the retry runs again, without waiting for the lease.
 func TestRetryableErrorReleasesTheClaim(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -165,7 +164,7 @@ func TestRetryableErrorReleasesTheClaim(t *testing.T) {
 			return nil
 		}
 		first := be.Post("org-1", "k", 100)
-		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idemhttp.OutcomeReleased {
+		if len(first.Errors) == 0 || first.Replayed || string(first.Data) != "null" || first.Outcome("createShipment") != idemcode.OutcomeReleased {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if rec := be.Record("org-1", "k"); rec.Label != "" {
@@ -219,7 +218,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		return be.GQL("org-1", `mutation($id: ID!) { approveShipment(idempotencyKey: "k", id: $id) { id label } }`,
 			map[string]any{"id": shipmentID(t, created)})
 	}
-	if first := approve(); first.Outcome("approveShipment") != idemhttp.OutcomeReleased {
+	if first := approve(); first.Outcome("approveShipment") != idemcode.OutcomeReleased {
 		t.Fatalf("first: %s", first.Body)
 	}
 	if blocked := approve(); blocked.Code() != string(idemcode.InProgress) {
@@ -233,7 +232,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 		res = approve()
 		return res.Code() != string(idemcode.InProgress)
 	}, "the key free again once the releases could go through")
-	if len(res.Errors) > 0 || res.Outcome("approveShipment") != idemhttp.OutcomeExecuted || calls.Load() != 2 {
+	if len(res.Errors) > 0 || res.Outcome("approveShipment") != idemcode.OutcomeExecuted || calls.Load() != 2 {
 		t.Fatalf("retry: %s (runs: %d)", res.Body, calls.Load())
 	}
 }
@@ -241,7 +240,7 @@ func TestReleaseIsRetriedUntilItGetsThrough(t *testing.T) {
 // A panic in a resolver is a retryable failure: the claim is released and
 // the server keeps serving.
 func TestPanicReleasesTheClaim(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -267,7 +266,7 @@ func TestPanicReleasesTheClaim(t *testing.T) {
 // A final error keeps the record (failed) but none of the attempt's writes,
 // and is replayed to every retry.
 func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		var calls atomic.Int32
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
@@ -279,7 +278,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 		}
 		first := be.Post("org-1", "k", 100)
 		second := be.Post("org-1", "k", 100)
-		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idemhttp.OutcomeExecuted {
+		if len(first.Errors) != 1 || first.Errors[0].Message != "destination not served" || first.Replayed || first.Outcome("createShipment") != idemcode.OutcomeExecuted {
 			t.Fatalf("first: %s", first.Body)
 		}
 		if !second.Replayed || !bytes.Equal(first.Data, second.Data) || len(second.Errors) != 1 || first.Errors[0].Message != second.Errors[0].Message {
@@ -302,7 +301,7 @@ func TestFinalErrorKeepsTheRecordNotTheWrites(t *testing.T) {
 // With WaitForInFlight, a duplicate that finds the key in progress waits
 // for the result and replays it instead of answering IN_PROGRESS.
 func TestDuplicateWaitsForTheResult(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		// Longer than a busy machine takes to run the first request.
 		be := testapp.NewBench(t, b, idem.Config{WaitForInFlight: time.Minute})
 		started := make(chan struct{})
@@ -327,7 +326,7 @@ func TestDuplicateWaitsForTheResult(t *testing.T) {
 // the ready-made IdempotencyRecord entity, the resolver runs once per key,
 // and concurrent duplicates are told to wait.
 func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Backend) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		be := testapp.NewBench(t, b, idem.Config{})
 		created := be.Post("org-1", "ship", 100)
 		var d struct{ CreateShipment struct{ ID string } }
@@ -380,7 +379,7 @@ func TestHandWrittenMutationWithTheGeneralRecord(t *testing.T) {
 // PostgreSQL only: on SQLite the running attempt holds the write lock, which
 // a takeover needs too.
 func TestLongRunningAttemptKeepsItsLease(t *testing.T) {
-	for _, b := range []idemtest.Backend{idemtest.Postgres, idemtest.PostgresPartitioned} {
+	for _, b := range []idemtest.Kind{idemtest.Postgres, idemtest.PostgresPartitioned} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			// Renewed every second, so that a renewal has two seconds of

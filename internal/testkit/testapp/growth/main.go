@@ -3,7 +3,7 @@
 // database of its own, it fills the test application's record table
 // (shipments) with -records generated rows (INSERT … SELECT
 // generate_series, not requests) of -tenants tenants, optionally on the
-// partitioned layout (idemctl.PartitionByTenant), then times through the
+// partitioned layout (idempartition.ByTenant), then times through the
 // whole stack (HTTP handler, gqlgen, the hook, ent, PostgreSQL), one
 // request at a time and interleaved:
 //
@@ -44,9 +44,10 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
-	"github.com/goovo/idem/idemhttp"
+	"github.com/goovo/idem/idempartition"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 	_ "github.com/goovo/idem/internal/testkit/testapp/ent/runtime" // the idemschema mixin's interceptors and the fields' validators
@@ -71,7 +72,7 @@ func run() error {
 	flag.IntVar(&o.tenants, "tenants", 100, "tenants the records belong to")
 	flag.IntVar(&o.samples, "samples", 1000, "requests of each kind")
 	flag.IntVar(&o.work, "work", 10000, "expired records the sweeper archives and abandoned claims the recoverer lists from, at every size (at most a fifth of -records)")
-	flag.BoolVar(&o.partitioned, "partitioned", false, "the partitioned layout (idemctl.PartitionByTenant, 8 partitions)")
+	flag.BoolVar(&o.partitioned, "partitioned", false, "the partitioned layout (idempartition.ByTenant, 8 partitions)")
 	flag.BoolVar(&o.explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the statements measured")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database")
 	flag.Parse()
@@ -117,7 +118,7 @@ func run() error {
 		return err
 	}
 	if o.partitioned {
-		if _, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{}); err != nil {
+		if _, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{}); err != nil {
 			return err
 		}
 	}
@@ -266,7 +267,7 @@ func send(h http.Handler, org, body string, retry bool) error {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(graph.OrgHeader, org)
 	if retry {
-		req.Header.Set(idemhttp.HeaderRetry, "1")
+		req.Header.Set(idemcode.HeaderRetry, "1")
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)

@@ -1,4 +1,4 @@
-package idemctl_test
+package idempartition_test
 
 import (
 	"context"
@@ -16,14 +16,14 @@ import (
 	"github.com/goovo/idem/ent"
 	_ "github.com/goovo/idem/ent/runtime"
 	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/idemctl"
+	"github.com/goovo/idem/idempartition"
 	"github.com/goovo/idem/idemtest"
 )
 
 // The example's schema, partitioned: every table with a tenant column is
 // hash-partitioned by it, keys carry the tenant, the indexes are those ent
 // made, foreign keys are composite, and running it again changes nothing.
-func TestPartitionByTenantExampleSchema(t *testing.T) {
+func TestByTenantExampleSchema(t *testing.T) {
 	ctx := context.Background()
 	db := idemtest.Open(t, idemtest.Postgres)
 	client := ent.NewClient(ent.Driver(db.Driver))
@@ -37,7 +37,7 @@ func TestPartitionByTenantExampleSchema(t *testing.T) {
 		before[table] = indexDefs(t, sqlDB, table)
 	}
 
-	p, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{Partitions: 4})
+	p, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{Partitions: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestPartitionByTenantExampleSchema(t *testing.T) {
 	}
 
 	// Again: already done, nothing to do.
-	again, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{Partitions: 4})
+	again, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{Partitions: 4})
 	if err != nil || len(again.Statements) != 0 {
 		t.Fatalf("second run: %+v %v", again, err)
 	}
@@ -125,21 +125,21 @@ func TestPartitionByTenantExampleSchema(t *testing.T) {
 
 // A dry run changes nothing and returns the statements the real run
 // executes, the same ones: a migration.
-func TestPartitionByTenantDryRun(t *testing.T) {
+func TestByTenantDryRun(t *testing.T) {
 	ctx := context.Background()
 	db := idemtest.Open(t, idemtest.Postgres)
 	client := ent.NewClient(ent.Driver(db.Driver))
 	if err := client.Schema.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dry, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{DryRun: true})
+	dry, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key, _ := partitioning(t, db.Driver.DB(), "orders"); key != "" {
 		t.Fatalf("the dry run partitioned orders: %s", key)
 	}
-	bare, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{DryRun: true, NoIDIndex: true})
+	bare, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{DryRun: true, NoIDIndex: true})
 	if err != nil || len(bare.Statements) != len(dry.Statements)-len(bare.Tables) || bare.Tables[0].IDIndex != "" {
 		t.Fatalf("NoIDIndex: %d statements, %d without it (%v)", len(bare.Statements), len(dry.Statements), err)
 	}
@@ -148,7 +148,7 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 			t.Fatalf("NoIDIndex: %s", s)
 		}
 	}
-	real, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{})
+	real, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 			t.Fatalf("a statement names the schema %s: %s", schema, s)
 		}
 	}
-	if key, parts := partitioning(t, db.Driver.DB(), "orders"); key != "HASH (tenant_id)" || parts != idemctl.DefaultPartitions {
+	if key, parts := partitioning(t, db.Driver.DB(), "orders"); key != "HASH (tenant_id)" || parts != idempartition.DefaultPartitions {
 		t.Fatalf("orders: %q, %d partitions", key, parts)
 	}
 
@@ -195,7 +195,7 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 		if a, b := constraintDefs(t, db.Driver.DB(), table, ""), constraintDefs(t, other.Driver.DB(), table, ""); !slices.Equal(a, b) {
 			t.Errorf("%s: constraints differ:\n%q\n%q", table, a, b)
 		}
-		if key, parts := partitioning(t, other.Driver.DB(), table); key != "HASH (tenant_id)" || parts != idemctl.DefaultPartitions {
+		if key, parts := partitioning(t, other.Driver.DB(), table); key != "HASH (tenant_id)" || parts != idempartition.DefaultPartitions {
 			t.Errorf("%s after the migration: %q, %d partitions", table, key, parts)
 		}
 	}
@@ -205,7 +205,7 @@ func TestPartitionByTenantDryRun(t *testing.T) {
 // unique constraint and a unique expression index without the tenant, a
 // self-reference with ON DELETE SET NULL, a reference to a table without
 // tenant (kept), checks, comments and grants.
-func TestPartitionByTenantAnySchema(t *testing.T) {
+func TestByTenantAnySchema(t *testing.T) {
 	ctx := context.Background()
 	db := idemtest.Open(t, idemtest.Postgres)
 	sqlDB := db.Driver.DB()
@@ -236,7 +236,7 @@ func TestPartitionByTenantAnySchema(t *testing.T) {
 		INSERT INTO currencies VALUES ('EUR');`)
 	backend := sqlBackend{db: sqlDB, records: []*idembackend.RecordTable{{Entity: "Account", Table: "accounts", ScopeColumn: "org", IDColumn: "id"}}}
 
-	p, err := idemctl.PartitionByTenant(ctx, backend, idemctl.PartitionOptions{Partitions: 3})
+	p, err := idempartition.ByTenant(ctx, backend, idempartition.Options{Partitions: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestPartitionByTenantAnySchema(t *testing.T) {
 }
 
 // What it refuses, and that a refusal changes nothing.
-func TestPartitionByTenantRefuses(t *testing.T) {
+func TestByTenantRefuses(t *testing.T) {
 	ctx := context.Background()
 	t.Run("rows", func(t *testing.T) {
 		db := idemtest.Open(t, idemtest.Postgres)
@@ -344,7 +344,7 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		if _, err := client.Order.Create().SetTenantID("acme").SetAmount(1).SetCurrency("EUR").Save(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{})
+		_, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{})
 		if err == nil || !strings.Contains(err.Error(), "table orders holds rows") {
 			t.Fatalf("non-empty table: %v", err)
 		}
@@ -363,7 +363,7 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		if err := client.Schema.Create(ctx); err != nil {
 			t.Fatal(err)
 		}
-		_, err := idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{})
+		_, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{})
 		if err == nil || !strings.Contains(err.Error(), `the database is "sqlite3": hash partitioning by tenant needs PostgreSQL`) {
 			t.Fatalf("SQLite: %v", err)
 		}
@@ -374,7 +374,7 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		exec(t, sqlDB, `
 			CREATE TABLE accounts (id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY, tenant_id text NOT NULL);
 			CREATE TABLE audit (id bigint PRIMARY KEY, account_id bigint REFERENCES accounts (id));`)
-		_, err := idemctl.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemctl.PartitionOptions{})
+		_, err := idempartition.ByTenant(ctx, sqlBackend{db: sqlDB}, idempartition.Options{})
 		if err == nil || !strings.Contains(err.Error(), "refers to") || !strings.Contains(err.Error(), "has no tenant column") {
 			t.Fatalf("reference from a table without tenant: %v", err)
 		}
@@ -386,19 +386,19 @@ func TestPartitionByTenantRefuses(t *testing.T) {
 		db := idemtest.Open(t, idemtest.Postgres)
 		sqlDB := db.Driver.DB()
 		exec(t, sqlDB, `CREATE TABLE logs (id bigint PRIMARY KEY, tenant_id text)`)
-		_, err := idemctl.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemctl.PartitionOptions{})
+		_, err := idempartition.ByTenant(ctx, sqlBackend{db: sqlDB}, idempartition.Options{})
 		if err == nil || !strings.Contains(err.Error(), "may be NULL") {
 			t.Fatalf("nullable tenant column: %v", err)
 		}
 		// Skip leaves it as it is.
-		if _, err := idemctl.PartitionByTenant(ctx, sqlBackend{db: sqlDB}, idemctl.PartitionOptions{Skip: []string{"logs"}}); err != nil {
+		if _, err := idempartition.ByTenant(ctx, sqlBackend{db: sqlDB}, idempartition.Options{Skip: []string{"logs"}}); err != nil {
 			t.Fatalf("skipped: %v", err)
 		}
 	})
 }
 
 // sqlBackend is an idembackend.Backend on a plain *sql.DB with hand-made record
-// tables: PartitionByTenant only needs the dialect, transactions and the
+// tables: ByTenant only needs the dialect, transactions and the
 // record tables' scope columns.
 type sqlBackend struct {
 	idembackend.Backend
@@ -488,19 +488,19 @@ func sqlState(err error) string {
 
 // Two conversions at once: one converts, the other waits for it and finds
 // the work done.
-func TestPartitionByTenantConcurrently(t *testing.T) {
+func TestByTenantConcurrently(t *testing.T) {
 	ctx := context.Background()
 	db := idemtest.Open(t, idemtest.Postgres)
 	client := ent.NewClient(ent.Driver(db.Driver))
 	if err := client.Schema.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	results := make([]*idemctl.Partitioning, 2)
+	results := make([]*idempartition.Partitioning, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Go(func() {
-			results[i], errs[i] = idemctl.PartitionByTenant(ctx, client.IdempotencyBackend(), idemctl.PartitionOptions{Partitions: 4})
+			results[i], errs[i] = idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{Partitions: 4})
 		})
 	}
 	wg.Wait()

@@ -1,4 +1,4 @@
-package idemctl
+package idempartition
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 	"github.com/goovo/idem/internal/store"
 )
 
-// DefaultPartitions is the number of hash partitions PartitionByTenant makes
-// of each table when PartitionOptions.Partitions is zero.
+// DefaultPartitions is the number of hash partitions ByTenant makes
+// of each table when Options.Partitions is zero.
 const DefaultPartitions = 8
 
-// PartitionOptions configures PartitionByTenant.
-type PartitionOptions struct {
+// Options configures ByTenant.
+type Options struct {
 	// Partitions is the number of hash partitions of each table (the
 	// MODULUS); zero means DefaultPartitions. It cannot be changed later
 	// without moving the data.
@@ -49,19 +49,19 @@ type PartitionOptions struct {
 	DryRun bool
 }
 
-// Partitioning reports what PartitionByTenant did.
+// Partitioning reports what ByTenant did.
 type Partitioning struct {
 	// Partitions is the number of partitions of each converted table.
 	Partitions int
 	// Tables lists the tables partitioned by tenant, in name order.
-	Tables []PartitionedTable
+	Tables []Table
 	// Statements are the statements that were run (or, with DryRun, would
 	// have been), in order: the layout as a migration.
 	Statements []string
 }
 
-// PartitionedTable describes one table of the partitioned layout.
-type PartitionedTable struct {
+// Table describes one table of the partitioned layout.
+type Table struct {
 	// Table is the table's name; Scope the column it is partitioned by.
 	Table, Scope string
 	// PrimaryKey lists the primary key's columns: the scope, then the
@@ -77,14 +77,14 @@ type PartitionedTable struct {
 	ForeignKeys []string
 	// IDIndex names the (non-unique) index on the former primary key, made
 	// for the statements that find rows by id alone ("" when none was made:
-	// PartitionOptions.NoIDIndex, or a key that already had the scope).
+	// Options.NoIDIndex, or a key that already had the scope).
 	IDIndex string
 	// Existing reports a table that was already hash-partitioned by its
 	// scope and was left as it is.
 	Existing bool
 }
 
-// PartitionByTenant converts the freshly created, empty tables of an ent
+// ByTenant converts the freshly created, empty tables of an ent
 // schema on PostgreSQL into tables hash-partitioned by tenant
 // (PARTITION BY HASH (scope), opts.Partitions partitions each), so that the
 // rows of one tenant live together and a table can grow by partitions, or be
@@ -99,7 +99,7 @@ type PartitionedTable struct {
 //
 //   - its primary key becomes (scope, id), and a plain index on id keeps
 //     the lookups by id alone that ent makes (UpdateOne, Get…) from reading
-//     every partition (PartitionOptions.NoIDIndex leaves it out);
+//     every partition (Options.NoIDIndex leaves it out);
 //   - every unique index and constraint includes the scope (the mixin's
 //     (tenant_id, idempotency_key) and the archive's already do; one that
 //     did not is reported in Widened: it is now unique per tenant);
@@ -122,46 +122,46 @@ type PartitionedTable struct {
 // compares the tables with the ent schema, which knows nothing of the
 // layout, and would try to undo it. Production uses versioned migrations;
 // opts.DryRun returns the DDL to put in one.
-func PartitionByTenant(ctx context.Context, backend idembackend.Backend, opts PartitionOptions) (*Partitioning, error) {
+func ByTenant(ctx context.Context, backend idembackend.Backend, opts Options) (*Partitioning, error) {
 	if backend == nil {
-		return nil, errors.New("idemctl: PartitionByTenant: no backend")
+		return nil, errors.New("idempartition: ByTenant: no backend")
 	}
 	if d := backend.Dialect(); d != dialect.Postgres {
-		return nil, fmt.Errorf("idemctl: PartitionByTenant: the database is %q: hash partitioning by tenant needs PostgreSQL", d)
+		return nil, fmt.Errorf("idempartition: ByTenant: the database is %q: hash partitioning by tenant needs PostgreSQL", d)
 	}
 	if opts.Partitions == 0 {
 		opts.Partitions = DefaultPartitions
 	}
 	if opts.Partitions < 1 {
-		return nil, fmt.Errorf("idemctl: PartitionByTenant: %d partitions", opts.Partitions)
+		return nil, fmt.Errorf("idempartition: ByTenant: %d partitions", opts.Partitions)
 	}
 	if opts.ScopeColumn == "" {
 		opts.ScopeColumn = "tenant_id"
 	}
 	txCtx, tx, err := backend.BeginTx(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("idemctl: PartitionByTenant: begin: %w", err)
+		return nil, fmt.Errorf("idempartition: ByTenant: begin: %w", err)
 	}
 	p := &partitioner{ex: tx, opts: opts, report: &Partitioning{Partitions: opts.Partitions}}
 	if err := p.run(txCtx, backend.RecordTables()); err != nil {
 		_ = tx.Rollback()
-		return nil, fmt.Errorf("idemctl: PartitionByTenant: %w", err)
+		return nil, fmt.Errorf("idempartition: ByTenant: %w", err)
 	}
 	if opts.DryRun {
 		if err := tx.Rollback(); err != nil {
-			return nil, fmt.Errorf("idemctl: PartitionByTenant: roll back the dry run: %w", err)
+			return nil, fmt.Errorf("idempartition: ByTenant: roll back the dry run: %w", err)
 		}
 		return p.report, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("idemctl: PartitionByTenant: commit: %w", err)
+		return nil, fmt.Errorf("idempartition: ByTenant: commit: %w", err)
 	}
 	return p.report, nil
 }
 
 type partitioner struct {
 	ex      idembackend.Executor
-	opts    PartitionOptions
+	opts    Options
 	report  *Partitioning
 	version int
 	current string // current_schema(): its tables are named without it
@@ -195,7 +195,7 @@ type ptable struct {
 	grants         []string
 	ownedSerials   []ownedSequence
 	identitySeqs   []identitySequence
-	report         *PartitionedTable
+	report         *Table
 	partitionNames []string
 	tmpName        string   // the new table's name until the old one is dropped
 	formerKey      []string // the primary key's columns before, when it lacked the scope
@@ -232,7 +232,38 @@ type foreignKey struct {
 	def                  string
 }
 
+// run converts the tables in five steps: select which tables, lock them,
+// describe them, plan the conversion (every check before any change) and
+// apply it.
 func (p *partitioner) run(ctx context.Context, records []*idembackend.RecordTable) error {
+	if err := p.checkServer(ctx); err != nil {
+		return err
+	}
+	scopes, names, err := p.selectTables(ctx, records)
+	if err != nil {
+		return err
+	}
+	if err := p.lock(ctx, names); err != nil {
+		return err
+	}
+	tables, byOID, err := p.describeAll(ctx, names, scopes)
+	if err != nil {
+		return err
+	}
+	convert, err := p.toConvert(ctx, tables)
+	if err != nil || len(convert) == 0 {
+		return err
+	}
+	fks, rewritten, err := p.plan(ctx, convert, byOID)
+	if err != nil {
+		return err
+	}
+	return p.apply(ctx, convert, fks, rewritten)
+}
+
+// checkServer reads the server's version and current schema, and refuses
+// what cannot hold the layout.
+func (p *partitioner) checkServer(ctx context.Context) error {
 	var version string
 	if err := p.queryRow(ctx, "SELECT version(), current_setting('server_version_num'), COALESCE(current_schema(), '')", nil, &version, &p.version, &p.current); err != nil {
 		return err
@@ -243,23 +274,22 @@ func (p *partitioner) run(ctx context.Context, records []*idembackend.RecordTabl
 	if p.version < 120000 {
 		return fmt.Errorf("PostgreSQL %d: foreign keys to partitioned tables need PostgreSQL 12 or later", p.version)
 	}
+	return nil
+}
 
-	// Which tables, with which scope column.
-	scopes := map[string]string{} // table name as written → scope
+// selectTables returns which tables to partition, with their scope
+// columns (table name as written → scope), and their names in order.
+func (p *partitioner) selectTables(ctx context.Context, records []*idembackend.RecordTable) (map[string]string, []string, error) {
+	scopes := map[string]string{}
 	for _, r := range records {
 		scopes[r.Table] = r.ScopeColumn
 	}
-	var auto string
-	if err := p.queryRow(ctx, `SELECT COALESCE(json_agg(c.relname ORDER BY c.relname), '[]')::text
+	var autoTables []string
+	if err := p.queryJSON(ctx, `SELECT COALESCE(json_agg(c.relname ORDER BY c.relname), '[]')::text
 		FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
 		WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())
-		AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attname = $1 AND NOT a.attisdropped`,
-		[]any{p.opts.ScopeColumn}, &auto); err != nil {
-		return err
-	}
-	var autoTables []string
-	if err := json.Unmarshal([]byte(auto), &autoTables); err != nil {
-		return err
+		AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND a.attname = $1 AND NOT a.attisdropped`, []any{p.opts.ScopeColumn}, &autoTables); err != nil {
+		return nil, nil, err
 	}
 	for _, t := range autoTables {
 		if _, ok := scopes[t]; !ok {
@@ -277,10 +307,14 @@ func (p *partitioner) run(ctx context.Context, records []*idembackend.RecordTabl
 		names = append(names, t)
 	}
 	slices.Sort(names)
+	return scopes, names, nil
+}
 
-	// Lock first, in name order, then look: no row can arrive, and a
-	// concurrent conversion of the same tables finishes first and is then
-	// seen as done. (Not part of the statements: their DDL locks anyway.)
+// lock locks the tables first, in name order, before looking at them: no
+// row can arrive, and a concurrent conversion of the same tables finishes
+// first and is then seen as done. (Not part of the statements: their DDL
+// locks anyway.)
+func (p *partitioner) lock(ctx context.Context, names []string) error {
 	for _, name := range names {
 		var exists bool
 		if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", []any{store.Quote(name)}, &exists); err != nil {
@@ -292,24 +326,35 @@ func (p *partitioner) run(ctx context.Context, records []*idembackend.RecordTabl
 			}
 		}
 	}
+	return nil
+}
+
+// describeAll describes every table, adds it to the report and returns
+// the tables, also by oid.
+func (p *partitioner) describeAll(ctx context.Context, names []string, scopes map[string]string) ([]*ptable, map[uint32]*ptable, error) {
 	var tables []*ptable
 	byOID := map[uint32]*ptable{}
 	for _, name := range names {
 		t, err := p.describe(ctx, name, scopes[name])
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if byOID[t.oid] != nil {
-			return fmt.Errorf("table %s is listed twice", name)
+			return nil, nil, fmt.Errorf("table %s is listed twice", name)
 		}
 		byOID[t.oid] = t
 		tables = append(tables, t)
-		p.report.Tables = append(p.report.Tables, PartitionedTable{Table: t.name, Scope: t.scope, Existing: t.existing})
+		p.report.Tables = append(p.report.Tables, Table{Table: t.name, Scope: t.scope, Existing: t.existing})
 	}
 	for i, t := range tables {
 		t.report = &p.report.Tables[i]
 	}
+	return tables, byOID, nil
+}
 
+// toConvert returns the tables not yet partitioned, and reports the keys
+// of those that are.
+func (p *partitioner) toConvert(ctx context.Context, tables []*ptable) ([]*ptable, error) {
 	var convert []*ptable
 	for _, t := range tables {
 		if !t.existing {
@@ -317,36 +362,44 @@ func (p *partitioner) run(ctx context.Context, records []*idembackend.RecordTabl
 			continue
 		}
 		if err := p.readKey(ctx, t); err != nil {
-			return err
+			return nil, err
 		}
 		t.report.PrimaryKey = t.pkCols
 	}
-	if len(convert) == 0 {
-		return nil
-	}
+	return convert, nil
+}
+
+// plan inspects the tables to convert and the foreign keys between them,
+// and returns the foreign keys with their new definitions: every check
+// before anything changes.
+func (p *partitioner) plan(ctx context.Context, convert []*ptable, byOID map[uint32]*ptable) ([]foreignKey, []string, error) {
 	for _, t := range convert {
 		if err := p.inspect(ctx, t); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	fks, err := p.foreignKeys(ctx, convert)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	// Check every foreign key before changing anything.
 	var rewritten []string
 	for _, fk := range fks {
 		child, parent := byOID[fk.child], byOID[fk.parent]
 		def, composite, err := p.foreignKeyDDL(ctx, fk, child, parent)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		rewritten = append(rewritten, def)
 		if composite {
 			child.report.ForeignKeys = append(child.report.ForeignKeys, fk.name)
 		}
 	}
+	return fks, rewritten, nil
+}
 
+// apply drops the foreign keys, converts the tables and adds the foreign
+// keys back as rewritten.
+func (p *partitioner) apply(ctx context.Context, convert []*ptable, fks []foreignKey, rewritten []string) error {
 	for _, fk := range fks {
 		childName, err := p.relName(ctx, fk.child)
 		if err != nil {
@@ -423,6 +476,22 @@ func (p *partitioner) describe(ctx context.Context, name, scope string) (*ptable
 // inspect reads everything that the conversion must carry over, and
 // refuses what it cannot.
 func (p *partitioner) inspect(ctx context.Context, t *ptable) error {
+	if err := p.refuseUnconvertible(ctx, t); err != nil {
+		return err
+	}
+	for _, read := range []func(context.Context, *ptable) error{
+		p.readNewKey, p.readUniqueConstraints, p.readIndexes, p.readGrants, p.readSequences, p.chooseNames,
+	} {
+		if err := read(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseUnconvertible refuses a table that holds rows or has what a
+// partitioned table cannot carry over, and reads its options and comment.
+func (p *partitioner) refuseUnconvertible(ctx context.Context, t *ptable) error {
 	var nonEmpty bool
 	if err := p.queryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+t.qualified+")", nil, &nonEmpty); err != nil {
 		return err
@@ -457,6 +526,12 @@ func (p *partitioner) inspect(ctx context.Context, t *ptable) error {
 		return fmt.Errorf("table %s has column privileges: not converted", t.name)
 	}
 	t.reloptions = reloptions.String
+	return nil
+}
+
+// readNewKey reads the primary key and makes the new one: the scope, then
+// the former key, when the key lacks the scope.
+func (p *partitioner) readNewKey(ctx context.Context, t *ptable) error {
 	if err := p.readKey(ctx, t); err != nil {
 		return err
 	}
@@ -465,46 +540,44 @@ func (p *partitioner) inspect(ctx context.Context, t *ptable) error {
 		t.pkCols = append([]string{t.scope}, t.pkCols...)
 	}
 	t.report.PrimaryKey = t.pkCols
+	return nil
+}
 
-	// Unique constraints (ent makes unique indexes, but any schema may
-	// have constraints).
-	var raw string
-	if err := p.queryRow(ctx, `SELECT COALESCE(json_agg(json_build_array(conname, pg_get_constraintdef(oid), $2 = ANY (conkey)) ORDER BY conname), '[]')::text
-		FROM pg_constraint WHERE conrelid = $1 AND contype = 'u'`, []any{t.oid, t.scopeNum}, &raw); err != nil {
-		return err
-	}
+// readUniqueConstraints reads the unique constraints (ent makes unique
+// indexes, but any schema may have constraints).
+func (p *partitioner) readUniqueConstraints(ctx context.Context, t *ptable) error {
 	var cons [][]any
-	if err := json.Unmarshal([]byte(raw), &cons); err != nil {
+	if err := p.queryJSON(ctx, `SELECT COALESCE(json_agg(json_build_array(conname, pg_get_constraintdef(oid), $2 = ANY (conkey)) ORDER BY conname), '[]')::text
+		FROM pg_constraint WHERE conrelid = $1 AND contype = 'u'`, []any{t.oid, t.scopeNum}, &cons); err != nil {
 		return err
 	}
 	for _, c := range cons {
 		t.uniqueCons = append(t.uniqueCons, uniqueConstraint{name: c[0].(string), def: c[1].(string), hasScope: c[2].(bool)})
 	}
+	return nil
+}
 
-	// Indexes that no constraint owns.
-	if err := p.queryRow(ctx, `SELECT COALESCE(json_agg(json_build_array(ic.relname, pg_get_indexdef(i.indexrelid), am.amname, i.indisunique,
+// readIndexes reads the indexes that no constraint owns.
+func (p *partitioner) readIndexes(ctx context.Context, t *ptable) error {
+	var idx [][]any
+	if err := p.queryJSON(ctx, `SELECT COALESCE(json_agg(json_build_array(ic.relname, pg_get_indexdef(i.indexrelid), am.amname, i.indisunique,
 			$2 = ANY ((i.indkey::int2[])[0:i.indnkeyatts - 1])) ORDER BY ic.relname), '[]')::text
 		FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_am am ON am.oid = ic.relam
-		WHERE i.indrelid = $1 AND NOT EXISTS (SELECT 1 FROM pg_constraint con WHERE con.conindid = i.indexrelid AND con.conrelid = i.indrelid)`,
-		[]any{t.oid, t.scopeNum}, &raw); err != nil {
-		return err
-	}
-	var idx [][]any
-	if err := json.Unmarshal([]byte(raw), &idx); err != nil {
+		WHERE i.indrelid = $1 AND NOT EXISTS (SELECT 1 FROM pg_constraint con WHERE con.conindid = i.indexrelid AND con.conrelid = i.indrelid)`, []any{t.oid, t.scopeNum}, &idx); err != nil {
 		return err
 	}
 	for _, c := range idx {
 		t.indexes = append(t.indexes, index{name: c[0].(string), def: c[1].(string), am: c[2].(string), unique: c[3].(bool), hasScope: c[4].(bool)})
 	}
+	return nil
+}
 
-	// Grants to others than the owner.
-	if err := p.queryRow(ctx, `SELECT COALESCE(json_agg(json_build_array(
-			CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END, g.privilege_type, g.is_grantable)), '[]')::text
-		FROM pg_class c, aclexplode(c.relacl) g WHERE c.oid = $1 AND g.grantee <> c.relowner`, []any{t.oid}, &raw); err != nil {
-		return err
-	}
+// readGrants reads the table's grants to others than its owner.
+func (p *partitioner) readGrants(ctx context.Context, t *ptable) error {
 	var grants [][]any
-	if err := json.Unmarshal([]byte(raw), &grants); err != nil {
+	if err := p.queryJSON(ctx, `SELECT COALESCE(json_agg(json_build_array(
+			CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(g.grantee)) END, g.privilege_type, g.is_grantable)), '[]')::text
+		FROM pg_class c, aclexplode(c.relacl) g WHERE c.oid = $1 AND g.grantee <> c.relowner`, []any{t.oid}, &grants); err != nil {
 		return err
 	}
 	for _, g := range grants {
@@ -514,18 +587,18 @@ func (p *partitioner) inspect(ctx context.Context, t *ptable) error {
 		}
 		t.grants = append(t.grants, s)
 	}
+	return nil
+}
 
-	// Sequences: serial columns' (owned, kept) and identity columns'
-	// (made anew by LIKE, renamed and advanced like the old ones).
-	if err := p.queryRow(ctx, `SELECT COALESCE(json_agg(json_build_array(sn.nspname, a.attname, d.deptype::text, s.relname)), '[]')::text
+// readSequences reads the sequences: serial columns' (owned, kept) and
+// identity columns' (made anew by LIKE, renamed and advanced like the old
+// ones).
+func (p *partitioner) readSequences(ctx context.Context, t *ptable) error {
+	var seqs [][]string
+	if err := p.queryJSON(ctx, `SELECT COALESCE(json_agg(json_build_array(sn.nspname, a.attname, d.deptype::text, s.relname)), '[]')::text
 		FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S' JOIN pg_namespace sn ON sn.oid = s.relnamespace
 		JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
-		WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass AND d.refobjid = $1 AND d.deptype IN ('a', 'i')`,
-		[]any{t.oid}, &raw); err != nil {
-		return err
-	}
-	var seqs [][]string
-	if err := json.Unmarshal([]byte(raw), &seqs); err != nil {
+		WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass AND d.refobjid = $1 AND d.deptype IN ('a', 'i')`, []any{t.oid}, &seqs); err != nil {
 		return err
 	}
 	for _, s := range seqs {
@@ -540,8 +613,13 @@ func (p *partitioner) inspect(ctx context.Context, t *ptable) error {
 		}
 		t.identitySeqs = append(t.identitySeqs, is)
 	}
-	// The new table is built beside the old one under a name of its own,
-	// stable so that the statements read the same on every database.
+	return nil
+}
+
+// chooseNames names the new table, built beside the old one under a name
+// of its own, stable so that the statements read the same on every
+// database, and its partitions.
+func (p *partitioner) chooseNames(ctx context.Context, t *ptable) error {
 	t.tmpName = "idem_new_" + t.name
 	if len(t.tmpName) > maxIdentifier {
 		t.tmpName = "idem_new_" + strconv.FormatUint(uint64(t.oid), 10)
@@ -703,6 +781,20 @@ func (p *partitioner) foreignKeyDDL(ctx context.Context, fk foreignKey, child, p
 
 // convert replaces t by a table partitioned by hash of its scope.
 func (p *partitioner) convert(ctx context.Context, t *ptable) error {
+	for _, step := range []func(context.Context, *ptable) error{
+		p.rebuild, p.restoreIdentities, p.addPrimaryKey, p.addIDIndex, p.addUniqueConstraints, p.addIndexes, p.addGrantsAndComment,
+	} {
+		if err := step(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuild makes the partitioned table and its partitions beside the old
+// table, moves the serials' sequences to it, drops the old table and
+// gives the new one its name.
+func (p *partitioner) rebuild(ctx context.Context, t *ptable) error {
 	tmp := p.ref(t.schema, t.tmpName)
 	stmts := []string{
 		// Columns, types, NOT NULL, defaults, identity, generated columns,
@@ -732,6 +824,12 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// restoreIdentities gives the identity columns' new sequences the old
+// ones' names and positions.
+func (p *partitioner) restoreIdentities(ctx context.Context, t *ptable) error {
 	for _, is := range t.identitySeqs {
 		var seqSchema, seqName string
 		if err := p.queryRow(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -747,35 +845,50 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 			}
 		}
 	}
-	if err := p.exec(ctx, "ALTER TABLE "+t.qualified+" ADD CONSTRAINT "+store.Quote(t.pkName)+" PRIMARY KEY ("+quoteAll(t.pkCols)+")"); err != nil {
-		return err
+	return nil
+}
+
+// addPrimaryKey adds the new primary key: the scope, then the former key.
+func (p *partitioner) addPrimaryKey(ctx context.Context, t *ptable) error {
+	return p.exec(ctx, "ALTER TABLE "+t.qualified+" ADD CONSTRAINT "+store.Quote(t.pkName)+" PRIMARY KEY ("+quoteAll(t.pkCols)+")")
+}
+
+// addIDIndex adds the index on the former primary key, for the statements
+// that find rows by id alone (Options.NoIDIndex leaves it out). Not unique:
+// a partitioned table cannot enforce that without the scope; the ids stay
+// unique because their sequence (or UUID generator) makes them so, as it
+// did before.
+func (p *partitioner) addIDIndex(ctx context.Context, t *ptable) error {
+	if len(t.formerKey) == 0 || p.opts.NoIDIndex {
+		return nil
 	}
-	if len(t.formerKey) > 0 && !p.opts.NoIDIndex {
-		// Not unique: a partitioned table cannot enforce that without the
-		// scope; the ids stay unique because their sequence (or UUID
-		// generator) makes them so, as it did before.
-		name := t.name + "_" + strings.Join(t.formerKey, "_") + "_idx"
-		var free bool
-		if len(name) <= maxIdentifier {
-			if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NULL", []any{store.Quote(t.schema) + "." + store.Quote(name)}, &free); err != nil {
-				return err
-			}
-		}
-		stmt := "CREATE INDEX ON " + t.qualified + " (" + quoteAll(t.formerKey) + ")" // PostgreSQL names it
-		if free {
-			stmt = "CREATE INDEX " + store.Quote(name) + " ON " + t.qualified + " (" + quoteAll(t.formerKey) + ")"
-		}
-		if err := p.exec(ctx, stmt); err != nil {
+	name := t.name + "_" + strings.Join(t.formerKey, "_") + "_idx"
+	var free bool
+	if len(name) <= maxIdentifier {
+		if err := p.queryRow(ctx, "SELECT to_regclass($1) IS NULL", []any{store.Quote(t.schema) + "." + store.Quote(name)}, &free); err != nil {
 			return err
 		}
-		if !free {
-			if err := p.queryRow(ctx, `SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
-				WHERE i.indrelid = $1::regclass ORDER BY ic.oid DESC LIMIT 1`, []any{store.Quote(t.schema) + "." + store.Quote(t.name)}, &name); err != nil {
-				return err
-			}
-		}
-		t.report.IDIndex = name
 	}
+	stmt := "CREATE INDEX ON " + t.qualified + " (" + quoteAll(t.formerKey) + ")" // PostgreSQL names it
+	if free {
+		stmt = "CREATE INDEX " + store.Quote(name) + " ON " + t.qualified + " (" + quoteAll(t.formerKey) + ")"
+	}
+	if err := p.exec(ctx, stmt); err != nil {
+		return err
+	}
+	if !free {
+		if err := p.queryRow(ctx, `SELECT ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+			WHERE i.indrelid = $1::regclass ORDER BY ic.oid DESC LIMIT 1`, []any{store.Quote(t.schema) + "." + store.Quote(t.name)}, &name); err != nil {
+			return err
+		}
+	}
+	t.report.IDIndex = name
+	return nil
+}
+
+// addUniqueConstraints adds the unique constraints back, each widened by
+// the scope when it lacked it.
+func (p *partitioner) addUniqueConstraints(ctx context.Context, t *ptable) error {
 	for _, u := range t.uniqueCons {
 		def := u.def
 		if !u.hasScope {
@@ -786,6 +899,12 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// addIndexes adds the indexes back as they were, a unique one widened by
+// the scope when it lacked it.
+func (p *partitioner) addIndexes(ctx context.Context, t *ptable) error {
 	for _, ix := range t.indexes {
 		def := ix.def
 		if t.schema == p.current {
@@ -807,6 +926,12 @@ func (p *partitioner) convert(ctx context.Context, t *ptable) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// addGrantsAndComment grants what was granted on the old table, and
+// comments the new one as the old one was.
+func (p *partitioner) addGrantsAndComment(ctx context.Context, t *ptable) error {
 	for _, g := range t.grants {
 		if err := p.exec(ctx, g); err != nil {
 			return err
@@ -860,6 +985,16 @@ func (p *partitioner) queryRow(ctx context.Context, query string, args []any, de
 		return err
 	}
 	return rows.Close()
+}
+
+// queryJSON runs a query that returns one JSON text (json_agg) and decodes
+// it into dest.
+func (p *partitioner) queryJSON(ctx context.Context, query string, args []any, dest any) error {
+	var raw string
+	if err := p.queryRow(ctx, query, args, &raw); err != nil {
+		return err
+	}
+	return json.Unmarshal([]byte(raw), dest)
 }
 
 func quoteAll(idents []string) string {
