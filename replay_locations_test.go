@@ -75,7 +75,7 @@ func TestClientThatHangsUpDoesNotAbortItsAttempt(t *testing.T) {
 // "rollback failed": database/sql has rolled the transaction back already.
 func TestAttemptPastItsDeadlineIsReleasedQuietly(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, b idemtest.Backend) {
-		be, logs := loggedBench(t, b, idem.Config{AttemptTimeout: 100 * time.Millisecond})
+		be, logs := loggedBench(t, b, idem.Config{AttemptTimeout: 2 * time.Second})
 		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
 			<-ctx.Done()
 			return ctx.Err()

@@ -57,6 +57,11 @@ type attempt struct {
 	client context.Context
 	// abort ends the attempt's context (the lease lost).
 	abort context.CancelCauseFunc
+	// started: the attempt holds its claim (taken over, or inserted), from
+	// when on its client's leaving no longer ends it. Until then it does:
+	// a claim that waits for a pooled connection waits as long as its
+	// client, as any statement of the request.
+	started atomic.Bool
 
 	// begun is what became of the claim when the field reached its
 	// resolver; nil if it never did. Set once, on the resolver's
@@ -160,6 +165,13 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	}
 	defer end()
 	a.client, a.abort = ctx, abort
+	a.started.Store(!a.fresh)
+	stop := context.AfterFunc(ctx, func() {
+		if !a.started.Load() {
+			abort(context.Cause(ctx))
+		}
+	})
+	defer stop()
 	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(actx, a.claim, r.spec, &a.secondRow), a))
 	res := next(fieldCtx)
 	a.stopRenewal()
@@ -310,6 +322,7 @@ func (leaseMode) begin(ctx context.Context, a *attempt, args map[string]any) (co
 			return ctx, b
 		}
 		b.claimed = true
+		a.started.Store(true)
 	}
 	txCtx, tx, err := a.ext.store.Begin(ctx)
 	if err != nil {
@@ -356,6 +369,7 @@ func (atomicMode) begin(ctx context.Context, a *attempt, args map[string]any) (c
 		if b.lost, b.err = a.insertClaim(txCtx, tx, args); b.lost != nil || b.err != nil {
 			return ctx, b
 		}
+		a.started.Store(true)
 	}
 	if err := a.ext.store.Savepoint(txCtx, tx); err != nil {
 		_ = tx.Rollback()

@@ -41,7 +41,7 @@ type attempts struct {
 
 // start registers an attempt of the request whose context is ctx and
 // returns the context its resolver runs on: ctx's values, not its
-// cancellation, bounded by timeout and ended by abort (the lease lost) or
+// cancellation, bounded by timeout (none when it is 0) and ended by abort (the lease lost) or
 // by the end of Shutdown's drain. end must be called when the attempt has
 // ended (stored or released). It fails once Shutdown has begun.
 func (s *attempts) start(ctx context.Context, timeout time.Duration) (actx context.Context, abort context.CancelCauseFunc, end func(), err error) {
@@ -58,8 +58,11 @@ func (s *attempts) start(ctx context.Context, timeout time.Duration) (actx conte
 	s.mu.Unlock()
 
 	actx, abort = context.WithCancelCause(context.WithoutCancel(ctx))
-	actx, cancelTimeout := context.WithTimeoutCause(actx, timeout,
-		fmt.Errorf("%w: the attempt ran longer than its deadline (Config.AttemptTimeout, %v)", context.DeadlineExceeded, timeout))
+	cancelTimeout := context.CancelFunc(func() {})
+	if timeout > 0 {
+		actx, cancelTimeout = context.WithTimeoutCause(actx, timeout,
+			fmt.Errorf("%w: the attempt ran longer than its deadline (Config.AttemptTimeout, %v)", context.DeadlineExceeded, timeout))
+	}
 	stop := context.AfterFunc(drained, func() { abort(context.Cause(drained)) })
 	return actx, abort, func() {
 		stop()

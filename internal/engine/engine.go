@@ -49,7 +49,8 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	Logger         *slog.Logger
 	RecoverAfter   time.Duration
-	// AttemptTimeout bounds an attempt once it has claimed its key (drain.go).
+	// AttemptTimeout bounds an attempt once it has claimed its key
+	// (drain.go); 0: no bound (idem.Config fills in its default).
 	AttemptTimeout time.Duration
 	TenantContext  func(ctx context.Context, tenant string) context.Context
 	Caller         func(ctx context.Context) []byte
