@@ -106,3 +106,33 @@ func finished(t *testing.T, be *testapp.Bench, tenant, key string) bool {
 	}
 	return len(recs) > 0 && recs[0].State != idemtest.Pending
 }
+
+// Hook.Shutdown drains: an attempt still running when the drain ends is
+// cancelled, rolled back and its claim released (a retry runs it at once),
+// and an attempt that begins after Shutdown is refused with
+// IDEMPOTENCY_UNAVAILABLE without claiming its key.
+func TestShutdownReleasesWhatTheDrainLeft(t *testing.T) {
+	be, _ := loggedBench(t, idemtest.SQLite, idem.Config{})
+	started := make(chan struct{})
+	be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	answered := make(chan *testkit.Response, 1)
+	go func() { answered <- be.Post("org-1", "drained", 100) }()
+	<-started
+	drain, cancel := context.WithCancel(context.Background())
+	cancel() // the drain is over at once: the running attempt is cancelled
+	if err := be.Hook.Shutdown(drain); err == nil {
+		t.Fatal("Shutdown cancelled an attempt and returned no error")
+	}
+	if r := <-answered; r.Outcome("createShipment") != idemhttp.OutcomeReleased {
+		t.Fatalf("the drained attempt: %s", r.Body)
+	}
+	be.Resolver.Hook = nil
+	if r := be.Post("org-1", "late", 100); r.Code() != "IDEMPOTENCY_UNAVAILABLE" {
+		t.Fatalf("an attempt after Shutdown: %s", r.Body)
+	}
+	idemtest.RequireState(t, be.Client.IdempotencyBackend(), "org-1", "drained", idemtest.Pending)
+}
