@@ -26,7 +26,12 @@ const (
 	DefaultLease            = 30 * time.Second
 	DefaultRetention        = 24 * time.Hour
 	DefaultTombstoneHorizon = 30 * 24 * time.Hour
+	DefaultAttemptTimeout   = 2 * time.Minute
+	DefaultRecoverAfter     = 10 * time.Second
 )
+
+// RecoverNever turns the recoverer off (Config.RecoverAfter).
+const RecoverNever time.Duration = -1
 
 // Config configures the hook (New). Backend is required, and Tenant to
 // serve; every other field has a working zero value.
@@ -65,6 +70,21 @@ type Config struct {
 	// before another request with the same key may take it over. A
 	// mutation's @idempotent(leaseSeconds:) overrides it. Default 30s.
 	Lease time.Duration
+
+	// AttemptTimeout bounds an attempt once it has claimed its key. From
+	// its claim on, an attempt runs to its end whether or not its client
+	// still waits: a client that hangs up (a closed connection, a
+	// cancelled request) does not abort it. Its resolver runs on a
+	// context that keeps the request's values but not its cancellation,
+	// and the result is stored and replayed to the key's next request.
+	// That context ends, and the attempt rolls back and releases its
+	// claim, only when the attempt has run AttemptTimeout, when it lost
+	// its lease (a renewal found the claim taken over; PostgreSQL), or
+	// when Hook.Shutdown's drain is over; a panic and the resolver's
+	// own errors end it as before. Give it room for the slowest call
+	// your resolvers make (a payment provider's timeout, say).
+	// Default 2 minutes.
+	AttemptTimeout time.Duration
 
 	// KeyHeader accepts the key in the Idempotency-Key HTTP header (IETF
 	// draft-ietf-httpapi-idempotency-key-header) as well as in the
@@ -154,7 +174,22 @@ type Config struct {
 	// or an operation too large to keep), which until then waits for its
 	// client as before and is not listed. It needs TenantContext or
 	// CallerContext, and runs through the handler of Hook.Handler.
-	// Default 0: off; a pending claim waits for its client's retry.
+	//
+	// Default DefaultRecoverAfter (10 s) when TenantContext or
+	// CallerContext is set, as docs/adopting.md's app does: the recoverer
+	// is on. Without either it cannot act as a claim's caller, and is off.
+	// RecoverNever (any negative value) turns it off. What an app gives up
+	// then: an intent whose client does not come back (the browser closed,
+	// the app killed, the server that ran it killed or restarted
+	// mid-attempt, an attempt released by a retryable error or by
+	// Hook.Shutdown) stays pending, unfinished, until its key comes back,
+	// which may be never; work it did outside the database before it
+	// stopped (a provider's charge) stays unrecorded until then; and no
+	// process stores it as IDEMPOTENCY_ABANDONED at its retention window.
+	// Turn it off only when every client is sure to retry with its key (a
+	// server-to-server caller with a durable queue); a mutation whose
+	// resolver must not run without its client says
+	// @idempotent(recover: false) instead.
 	RecoverAfter time.Duration
 
 	// TenantContext is the inverse of Tenant: it returns ctx carrying the
@@ -223,8 +258,13 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.RecoverAfter < 0 {
-		return c, errors.New("idem: Config.RecoverAfter must not be negative")
+	switch {
+	case c.RecoverAfter < 0:
+		c.RecoverAfter = RecoverNever
+	case c.RecoverAfter == 0 && (c.TenantContext != nil || c.CallerContext != nil):
+		c.RecoverAfter = DefaultRecoverAfter
+	case c.RecoverAfter == 0:
+		c.RecoverAfter = RecoverNever // it could not act as a claim's caller
 	}
 	if c.TenantContext != nil && c.CallerContext != nil {
 		return c, errors.New("idem: Config.CallerContext replaces Config.TenantContext: set one of the two")
@@ -233,7 +273,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("idem: Config.Caller needs Config.CallerContext, which gives the recoverer's run the caller that Caller keeps")
 	}
 	if c.RecoverAfter > 0 && c.TenantContext == nil && c.CallerContext == nil {
-		return c, errors.New("idem: Config.TenantContext (or Config.CallerContext) is required with Config.RecoverAfter (the recoverer runs a claim as its tenant)")
+		return c, errors.New("idem: Config.TenantContext (or Config.CallerContext) is required with Config.RecoverAfter (the recoverer runs a claim as its tenant), or turn the recoverer off with idem.RecoverNever")
 	}
 	if c.ErrorPresenter == nil {
 		c.ErrorPresenter = graphql.DefaultErrorPresenter
@@ -261,6 +301,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
+	if c.AttemptTimeout < 0 {
+		return c, errors.New("idem: Config.AttemptTimeout must not be negative")
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = DefaultAttemptTimeout
+	}
 	if c.WaitForInFlight < 0 {
 		return c, errors.New("idem: Config.WaitForInFlight must not be negative")
 	}
@@ -286,7 +332,7 @@ func (c Config) engine() engine.Config {
 		Lease: c.Lease, Retention: c.Retention, WaitForInFlight: c.WaitForInFlight, KeyHeader: c.KeyHeader,
 		MaxResponseBytes: c.MaxResponseBytes, MaxArgumentBytes: c.MaxArgumentBytes,
 		Offset: c.Clock.Offset, MeterProvider: c.MeterProvider, TracerProvider: c.TracerProvider, Logger: c.Logger,
-		RecoverAfter: c.RecoverAfter, TenantContext: c.TenantContext, Caller: c.Caller, CallerContext: c.CallerContext,
+		RecoverAfter: c.RecoverAfter, AttemptTimeout: c.AttemptTimeout, TenantContext: c.TenantContext, Caller: c.Caller, CallerContext: c.CallerContext,
 	}
 }
 

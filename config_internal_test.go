@@ -40,3 +40,30 @@ func TestConfigOfTheRecoverersCaller(t *testing.T) {
 		}
 	}
 }
+
+// The recoverer is on by default for an app that can run a claim as its
+// caller (TenantContext or CallerContext set, as the guide's app does),
+// off without, and RecoverNever (any negative value) turns it off.
+func TestRecovererIsOnByDefault(t *testing.T) {
+	tenantContext := func(ctx context.Context, _ string) context.Context { return ctx }
+	callerContext := func(ctx context.Context, _ string, _ []byte) (context.Context, error) { return ctx, nil }
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want time.Duration
+	}{
+		{"tenant context", Config{TenantContext: tenantContext}, DefaultRecoverAfter},
+		{"caller context", Config{CallerContext: callerContext}, DefaultRecoverAfter},
+		{"set", Config{TenantContext: tenantContext, RecoverAfter: time.Minute}, time.Minute},
+		{"turned off", Config{TenantContext: tenantContext, RecoverAfter: RecoverNever}, RecoverNever},
+		{"any negative", Config{TenantContext: tenantContext, RecoverAfter: -time.Second}, RecoverNever},
+		{"no way to act as the caller", Config{}, RecoverNever},
+	} {
+		// The recoverer's settings are completed before the Backend,
+		// which these configurations lack, is refused.
+		c, _ := tc.cfg.withDefaults()
+		if c.RecoverAfter != tc.want {
+			t.Errorf("%s: RecoverAfter %v, want %v", tc.name, c.RecoverAfter, tc.want)
+		}
+	}
+}

@@ -24,6 +24,10 @@ type Hook struct {
 	cfg    Config
 	eng    *engine.Engine
 	served atomic.Bool
+	// background is the context of the background work (the recoverer),
+	// which Shutdown ends.
+	background     context.Context
+	stopBackground context.CancelFunc
 }
 
 // New checks cfg and returns its hook. Errors name the Config field at
@@ -38,7 +42,35 @@ func New(cfg Config) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Hook{cfg: cfg, eng: eng}, nil
+	h := &Hook{cfg: cfg, eng: eng}
+	h.background, h.stopBackground = context.WithCancel(context.Background())
+	return h, nil
+}
+
+// Shutdown ends the hook's work for a graceful shutdown, in phases: it
+// stops the recoverer, refuses to start attempts (a request that has not
+// claimed its key yet is answered IDEMPOTENCY_UNAVAILABLE, to be retried
+// with the same key, on another process), and waits for the attempts that
+// run, which go on to their stored results even when their clients have
+// hung up (Config.AttemptTimeout), until they have ended or ctx ends: the
+// drain. Then it cancels the attempts still running: each rolls back and
+// releases its claim, as an attempt that fails with a retryable error does,
+// so that its client's retry, or the recoverer of another process, runs
+// it again at once. Shutdown returns once they have (within a few
+// seconds), with ctx's error if it had to cancel any.
+//
+// An attempt runs in its request's handler, so http.Server.Shutdown waits
+// for it too: give both the same drain, and call Hook.Shutdown when
+// http.Server.Shutdown returns (or at the same time), before the process
+// exits and closes the database.
+//
+//	drain, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+//	defer cancel()
+//	err := srv.Shutdown(drain)
+//	err = errors.Join(err, hook.Shutdown(drain))
+func (h *Hook) Shutdown(ctx context.Context) error {
+	h.stopBackground()
+	return h.eng.Shutdown(ctx)
 }
 
 // Config returns the hook's configuration, with its defaults filled in.
@@ -122,20 +154,23 @@ func (h *Hook) Handler(srv *handler.Server) (_ http.Handler, err error) {
 	hh := idemhttp.Middleware(srv, cfg.Limits)
 	h.eng.SetHandler(hh) // the recoverer runs abandoned claims through it
 	if cfg.RecoverAfter > 0 {
-		go h.eng.RunRecoverer(doneContext(cfg.Done))
+		go h.eng.RunRecoverer(doneContext(h.background, cfg.Done))
 	}
 	return hh, nil
 }
 
-// doneContext is a context that ends when done is closed (never, when it
-// is nil).
-func doneContext(done <-chan struct{}) context.Context {
+// doneContext is a context that ends with parent or when done is closed
+// (never, when it is nil).
+func doneContext(parent context.Context, done <-chan struct{}) context.Context {
 	if done == nil {
-		return context.Background()
+		return parent
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	go func() {
-		<-done
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 		cancel()
 	}()
 	return ctx

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemschema"
@@ -336,6 +337,8 @@ func TestReleasedAttemptSaysRetryWithTheSameKey(t *testing.T) {
 					// On, but far from recovering this claim while the
 					// test runs.
 					o.RecoverAfter = time.Hour
+				} else {
+					o.RecoverAfter = idem.RecoverNever
 				}
 			})
 			order := a.newOrder("acme", 100)

@@ -20,12 +20,11 @@ import (
 func receiptApp(t testing.TB, backend idemtest.Kind) *app {
 	t.Helper()
 	clock := &idem.ClockOffset{}
-	p := &abandoning{giveUp: map[string]func(){}, ended: make(chan struct{})}
+	p := &abandoning{giveUp: map[string]func(){}}
 	a := &app{t: t, clock: clock, provider: p}
 	a.App = exampletest.Start(t, backend, exampletest.Config{Options: graph.Options{Clock: clock, Logger: testkit.Logger(t)},
 		Workers:  &graph.Workers{PollInterval: 100 * time.Millisecond},
 		Provider: func(sim *provider.Simulated) provider.Provider { p.Simulated = sim; return p }})
-	t.Cleanup(func() { close(p.ended) })
 	return a
 }
 

@@ -116,18 +116,24 @@ func recovering(after time.Duration, logs *syncBuffer) appOption {
 	}
 }
 
-// abandonPayment sends a payment whose client gives up once the provider
-// has charged, before the answer, and never comes back (see abandoning).
+// abandonPayment sends a payment whose client hangs up once the provider
+// has charged, before the answer, and never comes back; the provider's
+// answer is lost, so the attempt is released (see abandoning).
 func (a *app) abandonPayment(key, order string, amount int) {
 	a.t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": createPayment, "variables": map[string]any{"key": key, "order": order, "amount": amount}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a.provider.abandon(key, cancel)
+	gone := make(chan struct{})
+	a.provider.abandon(key, func() {
+		cancel()
+		<-gone
+	})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/query", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(graph.TenantHeader, "acme")
 	res, err := http.DefaultClient.Do(req)
+	close(gone)
 	if err == nil {
 		b, _ := io.ReadAll(res.Body)
 		res.Body.Close()

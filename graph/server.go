@@ -31,9 +31,11 @@ type Options struct {
 	Clock *idem.ClockOffset
 	// MeterProvider receives the hook's metrics (default: otel's global).
 	MeterProvider metric.MeterProvider
-	// RecoverAfter turns the recoverer on (idem.Config.RecoverAfter): how
-	// long after a lease ran out the server finishes a claim whose client
-	// never came back. Done stops it.
+	// RecoverAfter is how long after a lease ran out the server finishes
+	// a claim whose client never came back (idem.Config.RecoverAfter): 0
+	// takes the library's default, on (idem.DefaultRecoverAfter), since
+	// the example runs a claim as its caller; idem.RecoverNever turns it
+	// off. Done stops it.
 	RecoverAfter time.Duration
 	Done         <-chan struct{}
 	// Limits bound each request (idemhttp.Limits: zero fields take their

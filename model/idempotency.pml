@@ -49,6 +49,19 @@
  *   -DFLUSH_BEFORE_EFFECT  (with ASYNC_CLAIM) the resolver waits for its
  *                        claim's WAL flush before it charges; the wait
  *                        fails if the database crashed since the claim.
+ *   -DDISCONNECT         a client may hang up while its resolver runs, in
+ *                        the provider call (MAX_HANGUP times): its attempt
+ *                        goes on, and its answer is lost.
+ *   -DOUTBOX             adds the outbox's worker (River) and its receiver,
+ *                        which deduplicates on the job's downstream key.
+ *                        The job is enqueued in every build; JOB_IFF_RESULT
+ *                        is checked in every safety run.
+ *   -DBROKEN_ENQUEUE_OUTSIDE  the resolver enqueues its outbox job in a
+ *                        transaction of its own, not in the one that stores
+ *                        the result: the safety run must report an error
+ *                        (JOB_IFF_RESULT).
+ *   -DJOB_DELIVERED      (with -DLIVENESS) checks job_delivered in place of
+ *                        eventually_result.
  *   -DFENCE_CLAIMED_AT   the proposed fence: COMPLETE, RELEASE and TAKEOVER
  *                        match the claim's idempotency_claimed_at as well as
  *                        its attempt, and a re-made claim has another
@@ -60,6 +73,11 @@
  *                  (a slow worker, step 9); the lease of a crashed worker
  *                  may run out any number of times
  *   MAX_RETRYABLE  retryable errors in total (step 7, release)
+ *   MAX_HANGUP     clients that hang up while their resolver runs (a
+ *                  closed connection): the attempt goes on, the client
+ *                  never sees its answer
+ *   MAX_WCRASH     deaths of the outbox's worker after it delivered a job
+ *                  and before River recorded it done (it runs it again)
  * They make the state space finite (every takeover needs an expired lease,
  * so attempt <= 1 + MAX_CRASH + MAX_SLOW + MAX_RETRYABLE) and they are what
  * makes progress possible: a key whose every attempt crashes, or is too slow
@@ -75,6 +93,12 @@
 #endif
 #ifndef MAX_RETRYABLE
 #define MAX_RETRYABLE 1
+#endif
+#ifndef MAX_HANGUP
+#define MAX_HANGUP 1
+#endif
+#ifndef MAX_WCRASH
+#define MAX_WCRASH 1
 #endif
 #ifndef MAX_DBCRASH
 #define MAX_DBCRASH 1
@@ -99,6 +123,12 @@ bool  unflushed = false; /* the row's INSERT committed asynchronously and its WA
 bool  charged = false;	/* its ledger has a charge for K: its dedupe */
 byte  charges = 0;	/* charges it executed for K */
 
+/* ---- The outbox (idemoutbox, docs/protocol.md "Effects after the commit") */
+byte  jobs = 0;		/* outbox jobs of K's attempts committed (River's rows) */
+bool  acked = false;	/* River recorded the job done */
+bool  received = false;	/* the receiver has seen the job's downstream key: its dedupe */
+byte  effects = 0;	/* effects the receiver carried out for K's job */
+
 /* ---- Ghost state: what the properties talk about; not in any database --- */
 byte  committed = 0;	/* commits of business writes for K */
 byte  result_attempt = 0; /* the attempt whose result (status) was stored */
@@ -115,6 +145,8 @@ byte  crashes = 0;
 byte  slow = 0;
 byte  retryables = 0;
 byte  dbcrashes = 0;
+byte  hangups = 0;
+byte  wcrashes = 0;
 
 /*
  * The fence: the claim a worker owns, (claimed_at c, attempt n). Today's
@@ -165,6 +197,23 @@ byte  dbcrashes = 0;
 	fi
 
 /*
+ * A disconnect: the client of a running attempt may hang up (a closed
+ * connection, a cancelled request) at any point of the resolver, while the
+ * budget lasts. The attempt is not aborted (its context is not the
+ * request's, internal/engine/drain.go): it goes on exactly as it would
+ * have; only its answer is lost (see "result").
+ */
+#ifdef DISCONNECT
+#define HANGUP_POINT \
+	if \
+	:: atomic { hangups < MAX_HANGUP && !hung_up -> hangups++; hung_up = true } \
+	:: true \
+	fi
+#else
+#define HANGUP_POINT skip
+#endif
+
+/*
  * A status write of the record. Once a status is terminal it never changes:
  * every write must find the record pending.
  */
@@ -200,9 +249,10 @@ proctype Client(bool persistent; bool recoverer)
 	byte  ce;	/* the epoch in which this worker got its claim */
 #endif
 	bool  ok;	/* the last conditional statement matched a row */
+	bool  hung_up;	/* this request's client hung up while its attempt ran */
 
 request:
-	ran = false;
+	ran = false; hung_up = false;
 	if
 	:: recoverer ->
 		/* The recoverer (internal/engine/recover.go) is one more client of the
@@ -333,7 +383,16 @@ work:
 		:: else -> skip
 		fi
 	};
+	/* -DDISCONNECT: the client may hang up here, in the provider call
+	 * (HANGUP_POINT): that changes nothing for the attempt. */
+	HANGUP_POINT;
 	CRASH_POINT;
+#ifdef BROKEN_ENQUEUE_OUTSIDE
+	/* The broken outbox: the job is enqueued in a transaction of its own,
+	 * committed at once, whatever becomes of the attempt. */
+	jobs++;
+	CRASH_POINT;
+#endif
 	/* Business writes in the transaction attempt.begin opened: invisible to
 	 * everyone until it commits. (On pgx BEGIN travels with the first
 	 * statement: a transaction begins after a crash of the database that
@@ -357,6 +416,9 @@ work:
 				:: COMPLETE_MATCHES(n, nc) ->
 					store_status(SUCCEEDED, n, nc);
 					committed++;	/* the business writes commit */
+#ifndef BROKEN_ENQUEUE_OUTSIDE
+					jobs++;		/* and the outbox job, enqueued in the same transaction */
+#endif
 					owner_alive = false;
 					ok = true
 				:: else -> ok = false	/* 0 rows: roll back */
@@ -424,7 +486,7 @@ crashed:
 		:: status == PENDING && attempt == n && claimed_at == nc && n > 0 -> owner_alive = false
 		:: else -> skip
 		fi;
-		tx = false; te = 0; n = 0; nc = 0; ran = false;
+		tx = false; te = 0; n = 0; nc = 0; ran = false; hung_up = false;
 		s = 0; a = 0; e = false; c = 0;
 #ifdef FLUSH_BEFORE_EFFECT
 		ce = 0
@@ -443,7 +505,14 @@ not_a_result:
 
 result:
 	/* The answer is the stored result (own or replayed): the request of
-	 * this client is answered for good. */
+	 * this client is answered for good, unless the client hung up while
+	 * its attempt ran: the attempt stored its result all the same, and
+	 * the client, which never saw it, retries (and is replayed) or gives
+	 * up. */
+	if
+	:: hung_up -> hung_up = false; goto not_a_result
+	:: else -> skip
+	fi;
 done:
 	/* Forget the locals, so that finished clients are one state. */
 	atomic { ran = false; ok = false }
@@ -489,6 +558,31 @@ end:
 }
 
 /*
+ * The outbox's worker (River): it runs the job once it exists, and the
+ * receiver deduplicates on the job's downstream key (the same for every
+ * attempt of K). The worker may die after the receiver got the job and
+ * before River recorded it done (MAX_WCRASH times): River runs it again, so
+ * a job is delivered at least once.
+ */
+#ifdef OUTBOX
+active proctype Delivery()
+{
+end:
+	do
+	:: atomic { jobs > 0 && !acked ->
+			if
+			:: !received -> received = true; effects++
+			:: else -> skip
+			fi;
+			if
+			:: wcrashes < MAX_WCRASH -> wcrashes++
+			:: acked = true
+			fi }
+	od
+}
+#endif
+
+/*
  * The state invariants, checked in every reachable state by the process
  * Invariants: the guard of an invariant becomes executable exactly when the
  * invariant is false, and its assertion then fails with its text.
@@ -515,6 +609,11 @@ end:
  * INSERT was made again by another worker). With the business writes
  * committed in the same transaction as the status (ONE_COMMIT, CONSISTENT),
  * the result and the committed writes are one execution's. */
+/* The outbox's rule: a job exists if and only if its attempt's result
+ * committed (and so at most one, ONE_COMMIT). */
+#define JOB_IFF_RESULT	(jobs == committed)
+/* Deduplicated downstream: the receiver carries a job out at most once. */
+#define ONE_EFFECT	(effects <= 1)
 #define NAMES_ROW	IMPLIES(status == SUCCEEDED || status == FAILED, result_claimed_at == claimed_at)
 
 #ifndef LIVENESS
@@ -525,6 +624,8 @@ end:
 	:: atomic { !ONE_COMMIT -> assert(ONE_COMMIT) }
 	:: atomic { !ONE_CHARGE -> assert(ONE_CHARGE) }
 	:: atomic { !CONSISTENT -> assert(CONSISTENT) }
+	:: atomic { !JOB_IFF_RESULT -> assert(JOB_IFF_RESULT) }
+	:: atomic { !ONE_EFFECT -> assert(ONE_EFFECT) }
 #ifndef SKIP_FENCED_INVARIANT
 	:: atomic { !FENCED     -> assert(FENCED) }
 	:: atomic { !NAMES_ROW  -> assert(NAMES_ROW) }
@@ -556,7 +657,13 @@ init
 }
 
 #ifdef LIVENESS
-#ifndef CHARGE_RECORDED
+#if defined(JOB_DELIVERED)
+/*
+ * -DJOB_DELIVERED: delivered at least once: once a job exists, the
+ * receiver eventually gets it, whatever deaths of the worker came between.
+ */
+ltl job_delivered { [] ((jobs > 0) -> <> received) }
+#elif !defined(CHARGE_RECORDED)
 /*
  * Liveness: the key does not stay pending for ever: once claimed, it
  * eventually holds a result. Checked with weak fairness (pan -a -f), under

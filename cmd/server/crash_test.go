@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -192,21 +191,7 @@ func (r *gqlResult) code() string {
 }
 
 func (p *serverProcess) do(tenant, query string, vars map[string]any) (*gqlResult, error) {
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, p.url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Tenant-ID", tenant)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(res.Body); err != nil {
-		return nil, err
-	}
-	r := &gqlResult{body: buf.String()}
-	return r, json.Unmarshal(buf.Bytes(), r)
+	return p.doContext(context.Background(), tenant, query, vars)
 }
 
 func (p *serverProcess) newOrder(t *testing.T, tenant, key string) string {

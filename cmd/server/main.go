@@ -34,6 +34,7 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/goovo/idem"
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemctl"
@@ -62,7 +63,7 @@ func run() error {
 		lease        = flag.Duration("lease", 0, "lease of a pending claim (default 30s)")
 		wait         = flag.Duration("wait-in-flight", 0, "how long a duplicate waits for an in-flight result before IDEMPOTENCY_IN_PROGRESS")
 		sweepEvery   = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
-		recoverAfter = flag.Duration("recover-after", 0, "how long after a lease runs out the server finishes a claim whose client never came back, by running it again with its key (0: never; the claim waits for its client's retry)")
+		recoverAfter = flag.Duration("recover-after", idem.DefaultRecoverAfter, "how long after a lease runs out the server finishes a claim whose client never came back, by running it again with its key, as the user who made it (0: never; the claim then waits for its client's retry, which may never come)")
 		retention    = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
 		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts: a River periodic job, which the leader of the servers enqueues, so give every server the same (0: never)")
 		mailLatency  = flag.Duration("mailer-latency", 0, "latency of the simulated mailer, before it records a receipt: a crash in it falls between the payment's commit and the receipt's delivery")
@@ -193,6 +194,9 @@ func run() error {
 
 	opts := graph.Options{Lease: *lease, WaitForInFlight: *wait, Retention: *retention, Logger: logger, Limits: limits,
 		RecoverAfter: *recoverAfter, Done: ctx.Done()}
+	if *recoverAfter <= 0 {
+		opts.RecoverAfter = idem.RecoverNever
+	}
 	if *metricsAddr != "" {
 		// Served until run returns, the shutdown's phases included.
 		lifetime, end := context.WithCancel(context.Background())
@@ -251,7 +255,7 @@ func run() error {
 		mux.Handle("GET /{$}", http.NotFoundHandler())
 	}
 	mux.Handle("/", h)
-	sd.Health, sd.River, sd.Logger, sd.Signals = health, riv, logger, signals
+	sd.Health, sd.Hook, sd.River, sd.Logger, sd.Signals = health, hook, riv, logger, signals
 	// Listening before the log line names the address: a test that starts
 	// the server on port 0 reads its port there, with no window in which
 	// another process could take a port chosen in advance.

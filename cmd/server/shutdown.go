@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/goovo/idem"
 	"log/slog"
 	"net"
 	"net/http"
@@ -34,6 +35,7 @@ type shutdown struct {
 	Grace, Drain, RiverStop time.Duration
 
 	Health  *idemhttp.Health
+	Hook    *idem.Hook // its attempts outlive their clients: it finishes or releases them
 	River   *graph.River
 	Logger  *slog.Logger
 	Signals <-chan os.Signal // a second signal ends the grace early
@@ -99,16 +101,25 @@ func (s *shutdown) run(srv *http.Server) error {
 	drainStart := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.Drain)
 	err := srv.Shutdown(ctx)
-	cancel()
 	switch {
 	case err == nil:
+		// Attempts whose clients hung up are no request's any more, and
+		// the recoverer's never were: the hook waits for them within what
+		// is left of the drain, then releases the rest.
+		if herr := s.Hook.Shutdown(ctx); herr != nil {
+			s.Logger.Warn("shutdown: attempts without a client outlived the drain; released", slog.String("error", herr.Error()))
+		}
+		cancel()
 		s.Logger.Info("shutdown: drained", slog.Duration("took", time.Since(drainStart)))
 	case errors.Is(err, context.DeadlineExceeded):
-		// The seam for attempts that outlive their client (issue 30): a
-		// hook that finishes or releases its attempts deliberately is
-		// called here, before their contexts are cancelled.
 		n := s.inFlight.Load()
 		s.Logger.Warn("shutdown: the drain ran out; cancelling the requests still running", slog.Int64("in_flight", n))
+		// A claimed attempt does not end with its request's context (a
+		// disconnect is not an abort): the hook ends its attempts
+		// deliberately, rolled back and released, before the other
+		// requests' contexts are cancelled.
+		_ = s.Hook.Shutdown(ctx)
+		cancel()
 		s.cut()
 		// Closed after the handlers return, so that each client gets
 		// its request's answer (a retryable error) rather than a
@@ -121,6 +132,7 @@ func (s *shutdown) run(srv *http.Server) error {
 			s.Logger.Info("shutdown: the cancelled requests returned", slog.Int64("cancelled", n))
 		}
 	default:
+		cancel()
 		return err
 	}
 	<-riverDone

@@ -51,6 +51,17 @@ type attempt struct {
 	mode    mode
 	// completedAt is the completion's time, once completion was called.
 	completedAt time.Time
+	// client is the request's context, which ends when its client hangs
+	// up: a fresh claim is not made for a client that has gone, but an
+	// attempt that has claimed runs on a context of its own (drain.go).
+	client context.Context
+	// abort ends the attempt's context (the lease lost).
+	abort context.CancelCauseFunc
+	// started: the attempt holds its claim (taken over, or inserted), from
+	// when on its client's leaving no longer ends it. Until then it does:
+	// a claim that waits for a pooled connection waits as long as its
+	// client, as any statement of the request.
+	started atomic.Bool
 
 	// begun is what became of the claim when the field reached its
 	// resolver; nil if it never did. Set once, on the resolver's
@@ -140,9 +151,31 @@ type ended struct {
 }
 
 // run runs the resolver once under a's claim and stores its result.
+//
+// Once the attempt has claimed the key it runs to its end whether or not
+// the client still waits: the resolver, the completion and the release
+// run on the attempt's own context (actx, drain.go), which the request's
+// end does not cancel. The answer goes to a client that may have gone; the
+// stored result is what counts, and the key's next request replays it.
 func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver) ended {
 	r := a.req
-	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(ctx, a.claim, r.spec, &a.secondRow), a))
+	actx, abort, end, err := e.attempts.start(ctx, e.cfg.AttemptTimeout)
+	if err != nil {
+		if a.holdsClaim() {
+			e.release(ctx, r, a.claim.Attempt)
+		}
+		return ended{err: refusal.Errorf(idemcode.Unavailable, r.key, "the server is shutting down; the mutation was not applied, retry with the same key")}
+	}
+	defer end()
+	a.client, a.abort = ctx, abort
+	a.started.Store(!a.fresh)
+	stop := context.AfterFunc(ctx, func() {
+		if !a.started.Load() {
+			abort(context.Cause(ctx))
+		}
+	})
+	defer stop()
+	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(actx, a.claim, r.spec, &a.secondRow), a))
 	res := next(fieldCtx)
 	a.stopRenewal()
 	errs := graphql.GetErrors(fieldCtx)
@@ -152,22 +185,28 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	}
 	if a.secondRow.Load() {
 		a.rollback(ctx)
-		e.release(ctx, r, a.claim.Attempt)
+		e.release(actx, r, a.claim.Attempt)
 		e.tel.failed(ctx, r, "retryable")
 		return ended{err: e.secondRow(ctx, r)}
 	}
 	if write := a.guard.Refused(); write != "" {
 		a.rollback(ctx)
-		e.release(ctx, r, a.claim.Attempt)
-		e.tel.add(ctx, e.tel.failures, r, attrFailure.String("retryable"))
+		e.release(actx, r, a.claim.Attempt)
+		e.tel.failed(ctx, r, "retryable")
 		return ended{err: e.writeOutsideClaim(ctx, r, write)}
 	}
-	if a.retryable || len(errs) > a.finals || ctx.Err() != nil {
-		// A transient failure: undo everything, free the key for a retry.
+	if a.retryable || len(errs) > a.finals || actx.Err() != nil {
+		// A transient failure, or the attempt's end (its deadline, its
+		// lease lost, the shutdown's drain over): undo everything, free the
+		// key for a retry.
 		a.rollback(ctx)
-		e.release(ctx, r, a.claim.Attempt)
+		e.release(actx, r, a.claim.Attempt)
 		e.tel.failed(ctx, r, "retryable")
-		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, slog.Int("attempt", a.claim.Attempt))
+		attrs := []slog.Attr{slog.Int("attempt", a.claim.Attempt)}
+		if actx.Err() != nil {
+			attrs = append(attrs, slog.String("ended_by", context.Cause(actx).Error()))
+		}
+		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, attrs...)
 		addErrors(ctx, e.releasedErrors(r, errs))
 		return ended{res: graphql.Null, report: idemcode.OutcomeReleased}
 	}
@@ -179,14 +218,14 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	answer, response, tooLarge, err := encodeResponse(res, errs, e.cfg.MaxResponseBytes, recovering(ctx))
 	if err != nil {
 		a.rollback(ctx)
-		e.release(ctx, r, a.claim.Attempt)
+		e.release(actx, r, a.claim.Attempt)
 		return ended{err: e.unavailable(r, err)}
 	}
-	ok, err := a.mode.complete(ctx, a, status, response)
+	ok, err := a.mode.complete(actx, a, status, response)
 	if err != nil {
 		// The release is fenced: if the commit did happen after all, it
 		// changes nothing, and the retry replays the result.
-		e.release(ctx, r, a.claim.Attempt)
+		e.release(actx, r, a.claim.Attempt)
 		return ended{err: e.unconfirmed(r, err)}
 	}
 	if !ok {
@@ -292,6 +331,7 @@ func (leaseMode) begin(ctx context.Context, a *attempt, args map[string]any) (co
 			return ctx, b
 		}
 		b.claimed = true
+		a.started.Store(true)
 	}
 	txCtx, tx, err := a.ext.store.Begin(ctx)
 	if err != nil {
@@ -338,6 +378,7 @@ func (atomicMode) begin(ctx context.Context, a *attempt, args map[string]any) (c
 		if b.lost, b.err = a.insertClaim(txCtx, tx, args); b.lost != nil || b.err != nil {
 			return ctx, b
 		}
+		a.started.Store(true)
 	}
 	if err := a.ext.store.Savepoint(txCtx, tx); err != nil {
 		_ = tx.Rollback()
@@ -363,6 +404,12 @@ func (a *attempt) completion(status string, response []byte, discardWrites bool)
 // transaction. An attempt that cannot start ends the field with errNotRun;
 // run answers for it.
 func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Context, error) {
+	if a.fresh && a.client != nil && a.client.Err() != nil {
+		// The client hung up before the key was claimed: nothing started,
+		// and nobody asks for it any more.
+		a.begun = &begun{err: context.Cause(a.client)}
+		return ctx, errNotRun()
+	}
 	txCtx, b := a.mode.begin(ctx, a, args)
 	a.begun = b
 	if b.tx == nil {
@@ -421,8 +468,16 @@ func (a *attempt) startRenewal(ctx context.Context) {
 			// The renewal may wait for a row lock that this attempt's own
 			// transaction holds: stopRenewal cancels it.
 			ok, err := e.store.Renew(hctx, store.Lease{Ref: r.ref(), Attempt: a.claim.Attempt, Until: a.reading.Now().Add(r.spec.lease)})
-			if hctx.Err() != nil || (err == nil && !ok) {
-				return // stopped, or the claim is lost: completion will be fenced
+			if hctx.Err() != nil {
+				return // stopped
+			}
+			if err == nil && !ok {
+				// The claim is lost: the completion would be fenced out,
+				// the attempt ends now.
+				if a.abort != nil {
+					a.abort(errLeaseLost)
+				}
+				return
 			}
 			if err != nil {
 				e.log(ctx, slog.LevelWarn, "could not renew the idempotency lease", r, slog.Any("error", err))

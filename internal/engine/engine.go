@@ -49,6 +49,9 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	Logger         *slog.Logger
 	RecoverAfter   time.Duration
+	// AttemptTimeout bounds an attempt once it has claimed its key
+	// (drain.go); 0: no bound (idem.Config fills in its default).
+	AttemptTimeout time.Duration
 	TenantContext  func(ctx context.Context, tenant string) context.Context
 	Caller         func(ctx context.Context) []byte
 	CallerContext  func(ctx context.Context, tenant string, caller []byte) (context.Context, error)
@@ -73,6 +76,9 @@ type Engine struct {
 	finished finishedRecords
 
 	recovery recovery // the recoverer's (recover.go)
+
+	// attempts are the attempts that run, which Shutdown drains (drain.go).
+	attempts attempts
 
 	// shortLived are the mutations read by Validate whose retention is
 	// shorter than their table's, for the sweeper (MutationRetentions),
