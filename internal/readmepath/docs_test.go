@@ -34,7 +34,7 @@ func documents(t *testing.T, root string) []string {
 	return docs
 }
 
-// Only the guide TestReadmePath follows may mark blocks: a marked block
+// Only the guides TestReadmePath follows may mark blocks: a marked block
 // anywhere else would look tested and not be.
 func TestOnlyTheGuideMarksBlocks(t *testing.T) {
 	root, err := filepath.Abs("../..")

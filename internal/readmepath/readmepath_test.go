@@ -111,7 +111,9 @@ func markedSteps(t *testing.T, path string) []step {
 
 // TestReadmePath builds the app the guide's "Add it to your app" describes,
 // in a new module whose schema is testdata's, and checks that a mutation
-// sent twice is executed once and replayed once, on SQLite and PostgreSQL.
+// sent twice is executed once and replayed once, on SQLite and PostgreSQL;
+// then it follows the outbox guide in the same module and runs its webhook
+// through a kill -9 of the worker on PostgreSQL (webhookAfterACrash).
 //
 // The module cache is the only source of modules it needs once warm:
 // GOFLAGS is cleared of the caller's -mod, GOSUMDB is off (the cache
