@@ -5,7 +5,12 @@
 // temporary directory, with a schema of its own (testdata), runs the
 // commands (go get, go mod tidy, go generate), builds the server and sends
 // mutations twice, on SQLite and on PostgreSQL: the second answer must be
-// a replay. The guide cannot drift from what works. No other document may
-// carry marked blocks (they would not be followed), and every relative link
-// of README.md and docs/*.md must lead to a file and heading that exist.
+// a replay. It then follows docs/outbox.md's marked blocks in the same
+// module (a mutation that enqueues a webhook, a worker process on River)
+// and runs them on PostgreSQL, with a receiver: one webhook per key, with
+// its downstream key, and one interrupted by kill -9 of the worker
+// delivered again after its restart. The guides cannot drift from what
+// works. No other document may carry marked blocks (they would not be
+// followed), and every relative link of README.md and docs/*.md must lead
+// to a file and heading that exist.
 package readmepath

@@ -25,9 +25,13 @@ import (
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
-// guide is the file whose marked blocks the test follows: the adoption
-// guide's "Add it to your app", relative to the module's root.
+// guide is the file whose marked blocks the test follows first: the
+// adoption guide's "Add it to your app", relative to the module's root.
 const guide = "docs/adopting.md"
+
+// outboxGuide is the file whose marked blocks extend the adoption guide's
+// app with the outbox: they are followed after guide's, in the same module.
+const outboxGuide = "docs/outbox.md"
 
 // step is one marked block of the guide: a file to write or commands to
 // run, in the guide's order.
@@ -107,7 +111,9 @@ func markedSteps(t *testing.T, path string) []step {
 
 // TestReadmePath builds the app the guide's "Add it to your app" describes,
 // in a new module whose schema is testdata's, and checks that a mutation
-// sent twice is executed once and replayed once, on SQLite and PostgreSQL.
+// sent twice is executed once and replayed once, on SQLite and PostgreSQL;
+// then it follows the outbox guide in the same module and runs its webhook
+// through a kill -9 of the worker on PostgreSQL (webhookAfterACrash).
 //
 // The module cache is the only source of modules it needs once warm:
 // GOFLAGS is cleared of the caller's -mod, GOSUMDB is off (the cache
@@ -122,65 +128,13 @@ func TestReadmePath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps := markedSteps(t, filepath.Join(root, guide))
-	if len(steps) == 0 {
-		t.Fatal(guide + " marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
-	}
-
 	app := appDir(t, root)
 	goVersion := goDirective(t, filepath.Join(root, "go.mod"))
 	writeFile(t, app, "go.mod", "module example.com/app\n\ngo "+goVersion+"\n")
 	// The app's schema: what the guide shows only in part (a user's
 	// entities, with the mixin the guide shows).
 	copyTree(t, "testdata/ent", filepath.Join(app, "ent"))
-
-	env := append(os.Environ(),
-		"GOFLAGS=-buildvcs=false", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local")
-	run := func(line int, args ...string) {
-		t.Helper()
-		began := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		cmd.Dir, cmd.Env = app, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s:%d: %s: %v\n%s", guide, line, strings.Join(args, " "), err, out)
-		}
-		t.Logf("%s:%d: %s (%.1fs)", guide, line, strings.Join(args, " "), time.Since(began).Seconds())
-	}
-	hadGraph := false
-	for _, s := range steps {
-		if s.file != "" {
-			writeFile(t, app, s.file, s.content)
-			continue
-		}
-		for _, c := range s.commands {
-			args := strings.Fields(c)
-			if c == "go get github.com/goovo/idem@latest" {
-				run(s.line, "go", "mod", "edit", "-replace=github.com/goovo/idem="+root)
-				run(s.line, "go", "get", "github.com/goovo/idem@v0.0.0")
-				continue
-			}
-			if args[0] != "go" {
-				t.Fatalf("%s:%d: %q: the test runs go commands only", guide, s.line, c)
-			}
-			if c == "go generate ./..." && !hadGraph {
-				// The app's graph package from before it added idem, in
-				// entgql's tutorial's shape: its root resolver with
-				// NewSchema, its own schema declaring scalar Time, its
-				// createBook and createAuthor resolvers with entgql's
-				// default body, and the ent.graphql entgql alone wrote
-				// (declaring scalar Time and scalar Cursor: the first
-				// generate failed on it with "Undefined type Cursor"). It comes after the guide's go mod tidy
-				// since it imports the ent package, which this new module
-				// has only once generation ran.
-				copyTree(t, "testdata/graph", filepath.Join(app, "graph"))
-				hadGraph = true
-			}
-			run(s.line, args...)
-		}
-	}
+	follow(t, root, app, guide)
 	t.Logf("generated and built in %.1fs", time.Since(start).Seconds())
 	bin := filepath.Join(app, "server")
 	idemctl := filepath.Join(app, "idemctl")
@@ -201,7 +155,69 @@ func TestReadmePath(t *testing.T) {
 			stats(t, idemctl, dsn)
 		})
 	}
-	t.Logf("the guide's path: %.1fs in all", time.Since(start).Seconds())
+	// The outbox guide extends the same app: a mutation that enqueues a
+	// webhook, and a worker process that delivers it.
+	follow(t, root, app, outboxGuide)
+	t.Run("outbox", func(t *testing.T) { webhookAfterACrash(t, app) })
+	t.Logf("the guides' path: %.1fs in all", time.Since(start).Seconds())
+}
+
+// follow writes the marked files of the guide at doc (relative to root)
+// into the module at app and runs its marked commands, in the guide's
+// order.
+func follow(t *testing.T, root, app, doc string) {
+	t.Helper()
+	steps := markedSteps(t, filepath.Join(root, doc))
+	if len(steps) == 0 {
+		t.Fatal(doc + " marks no blocks (<!-- file: PATH --> or <!-- commands -->)")
+	}
+	env := append(os.Environ(),
+		"GOFLAGS=-buildvcs=false", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local")
+	run := func(line int, args ...string) {
+		t.Helper()
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir, cmd.Env = app, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s:%d: %s: %v\n%s", doc, line, strings.Join(args, " "), err, out)
+		}
+		t.Logf("%s:%d: %s (%.1fs)", doc, line, strings.Join(args, " "), time.Since(began).Seconds())
+	}
+	hadGraph := doc != guide // the other guides extend the adoption guide's app
+	for _, s := range steps {
+		if s.file != "" {
+			writeFile(t, app, s.file, s.content)
+			continue
+		}
+		for _, c := range s.commands {
+			args := strings.Fields(c)
+			if c == "go get github.com/goovo/idem@latest" {
+				run(s.line, "go", "mod", "edit", "-replace=github.com/goovo/idem="+root)
+				run(s.line, "go", "get", "github.com/goovo/idem@v0.0.0")
+				continue
+			}
+			if args[0] != "go" {
+				t.Fatalf("%s:%d: %q: the test runs go commands only", doc, s.line, c)
+			}
+			if c == "go generate ./..." && !hadGraph {
+				// The app's graph package from before it added idem, in
+				// entgql's tutorial's shape: its root resolver with
+				// NewSchema, its own schema declaring scalar Time, its
+				// createBook and createAuthor resolvers with entgql's
+				// default body, and the ent.graphql entgql alone wrote
+				// (declaring scalar Time and scalar Cursor: the first
+				// generate failed on it with "Undefined type Cursor"). It comes after the guide's go mod tidy
+				// since it imports the ent package, which this new module
+				// has only once generation ran.
+				copyTree(t, "testdata/graph", filepath.Join(app, "graph"))
+				hadGraph = true
+			}
+			run(s.line, args...)
+		}
+	}
 }
 
 // sendTwice creates an author, then a book and tags the author's books,
