@@ -40,6 +40,9 @@ type Admin struct {
 	// failedSeen is what the sweeper last logged of the failed records,
 	// so that it logs them again only when they change.
 	failedSeen string
+	// promised is, per record table, TableSweep.Promised of this Admin's
+	// last sweep (MetricSweepPromised).
+	promised map[string]int
 }
 
 // sweptKey names one mutation's records in one table.
@@ -178,6 +181,14 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 	for _, recs := range a.cfg.Backend.RecordTables() {
 		ts, err := a.sweepTable(ctx, recs, archive, opts, start)
 		report.Tables = append(report.Tables, ts)
+		if err == nil && !opts.DryRun {
+			a.mu.Lock()
+			if a.promised == nil {
+				a.promised = map[string]int{}
+			}
+			a.promised[recs.Table] = ts.Promised
+			a.mu.Unlock()
+		}
 		if err != nil {
 			report.Elapsed = time.Since(start)
 			return report, err

@@ -222,8 +222,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// One Admin sweeps and reports: its metrics say what its sweeps kept.
+	admin := idemctl.New(hook)
 	if *sweepEvery > 0 {
-		go idemctl.New(hook).RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
+		go admin.RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
 	}
 	// River works the outbox's jobs (the receipts) and the counter's
 	// periodic fold. The sweeper and the recoverer stay on every process:
@@ -235,7 +237,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	admin := idemctl.New(hook)
 	if opts.MeterProvider != nil {
 		// Claims past their lease, per table.
 		if err := admin.RegisterMetrics(opts.MeterProvider); err != nil {
