@@ -101,8 +101,18 @@ type Workers struct {
 	// (default DefaultRescueAfter; the mailer deduplicates the second
 	// delivery). A job is timed out at half of it.
 	RescueAfter time.Duration
-	Logger      *slog.Logger
+	// MaxConns is the size of River's own pool, which it opens behind
+	// PgBouncer's transaction pooling (the pool's exec modes) on
+	// PostgreSQL; DefaultRiverMaxConns when 0. It counts in the connection
+	// budget beside the application's pool.
+	MaxConns int
+	Logger   *slog.Logger
 }
+
+// DefaultRiverMaxConns is Workers.MaxConns's default: River's fetches,
+// its leader's maintenance and its job completions each take a connection
+// for a moment.
+const DefaultRiverMaxConns = 4
 
 // DefaultRescueAfter is Workers.RescueAfter's default. River's leader
 // looks for stuck jobs every 30 s (not configurable), and a new leader is
@@ -195,7 +205,11 @@ func StartRiver(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Wo
 			// at River's start under load).
 			pc := pool.Config()
 			pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-			pc.MaxConns = 4
+			pc.MaxConns = DefaultRiverMaxConns
+			if w.MaxConns > 0 {
+				pc.MaxConns = int32(w.MaxConns)
+			}
+			pc.MinConns = min(pc.MinConns, pc.MaxConns)
 			own, err := pgxpool.NewWithConfig(ctx, pc)
 			if err != nil {
 				return nil, fmt.Errorf("river: %w", err)

@@ -40,6 +40,9 @@ type Admin struct {
 	// failedSeen is what the sweeper last logged of the failed records,
 	// so that it logs them again only when they change.
 	failedSeen string
+	// promised is, per record table, TableSweep.Promised of this Admin's
+	// last sweep (MetricSweepPromised).
+	promised map[string]int
 }
 
 // sweptKey names one mutation's records in one table.
@@ -178,6 +181,14 @@ func (a *Admin) Sweep(ctx context.Context, opts SweepOptions) (SweepReport, erro
 	for _, recs := range a.cfg.Backend.RecordTables() {
 		ts, err := a.sweepTable(ctx, recs, archive, opts, start)
 		report.Tables = append(report.Tables, ts)
+		if err == nil && !opts.DryRun {
+			a.mu.Lock()
+			if a.promised == nil {
+				a.promised = map[string]int{}
+			}
+			a.promised[recs.Table] = ts.Promised
+			a.mu.Unlock()
+		}
 		if err != nil {
 			report.Elapsed = time.Since(start)
 			return report, err
@@ -351,7 +362,7 @@ func (a *Admin) reportStuck(ctx context.Context) {
 	// The failed records are logged when they change (the newest one, or
 	// how many are shown), not at every sweep: they are ordinary final
 	// errors, kept for their retention.
-	failed, err := a.Failed(ctx, 10)
+	failed, _, err := a.Failed(ctx, FailedOptions{Limit: 10})
 	if err == nil && len(failed) > 0 {
 		newest := failed[0].Table + "/" + failed[0].Tenant + "/" + failed[0].Key
 		for _, f := range failed[1:] {
@@ -432,12 +443,68 @@ func (a *Admin) Stuck(ctx context.Context, olderThan time.Duration, limit int) (
 	})
 }
 
-// Failed lists the newest failed records (up to limit per table) that
-// still hold their response (the sweeper has not archived them).
-func (a *Admin) Failed(ctx context.Context, limit int) ([]RecordInfo, error) {
-	return a.list(func(recs *idembackend.RecordTable) ([]store.Row, error) {
-		return a.store.Failed(ctx, store.FailedQuery{Table: store.TableOf(recs), Limit: limit})
-	})
+// FailedOptions selects the failed records Failed lists. The zero value
+// lists every failed record, DefaultLimit per table.
+type FailedOptions struct {
+	// Limit is how many records to list per table (DefaultLimit when 0).
+	Limit int
+	// Tenant, when not "", lists only this tenant's records.
+	Tenant string
+	// Code, when not "", lists only the records with an error of this
+	// code (its extensions.code), among the newest failedScan (10,000)
+	// failed records of each table that the other options select.
+	Code string
+	// Since and Until, when not zero, list only the records completed at
+	// or after Since and before Until.
+	Since, Until time.Time
+}
+
+// failedScan bounds how many failed records of each table Failed reads to
+// find those of a code: the code is kept in the stored response, which the
+// store does not read, so the records are filtered here.
+const failedScan = 10000
+
+// Failed lists the newest failed records that still hold their response
+// (the sweeper has not archived them), up to opts.Limit per table, newest
+// first. complete is false when opts.Code is set and a table had more
+// than failedScan (10,000) failed records to read: older ones were not.
+func (a *Admin) Failed(ctx context.Context, opts FailedOptions) (infos []RecordInfo, complete bool, err error) {
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	complete = true
+	for _, recs := range a.cfg.Backend.RecordTables() {
+		q := store.FailedQuery{Table: store.TableOf(recs), Tenant: opts.Tenant, Since: opts.Since, Until: opts.Until, Limit: limit}
+		if opts.Code != "" {
+			q.Limit = failedScan
+		}
+		rows, err := a.store.Failed(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		if opts.Code != "" && len(rows) == failedScan {
+			complete = false
+		}
+		n := 0
+		for _, r := range rows {
+			if ri := info(recs, r); n < limit && (opts.Code == "" || hasCode(ri.Errors, opts.Code)) {
+				infos = append(infos, ri)
+				n++
+			}
+		}
+	}
+	return infos, complete, nil
+}
+
+// hasCode reports whether one of errs has the code (extensions.code).
+func hasCode(errs gqlerror.List, code string) bool {
+	for _, e := range errs {
+		if c, _ := e.Extensions["code"].(string); c == code {
+			return true
+		}
+	}
+	return false
 }
 
 // recoveredScan bounds how many of the newest finished records of each

@@ -311,41 +311,105 @@ var stuckCmd = &subcommand{
 }
 
 var failedCmd = &subcommand{
-	name: "failed", args: "[-limit N]",
+	name: "failed", args: "[-tenant T] [-code C] [-since D] [-until D] [-limit N]",
 	summary: "list records that hold a final error (idem.Final), newest first, within their retention window: retries replay the error",
 	flags: func(fs *flag.FlagSet, e *env) (func() error, func(context.Context) error) {
+		tenant := fs.String("tenant", "", "list only this tenant's records")
+		code := fs.String("code", "", "list only records with an error of this `code` (extensions.code), e.g. IDEMPOTENCY_ABANDONED")
+		var sinceV, untilV durationFlag
+		fs.Var(&sinceV, "since", "list only records completed less than this `duration` ago")
+		fs.Var(&untilV, "until", "list only records completed more than this `duration` ago")
+		since, until := (*time.Duration)(&sinceV), (*time.Duration)(&untilV)
 		limit := limitFlag(fs)
+		check := func() error {
+			if *since < 0 || *until < 0 {
+				return usagef("-since and -until must not be negative")
+			}
+			if *since > 0 && *until >= *since {
+				return usagef("-until (%v) must be shorter than -since (%v)", *until, *since)
+			}
+			return checkLimit(*limit)
+		}
 		run := func(ctx context.Context) error {
-			infos, err := e.admin.Failed(ctx, *limit+1)
+			now := e.now()
+			opts := FailedOptions{Limit: *limit + 1, Tenant: *tenant, Code: *code}
+			if *since > 0 {
+				opts.Since = now.Add(-*since)
+			}
+			if *until > 0 {
+				opts.Until = now.Add(-*until)
+			}
+			infos, complete, err := e.admin.Failed(ctx, opts)
 			if err != nil {
 				return err
 			}
 			infos, truncated := truncate(infos, *limit)
-			out := listOutput{Limit: *limit, Records: orEmpty(infos), Truncated: truncated}
-			now := e.now()
+			out := failedOutput{listOutput: listOutput{Limit: *limit, Records: orEmpty(infos), Truncated: truncated},
+				Tenant: *tenant, Code: *code, Complete: complete}
+			if *since > 0 {
+				out.Since = formatDuration(*since)
+			}
+			if *until > 0 {
+				out.Until = formatDuration(*until)
+			}
 			return e.emit(out, func(w io.Writer) {
 				if len(infos) == 0 {
-					fmt.Fprintln(w, "No failed records.")
-					return
-				}
-				fmt.Fprintf(w, "%s (at most %d per table, newest first):\n\n", plural(int64(len(infos)), "failed record", "failed records"), *limit)
-				t := newTable(w, "ENTITY", "TENANT", "KEY", "OPERATION", "ATTEMPT", "COMPLETED", "ERROR")
-				for _, r := range infos {
-					msg := "-"
-					if len(r.Errors) > 0 {
-						msg = describeGQLError(r.Errors[0].Message, "", r.Errors[0].Extensions)
-						if len(r.Errors) > 1 {
-							msg += fmt.Sprintf(" (+%d more)", len(r.Errors)-1)
+					fmt.Fprintf(w, "No failed records%s.\n", out.filters())
+				} else {
+					fmt.Fprintf(w, "%s%s (at most %d per table, newest first):\n\n", plural(int64(len(infos)), "failed record", "failed records"), out.filters(), *limit)
+					t := newTable(w, "ENTITY", "TENANT", "KEY", "OPERATION", "ATTEMPT", "COMPLETED", "ERROR")
+					for _, r := range infos {
+						msg := "-"
+						if len(r.Errors) > 0 {
+							msg = describeGQLError(r.Errors[0].Message, "", r.Errors[0].Extensions)
+							if len(r.Errors) > 1 {
+								msg += fmt.Sprintf(" (+%d more)", len(r.Errors)-1)
+							}
 						}
+						t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stampAgo(r.CompletedAt, now), clip(msg, 80))
 					}
-					t.row(r.Entity, r.Tenant, strconv.Quote(r.Key), orDash(r.Operation), strconv.Itoa(r.Attempt), stampAgo(r.CompletedAt, now), clip(msg, 80))
+					t.flush()
+					printTruncated(w, truncated, *limit)
 				}
-				t.flush()
-				printTruncated(w, truncated, *limit)
+				if !complete {
+					fmt.Fprintf(w, "\nIncomplete: only the newest %d failed records of each table were read for -code; narrow them with -tenant, -since or -until to see older ones.\n", failedScan)
+				}
 			})
 		}
-		return func() error { return checkLimit(*limit) }, run
+		return check, run
 	},
+}
+
+// failedOutput is failed's JSON: the list and the filters it was read with.
+type failedOutput struct {
+	listOutput
+	Tenant string `json:"tenant,omitempty"`
+	Code   string `json:"code,omitempty"`
+	Since  string `json:"since,omitempty"`
+	Until  string `json:"until,omitempty"`
+	// Complete is false when -code read only the newest failedScan
+	// records of a table.
+	Complete bool `json:"complete"`
+}
+
+// filters says which records the listing kept, in words (" of tenant …").
+func (o failedOutput) filters() string {
+	var s string
+	if o.Tenant != "" {
+		s += " of tenant " + strconv.Quote(o.Tenant)
+	}
+	if o.Code != "" {
+		s += " with code " + o.Code
+	}
+	switch {
+	case o.Since != "" && o.Until != "":
+		s += " completed between " + o.Since + " and " + o.Until + " ago"
+	case o.Since != "":
+		s += " completed in the last " + o.Since
+	case o.Until != "":
+		s += " completed more than " + o.Until + " ago"
+	}
+	return s
 }
 
 var recoveredCmd = &subcommand{

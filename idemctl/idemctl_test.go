@@ -347,8 +347,9 @@ func TestFailed(t *testing.T) {
 			t.Fatalf("failed:\n%s", text)
 		}
 		var doc struct {
-			Limit   int                  `json:"limitPerTable"`
-			Records []idemctl.RecordInfo `json:"records"`
+			Limit    int                  `json:"limitPerTable"`
+			Records  []idemctl.RecordInfo `json:"records"`
+			Complete bool                 `json:"complete"`
 		}
 		be.run("-json", "failed", "-limit", "5").ok(t).json(t, &doc)
 		if doc.Limit != 5 || len(doc.Records) != 2 {
@@ -358,6 +359,54 @@ func TestFailed(t *testing.T) {
 			if r.State != "failed" || len(r.Errors) != 1 || string(r.Data) != "null" {
 				t.Fatalf("failed record %+v", r)
 			}
+		}
+
+		// Filtered by tenant, code and time.
+		be.Clock.Advance(time.Hour)
+		if r := be.Post("org-3", "no-stock", 100); r.Code() != "OUT_OF_STOCK" {
+			t.Fatalf("final error: %s", r.Body)
+		}
+		for _, c := range []struct {
+			args []string
+			want []string // tenant/key, newest first
+		}{
+			{[]string{"-tenant", "org-2"}, []string{"org-2/approve-1"}},
+			{[]string{"-code", "OUT_OF_STOCK"}, []string{"org-3/no-stock", "org-1/no-stock"}},
+			{[]string{"-code", "MUTATION_FAILED"}, []string{"org-2/approve-1"}},
+			{[]string{"-code", "OUT_OF_STOCK", "-tenant", "org-2"}, nil},
+			{[]string{"-since", "30m"}, []string{"org-3/no-stock"}},
+			{[]string{"-until", "30m"}, []string{"org-2/approve-1", "org-1/no-stock"}}, // table by table
+			{[]string{"-since", "2h", "-until", "30m", "-code", "OUT_OF_STOCK"}, []string{"org-1/no-stock"}},
+		} {
+			var doc struct {
+				Limit        int                  `json:"limitPerTable"`
+				Records      []idemctl.RecordInfo `json:"records"`
+				Complete     bool                 `json:"complete"`
+				Tenant, Code string
+				Since, Until string
+			}
+			be.run(append([]string{"-json", "failed"}, c.args...)...).ok(t).json(t, &doc)
+			var got []string
+			for _, r := range doc.Records {
+				got = append(got, r.Tenant+"/"+r.Key)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) || !doc.Complete {
+				t.Fatalf("failed %v: %v (complete %v), want %v", c.args, got, doc.Complete, c.want)
+			}
+		}
+		if text := be.run("failed", "-tenant", "org-2", "-code", "MUTATION_FAILED", "-since", "2h").ok(t).stdout; !strings.HasPrefix(text,
+			`1 failed record of tenant "org-2" with code MUTATION_FAILED completed in the last 2h`) {
+			t.Fatalf("failed with filters:\n%s", text)
+		}
+		if text := be.run("failed", "-code", "NOPE").ok(t).stdout; text != "No failed records with code NOPE.\n" {
+			t.Fatalf("failed -code NOPE:\n%s", text)
+		}
+		if r := be.run("failed", "-since", "1h", "-until", "2h"); r.code != 2 || !strings.Contains(r.stderr, "-until (2h0m0s) must be shorter than -since (1h0m0s)") {
+			t.Fatalf("-until past -since:\n%s", r)
+		}
+		opts := idemctl.FailedOptions{Tenant: "org-1", Code: "OUT_OF_STOCK"}
+		if infos, complete, err := idemctl.New(be.Hook).Failed(context.Background(), opts); err != nil || !complete || len(infos) != 1 || infos[0].Key != "no-stock" {
+			t.Fatalf("Admin.Failed(%+v): %+v %v %v", opts, infos, complete, err)
 		}
 
 		// A listing cut short by -limit says so, and how to see the rest.
@@ -377,13 +426,14 @@ func TestFailed(t *testing.T) {
 			Limit     int                  `json:"limitPerTable"`
 			Records   []idemctl.RecordInfo `json:"records"`
 			Truncated []string             `json:"truncated"`
+			Complete  bool                 `json:"complete"`
 		}
 		be.run("-json", "failed", "-limit", "1").ok(t).json(t, &cut)
 		if len(cut.Records) != 2 || len(cut.Truncated) != 1 || cut.Truncated[0] != "shipments" {
 			t.Fatalf("failed -json -limit 1: %+v", cut)
 		}
-		if text := be.run("failed", "-limit", "2").ok(t).stdout; strings.Contains(text, "Truncated") {
-			t.Fatalf("failed -limit 2 says it is truncated:\n%s", text)
+		if text := be.run("failed", "-limit", "3").ok(t).stdout; strings.Contains(text, "Truncated") {
+			t.Fatalf("failed -limit 3 says it is truncated:\n%s", text)
 		}
 	})
 }

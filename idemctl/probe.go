@@ -37,14 +37,30 @@ func (a *Admin) CheckClaimTables(ctx context.Context) error {
 // sum().
 const MetricClaimsPastLease = "idem.claims.past_lease"
 
-// RegisterMetrics adds the gauge MetricClaimsPastLease to mp, sampled at
-// each collection (a Prometheus scrape) with one count per record table
-// through the partial index on pending claims, whose cost follows the
-// pending claims, not the table.
+// MetricSweepPromised ("idem.sweep.promised") is the gauge RegisterMetrics
+// adds beside MetricClaimsPastLease: per record table (attribute
+// idem.table), how many records this Admin's last sweep (RunSweeper, Sweep)
+// kept past its retention because their answers promised them for longer
+// (TableSweep.Promised): a server answered with a longer retention than
+// the sweeper's. 0 before the first sweep and when the retentions agree;
+// it differs between processes started with different retentions:
+// aggregate with max() (docs/operations.md, "IdemRetentionMismatch").
+const MetricSweepPromised = "idem.sweep.promised"
+
+// RegisterMetrics adds the gauges MetricClaimsPastLease and
+// MetricSweepPromised to mp. The first is sampled at each collection (a
+// Prometheus scrape) with one count per record table through the partial
+// index on pending claims, whose cost follows the pending claims, not the
+// table; the second reports this Admin's last sweep and reads nothing.
 func (a *Admin) RegisterMetrics(mp metric.MeterProvider) error {
 	m := mp.Meter("github.com/goovo/idem/idemctl")
 	g, err := m.Int64ObservableGauge(MetricClaimsPastLease, metric.WithUnit("{claim}"),
 		metric.WithDescription("Pending idempotency claims whose lease has ended, per record table; the same in every process: aggregate with max()."))
+	if err != nil {
+		return err
+	}
+	promised, err := m.Int64ObservableGauge(MetricSweepPromised, metric.WithUnit("{record}"),
+		metric.WithDescription("Records the last sweep of this process kept past its retention because their answers promised them for longer, per record table: a retention mismatch; aggregate with max()."))
 	if err != nil {
 		return err
 	}
@@ -65,7 +81,12 @@ func (a *Admin) RegisterMetrics(mp metric.MeterProvider) error {
 			}
 			o.ObserveInt64(g, int64(n), attrs[i])
 		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for i, recs := range tables {
+			o.ObserveInt64(promised, int64(a.promised[recs.Table]), attrs[i])
+		}
 		return nil
-	}, g)
+	}, g, promised)
 	return err
 }

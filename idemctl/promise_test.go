@@ -1,12 +1,17 @@
 package idemctl_test
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/goovo/idem"
+	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 )
@@ -57,6 +62,65 @@ func TestSweepHonoursThePromisedExpiry(t *testing.T) {
 		}
 		if text := be.run("-retention", "10s", "sweep").ok(t).stdout; strings.Contains(text, "Kept") {
 			t.Fatalf("nothing is kept past its promise:\n%s", text)
+		}
+	})
+}
+
+// The retention mismatch is a metric: idem.sweep.promised, per table,
+// counts what the last sweep kept past its retention because the answers
+// promised longer; 0 before any sweep and once the promises end.
+func TestSweepPromisedMetric(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+		be := newBench(t, b)
+		for _, k := range []string{"a", "b", "c"} {
+			be.ship("org-1", k)
+		}
+		be.Clock.Advance(time.Minute)
+		hook, err := idem.New(idem.Config{Backend: be.Client.IdempotencyBackend(), Clock: be.Clock, Retention: 10 * time.Second, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := idemctl.New(hook)
+		reader := sdkmetric.NewManualReader()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		if err := admin.RegisterMetrics(mp); err != nil {
+			t.Fatal(err)
+		}
+		promised := func() map[string]int64 {
+			var rm metricdata.ResourceMetrics
+			if err := reader.Collect(context.Background(), &rm); err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]int64{}
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					if m.Name != idemctl.MetricSweepPromised {
+						continue
+					}
+					for _, p := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+						table, _ := p.Attributes.Value("idem.table")
+						out[table.AsString()] = p.Value
+					}
+				}
+			}
+			return out
+		}
+		if got := promised(); got["shipments"] != 0 || got["idempotency_records"] != 0 || len(got) != 2 {
+			t.Fatalf("before any sweep: %v, want 0 for each table", got)
+		}
+		if _, err := admin.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := promised(); got["shipments"] != 3 || got["idempotency_records"] != 0 {
+			t.Fatalf("after a sweep with a shorter retention: %v, want shipments 3", got)
+		}
+		be.Clock.Advance(idem.DefaultRetention)
+		if _, err := admin.Sweep(context.Background(), idemctl.SweepOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := promised(); got["shipments"] != 0 {
+			t.Fatalf("past the promise: %v, want shipments 0", got)
 		}
 	})
 }

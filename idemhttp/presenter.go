@@ -19,6 +19,7 @@ import (
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/outcome"
+	"github.com/goovo/idem/internal/reqstate"
 	"github.com/goovo/idem/internal/store"
 )
 
@@ -215,7 +216,12 @@ func (p *Presenter) unexpected(ctx context.Context, g *gqlerror.Error) *gqlerror
 	if errors.Is(g.Err, context.Canceled) {
 		level = slog.LevelInfo // the client went away
 	}
-	p.logger().LogAttrs(ctx, level, "unexpected error; the client got INTERNAL_SERVER_ERROR",
+	msg := "unexpected error; the client got INTERNAL_SERVER_ERROR"
+	if reqstate.Recoverer(ctx) {
+		// No client waits: the recoverer runs the claim again later.
+		msg = "the recoverer's run of an abandoned claim failed with an unexpected error; it runs the claim again later"
+	}
+	p.logger().LogAttrs(ctx, level, msg,
 		slog.String("correlation_id", id),
 		slog.String("path", g.Path.String()),
 		slog.Any("error", g.Err))

@@ -42,7 +42,8 @@ func TestLogs(t *testing.T) {
 		return n
 	}
 	first := lines()[0]
-	if first.Msg != "configuration" || first.Flags["log_format"] != "json" || first.Flags["sweep_every"] != "10ms" || first.Flags["shutdown_drain"] != "10s" {
+	if first.Msg != "configuration" || first.Flags["log_format"] != "json" || first.Flags["sweep_every"] != "10ms" || first.Flags["shutdown_drain"] != "10s" ||
+		first.Flags["river_max_conns"] != "4" { // River's own pool, in the connection budget
 		t.Fatalf("first line: %+v", first)
 	}
 

@@ -70,6 +70,7 @@ func run() error {
 		riverID      = flag.String("river-id", "", "this process's River client id, the same across its restarts, so that River tells its jobs from other processes' (default: one River makes up)")
 		riverPoll    = flag.Bool("river-poll-only", false, "River polls for jobs instead of listening (behind PgBouncer's transaction pooling, which cannot hold a LISTEN)")
 		riverPollInt = flag.Duration("river-poll-interval", 0, "how often River polls for jobs (default 1s)")
+		riverConns   = flag.Int("river-max-conns", graph.DefaultRiverMaxConns, "most connections of River's own pool, which it opens behind PgBouncer (a -db-dsn in an exec mode); counts in the connection budget")
 		riverRescue  = flag.Duration("river-rescue-after", graph.DefaultRescueAfter, "how long a job may run before River takes it for stuck (its process died) and runs it again; jobs time out at half of it")
 		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
 		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
@@ -118,8 +119,8 @@ func run() error {
 	if timeouts.Write > 0 && *wait >= timeouts.Write {
 		return errors.New("-write-timeout must be longer than -wait-in-flight: a duplicate that waits its whole time would lose its answer")
 	}
-	if *maxConns < 1 || *provConns < 1 {
-		return errors.New("-db-max-conns and -provider-max-conns must be at least 1")
+	if *maxConns < 1 || *provConns < 1 || *riverConns < 1 {
+		return errors.New("-db-max-conns, -provider-max-conns and -river-max-conns must be at least 1")
 	}
 	logger, err := newLogger(os.Stderr, *logFormat, *logLevel, *verbose)
 	if err != nil {
@@ -222,20 +223,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// One Admin sweeps and reports: its metrics say what its sweeps kept.
+	admin := idemctl.New(hook)
 	if *sweepEvery > 0 {
-		go idemctl.New(hook).RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
+		go admin.RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
 	}
 	// River works the outbox's jobs (the receipts) and the counter's
 	// periodic fold. The sweeper and the recoverer stay on every process:
 	// their batches are fenced and skip what another process holds, so
 	// they need no leader, and keep working while River's is being elected.
 	riv, err := graph.StartRiver(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
-		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue,
+		FoldEvery: *foldEvery, FoldBatch: *foldBatch, PollOnly: *riverPoll, PollInterval: *riverPollInt, RescueAfter: *riverRescue, MaxConns: *riverConns,
 		Logger: riverLogger(logger)})
 	if err != nil {
 		return err
 	}
-	admin := idemctl.New(hook)
 	if opts.MeterProvider != nil {
 		// Claims past their lease, per table.
 		if err := admin.RegisterMetrics(opts.MeterProvider); err != nil {

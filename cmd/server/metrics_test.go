@@ -49,6 +49,7 @@ func TestMetricsExistAtZero(t *testing.T) {
 				`idem_failures_total{idem_failure="final",idem_field="createPayment",idem_origin="recoverer",`,
 				`idem_refusals_total{idem_code="IDEMPOTENCY_UNAVAILABLE",idem_field="createPayment",`,
 				`idem_claims_past_lease{idem_table="payments",`,
+				`idem_sweep_promised{idem_table="payments",`,
 			} {
 				if v, ok := sample(page, want); !ok || v != "0" {
 					t.Errorf("before any request: %s… is %q (present: %v), want 0", want, v, ok)

@@ -31,6 +31,7 @@ import (
 	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/refusal"
+	"github.com/goovo/idem/internal/reqstate"
 	"github.com/goovo/idem/internal/store"
 	"github.com/goovo/idem/internal/timer"
 )
@@ -403,19 +404,12 @@ func (e *Engine) logClaim(ctx context.Context, level slog.Level, msg, field stri
 	e.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
 }
 
-// recoveringKey marks the context of an operation the recoverer runs, so
-// that the attempt's stored result says so (storedResponse.Recovered).
-// Only this process sets it: a client cannot.
-type recoveringKey struct{}
+// withRecovering marks the context of an operation the recoverer runs, so
+// that the attempt's stored result says so (storedResponse.Recovered) and
+// the error presenter's log says whose run failed (reqstate.Recoverer).
+func withRecovering(ctx context.Context) context.Context { return reqstate.WithRecoverer(ctx) }
 
-func withRecovering(ctx context.Context) context.Context {
-	return context.WithValue(ctx, recoveringKey{}, true)
-}
-
-func recovering(ctx context.Context) bool {
-	v, _ := ctx.Value(recoveringKey{}).(bool)
-	return v
-}
+func recovering(ctx context.Context) bool { return reqstate.Recoverer(ctx) }
 
 // fieldName is the mutation field a fingerprint names ("" when it names
 // none).

@@ -140,3 +140,20 @@ func (c *UTF8Check) scan(b []byte, end bool) {
 		c.invalid = true
 	}
 }
+
+// recovererKey marks the context of an operation the recoverer runs
+// (Config.RecoverAfter). Only this process sets it: a client cannot.
+type recovererKey struct{}
+
+// WithRecoverer marks ctx as the recoverer's run of a claim, for which no
+// client waits.
+func WithRecoverer(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recovererKey{}, true)
+}
+
+// Recoverer reports whether ctx is the recoverer's run of a claim
+// (WithRecoverer).
+func Recoverer(ctx context.Context) bool {
+	v, _ := ctx.Value(recovererKey{}).(bool)
+	return v
+}

@@ -398,10 +398,14 @@ type AbandonedClaim struct {
 	Operation []byte
 }
 
-// FailedQuery selects the newest Limit failed records of Table.
+// FailedQuery selects the newest Limit failed records of Table: of
+// Tenant's only when it is not "", completed at or after Since and before
+// Until.
 type FailedQuery struct {
-	Table Table
-	Limit int
+	Table        Table
+	Tenant       string
+	Since, Until time.Time
+	Limit        int
 }
 
 // CompletedQuery selects the newest Limit records of Table completed at or

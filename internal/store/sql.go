@@ -111,6 +111,7 @@ var standardSQL = statements{
 		AND idempotency_lease_expires_at < $5`,
 	stmtFailed: `SELECT {scope}, ` + rowColumns + ` FROM {table}
 		WHERE idempotency_status = 'failed' AND idempotency_archived_at IS NULL AND idempotency_completed_at IS NOT NULL
+		AND ($2 = '' OR {scope} = $2) AND idempotency_completed_at >= $3 AND idempotency_completed_at < $4
 		ORDER BY idempotency_completed_at DESC LIMIT $1`,
 	// Through the partial index the archive batches use.
 	stmtCompleted: `SELECT {scope}, ` + rowColumns + ` FROM {table}

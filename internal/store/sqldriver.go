@@ -384,8 +384,15 @@ func (d *sqlDriver) Abandoned(ctx context.Context, q AbandonedQuery) ([]Abandone
 	return out, nil
 }
 
+// endOfTime stands for no upper bound on a time.
+var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
 func (d *sqlDriver) Failed(ctx context.Context, q FailedQuery) ([]Row, error) {
-	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtFailed], q.Limit)
+	until := q.Until
+	if until.IsZero() {
+		until = endOfTime
+	}
+	return d.rows(ctx, q.Table.Name, false, d.stmts(q.Table, "")[stmtFailed], q.Limit, q.Tenant, q.Since.UTC(), until.UTC())
 }
 
 func (d *sqlDriver) Completed(ctx context.Context, q CompletedQuery) ([]Row, error) {

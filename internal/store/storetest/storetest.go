@@ -691,6 +691,21 @@ func testOperatorReads(t *testing.T, s *suite) {
 	if err != nil || len(failed) != 1 || failed[0].Key != "failed" || string(failed[0].Response) != `"no"` {
 		t.Fatalf("failed: %+v %v", failed, err)
 	}
+	// Filtered by tenant and by completion time.
+	for _, q := range []store.FailedQuery{
+		{Tenant: "t1"}, {Since: now.Add(-time.Minute)}, {Until: now.Add(time.Minute)}, {Tenant: "t1", Since: now.Add(-time.Minute), Until: now.Add(time.Minute)},
+	} {
+		q.Table, q.Limit = s.Business.Table, 10
+		if failed, err := s.Driver.Failed(s.ctx, q); err != nil || len(failed) != 1 || failed[0].Key != "failed" {
+			t.Fatalf("failed %+v: %+v %v", q, failed, err)
+		}
+	}
+	for _, q := range []store.FailedQuery{{Tenant: "t2"}, {Since: now.Add(time.Minute)}, {Until: now.Add(-time.Minute)}} {
+		q.Table, q.Limit = s.Business.Table, 10
+		if failed, err := s.Driver.Failed(s.ctx, q); err != nil || len(failed) != 0 {
+			t.Fatalf("failed %+v: %+v %v", q, failed, err)
+		}
+	}
 	// Finished records since a time, newest first: not the pending ones.
 	completed, err := s.Driver.Completed(s.ctx, store.CompletedQuery{Table: s.Business.Table, Since: now.Add(-time.Minute), Limit: 10})
 	if err != nil || len(completed) != 2 || completed[0].Key != "ok" || completed[1].Key != "failed" || string(completed[0].Response) != `"yes"` {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,10 +98,16 @@ func StartBouncer(ctx context.Context, target *Cluster, opts BouncerOptions) (*B
 		fmt.Fprintf(&dbs, "%s = %s dbname=%s\n", a, server, opts.Databases[a])
 	}
 	fmt.Fprintf(&dbs, "* = %s\n", server)
+	sample, err := sampleSettings()
+	if err != nil {
+		os.RemoveAll(b.dir)
+		return nil, err
+	}
+	// The sample's settings, with the test's addresses, files and pool.
 	ini := fmt.Sprintf(`[databases]
 %s
 [pgbouncer]
-listen_addr = 127.0.0.1
+%slisten_addr = 127.0.0.1
 listen_port = %d
 unix_socket_dir =
 auth_type = trust
@@ -108,10 +115,8 @@ auth_file = %s
 admin_users = postgres
 pool_mode = %s
 default_pool_size = %d
-max_client_conn = 2000
-server_login_retry = 1
 logfile = %s
-`, dbs.String(), b.port, filepath.Join(b.dir, "userlist.txt"), mode, size, b.LogFile())
+`, dbs.String(), sample, b.port, filepath.Join(b.dir, "userlist.txt"), mode, size, b.LogFile())
 	files := map[string]string{"pgbouncer.ini": ini, "userlist.txt": `"postgres" ""` + "\n"}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(b.dir, name), []byte(text), 0o644); err != nil {
@@ -186,3 +191,34 @@ func FindBouncer() (string, error) {
 
 // String names the bouncer for messages.
 func (b *Bouncer) String() string { return "PgBouncer 127.0.0.1:" + strconv.Itoa(b.port) }
+
+// sampleSettings returns the [pgbouncer] settings of the repository's
+// sample, ops/pgbouncer/pgbouncer.ini, but those Start sets itself (the
+// addresses, files, authentication and pool), so that the tests run
+// PgBouncer as the sample configures it.
+func sampleSettings() (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	path := filepath.Join(filepath.Dir(file), "..", "..", "..", "ops", "pgbouncer", "pgbouncer.ini")
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("pgcluster: the sample PgBouncer configuration: %w", err)
+	}
+	own := map[string]bool{"listen_addr": true, "listen_port": true, "unix_socket_dir": true, "auth_type": true, "auth_file": true,
+		"admin_users": true, "pool_mode": true, "default_pool_size": true, "logfile": true}
+	var out strings.Builder
+	section := ""
+	for line := range strings.Lines(string(text)) {
+		l := strings.TrimSpace(line)
+		switch {
+		case l == "" || strings.HasPrefix(l, ";") || strings.HasPrefix(l, "#"):
+		case strings.HasPrefix(l, "["):
+			section = l
+		case section == "[pgbouncer]":
+			name, _, _ := strings.Cut(l, "=")
+			if !own[strings.TrimSpace(name)] {
+				out.WriteString(l + "\n")
+			}
+		}
+	}
+	return out.String(), nil
+}

@@ -3,6 +3,9 @@ package pgcluster_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,6 +84,53 @@ func TestClusterAndBouncer(t *testing.T) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "42P05" {
 		t.Errorf("pgx's statement cache behind PgBouncer in transaction mode: %v, want 42P05 (prepared statement already exists)", err)
+	}
+
+	// PgBouncer runs with the sample's settings (ops/pgbouncer): its
+	// admin console's SHOW CONFIG has each of them, but those the tests
+	// set themselves (the addresses, files, authentication, pool size).
+	sample, err := os.ReadFile("../../../ops/pgbouncer/pgbouncer.ini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := connect(t, ctx, b.URL("pgbouncer")+"&default_query_exec_mode=simple_protocol")
+	rows, err := admin.Query(ctx, "SHOW CONFIG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := map[string]string{}
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		config[fmt.Sprint(vals[0])] = fmt.Sprint(vals[1])
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]bool{"listen_addr": true, "listen_port": true, "auth_type": true, "auth_file": true, "default_pool_size": true}
+	section, checked := "", 0
+	for line := range strings.Lines(string(sample)) {
+		l := strings.TrimSpace(line)
+		switch {
+		case l == "" || strings.HasPrefix(l, ";"):
+		case strings.HasPrefix(l, "["):
+			section = l
+		case section == "[pgbouncer]":
+			name, value, _ := strings.Cut(l, "=")
+			name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+			if own[name] {
+				continue
+			}
+			checked++
+			if config[name] != value {
+				t.Errorf("PgBouncer's %s is %q, the sample's %q", name, config[name], value)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("the sample sets nothing the tests run with")
 	}
 }
 

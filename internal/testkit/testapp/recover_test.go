@@ -283,3 +283,38 @@ func TestRecovererIsFair(t *testing.T) {
 		}
 	})
 }
+
+// The recoverer's run that fails unexpectedly is logged as the recoverer's:
+// no client got its INTERNAL_SERVER_ERROR.
+func TestRecovererRunLoggedAsRecoverers(t *testing.T) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+		var mu sync.Mutex
+		var logs strings.Builder
+		logged := func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.String()
+		}
+		logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))
+		be := testapp.NewBench(t, b, idem.Config{RecoverAfter: 100 * time.Millisecond, Retention: time.Hour, Logger: logger})
+		be.Resolver.Hook = func(ctx context.Context, _ *ent.Shipment) error {
+			return errors.New("the downstream system is down") // retryable: released
+		}
+		if r := be.Post("org-1", "down", 1000); r.Code() != string(idemcode.InternalServerError) {
+			t.Fatalf("client's run: %s", r.Body)
+		}
+		const recoverers = "the recoverer's run of an abandoned claim failed with an unexpected error"
+		testkit.Eventually(t, func() bool { return strings.Contains(logged(), recoverers) }, "the recoverer's failed run logged")
+		if n := strings.Count(logged(), "the client got INTERNAL_SERVER_ERROR"); n != 1 {
+			t.Fatalf("%d lines say a client got INTERNAL_SERVER_ERROR, want 1 (the client's own run):\n%s", n, logged())
+		}
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
