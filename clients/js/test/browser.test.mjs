@@ -5,6 +5,9 @@
 // page has done what the case needs: Pay double-clicked makes one charge;
 // a reload while the payment is in flight makes one charge: the page
 // finishes the payment it had sent, with its key.
+// An order id that is not a number, in the URL (?order=abc) and in the
+// page's stored state, is ignored: the page starts and creates and pays an
+// order.
 // No latency decides the order of events, so a busy machine cannot reorder
 // them. Screenshots of the page after each payment are kept in
 // test-output/.
