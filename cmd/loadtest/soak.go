@@ -12,7 +12,8 @@ package main
 //     cached until the cache's byte budget pushes them out);
 //   - slow bodies (a byte every 100 ms, never finished) and idle
 //     keep-alive connections (one request, then nothing), each reopened
-//     when the server closes it;
+//     when the server closes it, and left open when the traffic stops:
+//     the server has to close them itself;
 //   - invalid input: every request of package hostile's catalogue, fresh
 //     each time, and ids and amounts the server must refuse;
 //   - honest traffic: keyed createOrder then createPayment, each retried
@@ -21,9 +22,11 @@ package main
 //
 // It samples the server process's resident memory (VmRSS in
 // /proc/PID/status), its open file descriptors (/proc/PID/fd) and its
-// goroutines (go_goroutine_count on its -metrics-addr) before the traffic,
-// every second during it, and after it until each is back within its
-// margin of where it started (soakMargins), for at most -soak-settle. It
+// goroutines (go_goroutine_count on its -metrics-addr, up to 15 s old)
+// before the traffic, every second during it, and after it until each is
+// back within its margin of where it started (soakMargins), at least 16 s
+// (a goroutine count from after the traffic) and at most -soak-settle
+// more. It
 // exits 1 when one is not back by then, when an honest request did not get
 // its result, or when a hostile request got anything but its refusal.
 //
@@ -230,6 +233,20 @@ func soakOne(ctx context.Context, c soakConfig, srv *advServer, metricsURL strin
 	var catalogue []hostile.Request
 	// traffic sends every kind of traffic for d and samples the process
 	// every second meanwhile.
+	// Connections the traffic left open when it stopped, as an attacker
+	// would: the server must close them itself.
+	var held []net.Conn
+	var heldMu sync.Mutex
+	hold := func(c net.Conn) { heldMu.Lock(); held = append(held, c); heldMu.Unlock() }
+	closeHeld := func() {
+		heldMu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+		heldMu.Unlock()
+	}
+	defer closeHeld()
 	traffic := func(d time.Duration) {
 		tctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -268,14 +285,14 @@ func soakOne(ctx context.Context, c soakConfig, srv *advServer, metricsURL strin
 		for range c.slowConns {
 			wg.Go(func() {
 				for tctx.Err() == nil {
-					kinds["slow body"].add(soakSlowBody(tctx, addr))
+					kinds["slow body"].add(soakSlowBody(tctx, addr, hold))
 				}
 			})
 		}
 		for range c.idleConns {
 			wg.Go(func() {
 				for tctx.Err() == nil {
-					kinds["idle keep-alive"].add(soakIdle(tctx, addr))
+					kinds["idle keep-alive"].add(soakIdle(tctx, addr, hold))
 				}
 			})
 		}
@@ -314,7 +331,9 @@ func soakOne(ctx context.Context, c soakConfig, srv *advServer, metricsURL strin
 	// bounded size, not a leak) and the runtime is as a running server
 	// has it.
 	traffic(3 * time.Second)
-	start, err := settle(ctx, sample, nil, soakSample{}, c.connTimeout+goroutineStaleness+time.Second, c.settle)
+	closeHeld()
+	window := c.connTimeout + goroutineStaleness + time.Second
+	start, err := settle(ctx, sample, nil, soakSample{}, window, window+c.settle)
 	if err != nil {
 		return nil, fmt.Errorf("before the traffic: %w", err)
 	}
@@ -333,7 +352,7 @@ func soakOne(ctx context.Context, c soakConfig, srv *advServer, metricsURL strin
 	fmt.Printf("  peak:   %s\n", peak)
 
 	began := time.Now()
-	end, err := settle(ctx, sample, &start, soakMargins, 0, c.settle)
+	end, err := settle(ctx, sample, &start, soakMargins, goroutineStaleness+time.Second, goroutineStaleness+c.settle)
 	var problems []string
 	if err != nil {
 		problems = append(problems, err.Error())
@@ -363,11 +382,13 @@ func soakOne(ctx context.Context, c soakConfig, srv *advServer, metricsURL strin
 }
 
 // settle samples the process every 250 ms until the sample is within
-// margin of start (with start nil: until the descriptors and goroutines
-// have not changed for window, longer than the connection timeouts: the
-// start), for at most bound, and returns the last sample.
+// margin of start, and window has passed (the goroutine count can be that
+// old), or, with start nil, until the descriptors and goroutines have not
+// changed for window (longer than the connection timeouts: the start), for
+// at most bound, and returns the last sample.
 func settle(ctx context.Context, sample func() (soakSample, error), start *soakSample, margin soakSample, window, bound time.Duration) (soakSample, error) {
-	deadline := time.Now().Add(bound)
+	began := time.Now()
+	deadline := began.Add(bound)
 	var prev soakSample
 	stableSince := time.Now()
 	for i := 0; ; i++ {
@@ -381,7 +402,7 @@ func settle(ctx context.Context, sample func() (soakSample, error), start *soakS
 			} else if time.Since(stableSince) >= window {
 				return s, nil
 			}
-		} else if ok, _ := s.within(*start, margin); ok {
+		} else if ok, _ := s.within(*start, margin); ok && time.Since(began) >= window {
 			return s, nil
 		}
 		prev = s
@@ -488,8 +509,9 @@ func soakHonest(ctx context.Context, hc *http.Client, url string, counts map[str
 
 // soakSlowBody opens a connection, declares a body of 1 MB and sends it a
 // byte every 100 ms until the server closes the connection (its read
-// timeout) or ctx ends. It returns how it ended.
-func soakSlowBody(ctx context.Context, addr string) string {
+// timeout) or ctx ends, when it gives the connection, open, to hold. It
+// returns how it ended.
+func soakSlowBody(ctx context.Context, addr string, hold func(net.Conn)) string {
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -497,10 +519,8 @@ func soakSlowBody(ctx context.Context, addr string) string {
 		}
 		return "transport error: " + err.Error()
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
 	if _, err := fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n", addr); err != nil {
+		conn.Close()
 		return advTransportOutcome(ctx, err)
 	}
 	closed := make(chan struct{})
@@ -508,13 +528,16 @@ func soakSlowBody(ctx context.Context, addr string) string {
 	for {
 		select {
 		case <-closed:
+			conn.Close()
 			return "closed by the server"
 		case <-ctx.Done():
-			return "canceled"
+			hold(conn)
+			return "left open"
 		case <-time.After(100 * time.Millisecond):
 		}
 		if _, err := conn.Write([]byte(" ")); err != nil {
 			<-closed
+			conn.Close()
 			return "closed by the server"
 		}
 	}
@@ -522,8 +545,8 @@ func soakSlowBody(ctx context.Context, addr string) string {
 
 // soakIdle opens a keep-alive connection, sends one request on it, reads
 // the answer, and waits until the server closes it (its idle timeout) or
-// ctx ends.
-func soakIdle(ctx context.Context, addr string) string {
+// ctx ends, when it gives the connection, open, to hold.
+func soakIdle(ctx context.Context, addr string, hold func(net.Conn)) string {
 	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -531,23 +554,28 @@ func soakIdle(ctx context.Context, addr string) string {
 		}
 		return "transport error: " + err.Error()
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
 	body := `{"query":"{ __typename }"}`
 	if _, err := fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body); err != nil {
+		conn.Close()
 		return advTransportOutcome(ctx, err)
 	}
 	rd := bufio.NewReader(conn)
 	res, err := http.ReadResponse(rd, nil)
 	if err != nil {
+		conn.Close()
 		return advTransportOutcome(ctx, err)
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	if _, err := rd.ReadByte(); ctx.Err() != nil {
-		return "canceled"
-	} else if err == io.EOF {
+	_, err = rd.ReadByte()
+	if !stop() && ctx.Err() != nil {
+		_ = conn.SetReadDeadline(time.Time{})
+		hold(conn)
+		return "left open"
+	}
+	defer conn.Close()
+	if err == io.EOF {
 		return "closed by the server"
 	} else if err != nil {
 		return advTransportOutcome(ctx, err)
