@@ -38,6 +38,7 @@
 //	go run ./cmd/loadtest -long     # for reports: 4 servers, 3 minutes, 12 kills, 4 restarts, a burst of 2×600 requests
 //	go run ./cmd/loadtest -bench    # mutations per second, no faults (see BENCHMARKS.md)
 //	go run ./cmd/loadtest -adversary   # one tenant's hostile requests against another's latency (adversary.go)
+//	go run ./cmd/loadtest -soak        # hostile and honest traffic, then memory, fds and goroutines back where they started (soak.go)
 //
 // PostgreSQL: a private cluster (initdb into a temporary directory, a free
 // port, max_connections = 100, fsync off: see internal/testkit/pgcluster), run as
@@ -127,6 +128,7 @@ type config struct {
 	anchorBin       string
 
 	adversary adversaryConfig // adversary.go
+	soak      soakConfig      // soak.go
 }
 
 // presets are the values -short and -long give to the flags not set on
@@ -210,6 +212,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.anchorBin, "anchor-bin", "", "with -anchor: the test application's server binary (default: go build "+anchorPackage+")")
 
 	addAdversaryFlags(fs, &c.adversary)
+	addSoakFlags(fs, &c.soak)
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -368,6 +371,13 @@ func run(cfg *config) int {
 
 	if cfg.adversary.on {
 		if err := runAdversary(ctx, cfg.adversary, bin, tmp, db.serverEnv(nil)); err != nil {
+			keepLogs = true
+			return fail(err)
+		}
+		return 0
+	}
+	if cfg.soak.on {
+		if err := runSoak(ctx, cfg.soak, bin, tmp, db.serverEnv(nil)); err != nil {
 			keepLogs = true
 			return fail(err)
 		}

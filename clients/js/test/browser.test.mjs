@@ -5,6 +5,9 @@
 // page has done what the case needs: Pay double-clicked makes one charge;
 // a reload while the payment is in flight makes one charge: the page
 // finishes the payment it had sent, with its key.
+// An order id that is not a number, in the URL (?order=abc) and in the
+// page's stored state, is ignored: the page starts and creates and pays an
+// order.
 // No latency decides the order of events, so a busy machine cannot reorder
 // them. Screenshots of the page after each payment are kept in
 // test-output/.
@@ -165,6 +168,54 @@ describe("the checkout page in Chromium", { concurrency: true }, () => {
 
       // No bundler, no CDN: everything came from the example server.
       for (const r of requests) assert.ok(r.url.startsWith(server.base), `${r.url} is not the server's`);
+      assert.deepEqual(failures, []);
+    });
+  }
+
+  for (const backend of backends) {
+    test(`${backend}: an order id that is not a number, in the URL or stored, does not stop the page`, async (t) => {
+      const server = await startServer(t, backend);
+      const page = await context.newPage();
+      t.after(() => page.close());
+      const failures = [];
+      page.on("pageerror", (e) => failures.push(e.message));
+      // The page's stored order (IndexedDB, where setCurrent keeps it)
+      // corrupted: what an old version, an extension or a hand in DevTools
+      // can leave there.
+      await page.goto(`${server.base}/checkout/`);
+      await page.waitForSelector("body[data-ready=true]");
+      await page.evaluate(
+        () =>
+          new Promise((resolve, reject) => {
+            const req = indexedDB.open("idem-checkout-page", 1);
+            req.onerror = () => reject(req.error);
+            req.onsuccess = () => {
+              const tx = req.result.transaction("state", "readwrite");
+              tx.objectStore("state").put({ id: "abc" }, "order:demo");
+              tx.oncomplete = () => {
+                req.result.close();
+                resolve();
+              };
+              tx.onerror = () => reject(tx.error);
+            };
+          }),
+      );
+      for (const path of ["/checkout/?order=abc", "/checkout/"]) {
+        await page.goto(`${server.base}${path}`);
+        await page.waitForSelector("body[data-ready=true]", { timeout: 20_000 });
+        assert.equal(await page.locator("#order").isHidden(), true, `${path}: no order shown`);
+      }
+      // And it still works: an order, created and paid.
+      await page.click("#create-order");
+      await page.waitForFunction(() => !document.getElementById("order").hidden);
+      const id = (await page.locator("#order-id").textContent()).replace("#", "");
+      assert.match(id, /^[1-9][0-9]*$/);
+      await page.click("#pay");
+      await page.waitForFunction(() => document.getElementById("order-paid").textContent === "yes");
+      const charges = await providerCharges(server, "demo", id);
+      assert.equal(charges.providerCharges.length, 1);
+      assert.equal(charges.order.paid, true);
+      assert.doesNotMatch(await page.locator("#log").textContent(), /strconv|failed to start/);
       assert.deepEqual(failures, []);
     });
   }

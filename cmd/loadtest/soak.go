@@ -1,0 +1,584 @@
+package main
+
+// The soak: does the server give back what hostile traffic made it take?
+// With -soak the tool starts one example server per backend (SQLite in a
+// file of its own, then PostgreSQL in the run's schema), with its default
+// limits and its connection timeouts shortened (-soak-conn-timeout), so
+// that an hour's turnover of slow and idle connections fits in
+// -soak-duration. For that long it sends, all at once:
+//
+//   - large distinct documents (just under the body limit: never cached)
+//     and medium distinct ones (under the document cache's size limit:
+//     cached until the cache's byte budget pushes them out);
+//   - slow bodies (a byte every 100 ms, never finished) and idle
+//     keep-alive connections (one request, then nothing), each reopened
+//     when the server closes it, and left open when the traffic stops:
+//     the server has to close them itself;
+//   - invalid input: every request of package hostile's catalogue, fresh
+//     each time, and ids and amounts the server must refuse;
+//   - honest traffic: keyed createOrder then createPayment, each retried
+//     with the same key (a transport error, IDEMPOTENCY_IN_PROGRESS) and
+//     sent again once more to check the replay answers the same id.
+//
+// It samples the server process's resident memory (VmRSS in
+// /proc/PID/status), its open file descriptors (/proc/PID/fd) and its
+// goroutines (go_goroutine_count on its -metrics-addr, up to 15 s old)
+// before the traffic, every second during it, and after it until each is
+// back within its margin of where it started (soakMargins), at least 16 s
+// (a goroutine count from after the traffic) and at most -soak-settle
+// more. It
+// exits 1 when one is not back by then, when an honest request did not get
+// its result, or when a hostile request got anything but its refusal.
+//
+//	go run ./cmd/loadtest -soak -soak-duration 30s   # scripts/test
+//	go run ./cmd/loadtest -soak -soak-duration 10m   # for docs/limits.md
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goovo/idem/internal/testkit/hostile"
+)
+
+// soakConfig holds the -soak flags.
+type soakConfig struct {
+	on          bool
+	duration    time.Duration
+	settle      time.Duration
+	connTimeout time.Duration
+	slowConns   int
+	idleConns   int
+}
+
+func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
+	fs.BoolVar(&c.on, "soak", false, "send hostile and honest traffic for -soak-duration, on SQLite and PostgreSQL, and check the server's memory, file descriptors and goroutines come back to where they started, instead of the load run")
+	fs.DurationVar(&c.duration, "soak-duration", time.Minute, "with -soak: how long the traffic runs on each backend")
+	fs.DurationVar(&c.settle, "soak-settle", time.Minute, "with -soak: how long the server has, after the traffic, to come back within the margins")
+	fs.DurationVar(&c.connTimeout, "soak-conn-timeout", 2*time.Second, "with -soak: the server's -read-header-timeout, -read-timeout and -idle-timeout (its defaults are minutes: shortened so that connections turn over within the run)")
+	fs.IntVar(&c.slowConns, "soak-slow-conns", 50, "with -soak: connections kept sending a body a byte at a time")
+	fs.IntVar(&c.idleConns, "soak-idle-conns", 50, "with -soak: keep-alive connections kept idle")
+}
+
+// soakMargins are how far above its start a figure may stay once the
+// traffic has stopped. Memory: the document cache's budget (16 MiB, kept
+// on purpose), the heap's room to grow before the next collection
+// (GOGC=100: as much again), and what the runtime has not yet given back
+// to the system (measured: 20 to 53 MB above the start); far below what an
+// unbounded cache kept (the 900 kB documents alone, half a gigabyte); descriptors: a few database connections (a pool opens
+// one late, up to its bounded size; the client connections are all
+// closed); goroutines: a few, for those connections and the pools'
+// background work.
+var soakMargins = soakSample{rss: 96 << 20, fds: 8, goroutines: 16}
+
+// goroutineStaleness is how old the goroutine count the metrics export
+// can be: OpenTelemetry's runtime instrumentation reads the runtime at
+// most every 15 s.
+const goroutineStaleness = 15 * time.Second
+
+// soakSample is one sample of the server process.
+type soakSample struct {
+	rss        int64 // bytes
+	fds        int
+	goroutines int
+}
+
+func (s soakSample) String() string {
+	return fmt.Sprintf("RSS %5.1f MB, %4d fds, %4d goroutines", float64(s.rss)/1e6, s.fds, s.goroutines)
+}
+
+// within reports whether s is no more than margin above start, and says
+// what is not.
+func (s soakSample) within(start, margin soakSample) (bool, string) {
+	var over []string
+	if s.rss > start.rss+margin.rss {
+		over = append(over, fmt.Sprintf("RSS %.1f MB > %.1f MB + %.1f MB", float64(s.rss)/1e6, float64(start.rss)/1e6, float64(margin.rss)/1e6))
+	}
+	if s.fds > start.fds+margin.fds {
+		over = append(over, fmt.Sprintf("fds %d > %d + %d", s.fds, start.fds, margin.fds))
+	}
+	if s.goroutines > start.goroutines+margin.goroutines {
+		over = append(over, fmt.Sprintf("goroutines %d > %d + %d", s.goroutines, start.goroutines, margin.goroutines))
+	}
+	return len(over) == 0, strings.Join(over, ", ")
+}
+
+// runSoak runs the soak on SQLite, then on PostgreSQL (pgEnv: the servers'
+// environment for it).
+func runSoak(ctx context.Context, c soakConfig, bin, tmp string, pgEnv []string) error {
+	targets := []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"sqlite", []string{"DATABASE_URL=", "PROVIDER_DATABASE_URL="}, []string{"-db", filepath.Join(tmp, "soak.db")}},
+		{"postgres", pgEnv, nil},
+	}
+	fmt.Printf("soak: %v of hostile and honest traffic per backend, connection timeouts %v; margins after it: %s above the start\n",
+		c.duration, c.connTimeout, soakMargins)
+	var failed []string
+	for _, tg := range targets {
+		metricsAddr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		t := c.connTimeout.String()
+		args := append([]string{"-sweep-every", "0", "-materialize-every", "0", "-metrics-addr", metricsAddr,
+			"-read-header-timeout", t, "-read-timeout", t, "-idle-timeout", t}, tg.args...)
+		srv, err := startAdversaryServer(ctx, bin, filepath.Join(tmp, "soak-"+tg.name+".log"), tg.env, args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", tg.name, err)
+		}
+		problems, err := soakOne(ctx, c, srv, "http://"+metricsAddr+"/metrics")
+		srv.stop()
+		if err != nil {
+			return fmt.Errorf("%s: %w", tg.name, err)
+		}
+		for _, p := range problems {
+			failed = append(failed, tg.name+": "+p)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("soak:\n  %s", strings.Join(failed, "\n  "))
+	}
+	fmt.Println("\nsoak: every honest request got its result, every hostile one its refusal, and memory, file descriptors and goroutines came back within their margins")
+	return nil
+}
+
+// soakCounts counts what one kind of traffic got.
+type soakCounts struct {
+	mu         sync.Mutex
+	outcomes   map[string]int
+	firstError string // the first transport error's text
+}
+
+func (s *soakCounts) add(outcome string) {
+	if rest, ok := strings.CutPrefix(outcome, "transport error: "); ok {
+		s.mu.Lock()
+		if s.firstError == "" {
+			s.firstError = rest
+		}
+		s.mu.Unlock()
+		outcome = "transport error"
+	}
+	s.mu.Lock()
+	if s.outcomes == nil {
+		s.outcomes = map[string]int{}
+	}
+	s.outcomes[outcome]++
+	s.mu.Unlock()
+}
+
+func (s *soakCounts) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	n := 0
+	for k, v := range s.outcomes {
+		out = append(out, fmt.Sprintf("%s %d", k, v))
+		n += v
+	}
+	if s.firstError != "" {
+		out = append(out, "the first transport error: "+s.firstError)
+	}
+	return fmt.Sprintf("%6d: %s", n, strings.Join(out, ", "))
+}
+
+// soakOne soaks one server and returns what went wrong.
+func soakOne(ctx context.Context, c soakConfig, srv *advServer, metricsURL string) ([]string, error) {
+	pid := srv.cmd.Process.Pid
+	scrape := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	sample := func() (soakSample, error) { return sampleProcess(ctx, pid, scrape, metricsURL) }
+
+	hc := &http.Client{Timeout: time.Minute}
+	defer hc.CloseIdleConnections()
+	honest := map[string]*soakCounts{"createOrder": {}, "createPayment": {}, "replay differs": {}}
+
+	kinds := map[string]*soakCounts{}
+	var wrong []string
+	var wrongMu sync.Mutex
+	want := func(kind, outcome, expected string) {
+		kinds[kind].add(outcome)
+		if outcome != expected && outcome != "canceled" {
+			wrongMu.Lock()
+			if len(wrong) < 20 {
+				wrong = append(wrong, fmt.Sprintf("%s: %s, not %s", kind, outcome, expected))
+			}
+			wrongMu.Unlock()
+		}
+	}
+	for _, k := range []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"} {
+		kinds[k] = &soakCounts{}
+	}
+
+	var n atomic.Int64
+	var peak soakSample
+	var catalogue []hostile.Request
+	// traffic sends every kind of traffic for d and samples the process
+	// every second meanwhile.
+	// Connections the traffic left open when it stopped, as an attacker
+	// would: the server must close them itself.
+	var held []net.Conn
+	var heldMu sync.Mutex
+	hold := func(c net.Conn) { heldMu.Lock(); held = append(held, c); heldMu.Unlock() }
+	closeHeld := func() {
+		heldMu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+		heldMu.Unlock()
+	}
+	defer closeHeld()
+	traffic := func(d time.Duration) {
+		tctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		var wg sync.WaitGroup
+		// Documents the server has not seen: 900 kB (under the body limit,
+		// over the cache's size limit) and 40 kB (cached).
+		for _, d := range []struct {
+			kind string
+			size int
+		}{{"large document", 900 << 10}, {"medium document", 40 << 10}} {
+			wg.Go(func() {
+				for tctx.Err() == nil {
+					q := fmt.Sprintf("{ __typename } # %d %s", n.Add(1), strings.Repeat("x", d.size))
+					want(d.kind, advPost(tctx, hc, srv.url, "tenant-a", q, nil).outcome, "ok")
+				}
+			})
+		}
+		// Invalid input: the catalogue, fresh each time, and ids and amounts
+		// the server refuses in its own words.
+		wg.Go(func() {
+			for i := 0; tctx.Err() == nil; i++ {
+				switch i % 3 {
+				case 0:
+					r := catalogue[rand.IntN(len(catalogue))]
+					want("invalid input", advSend(tctx, hc, srv.url, "tenant-a", r.Fresh(int(n.Add(1)))), r.Want)
+				case 1:
+					want("invalid input", advPost(tctx, hc, srv.url, "tenant-a", `{ order(id: "abc") { id } }`, nil).outcome, "BAD_USER_INPUT")
+				case 2:
+					want("invalid input", advPost(tctx, hc, srv.url, "tenant-a",
+						fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 2147483648, currency: "EUR"}) { id } }`, advKey()), nil).outcome,
+						"BAD_USER_INPUT")
+				}
+			}
+		})
+		addr := strings.TrimSuffix(strings.TrimPrefix(srv.url, "http://"), "/query")
+		for range c.slowConns {
+			wg.Go(func() {
+				for tctx.Err() == nil {
+					kinds["slow body"].add(soakSlowBody(tctx, addr, hold))
+				}
+			})
+		}
+		for range c.idleConns {
+			wg.Go(func() {
+				for tctx.Err() == nil {
+					kinds["idle keep-alive"].add(soakIdle(tctx, addr, hold))
+				}
+			})
+		}
+		for range 2 {
+			wg.Go(func() {
+				for tctx.Err() == nil {
+					soakHonest(tctx, hc, srv.url, honest)
+				}
+			})
+		}
+		wg.Go(func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tctx.Done():
+					return
+				case <-tick.C:
+				}
+				if s, err := sample(); err == nil {
+					peak = soakSample{max(peak.rss, s.rss), max(peak.fds, s.fds), max(peak.goroutines, s.goroutines)}
+				}
+			}
+		})
+		wg.Wait()
+		hc.CloseIdleConnections()
+	}
+
+	order := "1"
+	if id, _ := advCreateOrder(ctx, hc, srv.url, "tenant-a", 100, "{ id }"); id != "" {
+		order = id
+	}
+	catalogue = hostile.Catalogue(order)
+	// The start: after a moment of the same traffic, so that the
+	// connection pools have grown to what this traffic makes them (a
+	// bounded size, not a leak) and the runtime is as a running server
+	// has it.
+	traffic(3 * time.Second)
+	closeHeld()
+	window := c.connTimeout + goroutineStaleness + time.Second
+	start, err := settle(ctx, sample, nil, soakSample{}, window, window+c.settle)
+	if err != nil {
+		return nil, fmt.Errorf("before the traffic: %w", err)
+	}
+	fmt.Printf("\n== soak: %s\n  start:  %s\n", srv.url, start)
+	for _, k := range kinds {
+		k.outcomes = nil
+	}
+	for _, k := range honest {
+		k.outcomes = nil
+	}
+	peak = soakSample{}
+	traffic(c.duration)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	fmt.Printf("  peak:   %s\n", peak)
+
+	began := time.Now()
+	end, err := settle(ctx, sample, &start, soakMargins, goroutineStaleness+time.Second, goroutineStaleness+c.settle)
+	var problems []string
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	fmt.Printf("  after:  %s (%v after the traffic stopped)\n", end, time.Since(began).Round(100*time.Millisecond))
+	for _, k := range []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"} {
+		fmt.Printf("  %-16s %s\n", k, kinds[k])
+	}
+	for _, k := range []string{"createOrder", "createPayment", "replay differs"} {
+		fmt.Printf("  %-16s %s\n", k, honest[k])
+	}
+	honest["replay differs"].mu.Lock()
+	if d := len(honest["replay differs"].outcomes); d > 0 {
+		problems = append(problems, "a replay answered another id than its first answer")
+	}
+	honest["replay differs"].mu.Unlock()
+	for _, k := range []string{"createOrder", "createPayment"} {
+		honest[k].mu.Lock()
+		for o, v := range honest[k].outcomes {
+			if o != "ok" && o != "canceled" {
+				problems = append(problems, fmt.Sprintf("honest %s: %d answers %s after their retries", k, v, o))
+			}
+		}
+		honest[k].mu.Unlock()
+	}
+	return append(problems, wrong...), nil
+}
+
+// settle samples the process every 250 ms until the sample is within
+// margin of start, and window has passed (the goroutine count can be that
+// old), or, with start nil, until the descriptors and goroutines have not
+// changed for window (longer than the connection timeouts: the start), for
+// at most bound, and returns the last sample.
+func settle(ctx context.Context, sample func() (soakSample, error), start *soakSample, margin soakSample, window, bound time.Duration) (soakSample, error) {
+	began := time.Now()
+	deadline := began.Add(bound)
+	var prev soakSample
+	stableSince := time.Now()
+	for i := 0; ; i++ {
+		s, err := sample()
+		if err != nil {
+			return s, err
+		}
+		if start == nil {
+			if i == 0 || s.fds != prev.fds || s.goroutines != prev.goroutines {
+				stableSince = time.Now()
+			} else if time.Since(stableSince) >= window {
+				return s, nil
+			}
+		} else if ok, _ := s.within(*start, margin); ok && time.Since(began) >= window {
+			return s, nil
+		}
+		prev = s
+		if time.Now().After(deadline) {
+			if start == nil {
+				return s, fmt.Errorf("the server did not settle in %v", bound)
+			}
+			_, why := s.within(*start, margin)
+			return s, fmt.Errorf("not back within the margins %v after the traffic: %s", bound, why)
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// sampleProcess reads the process's VmRSS and descriptors from /proc and
+// its goroutines from its metrics.
+func sampleProcess(ctx context.Context, pid int, hc *http.Client, metricsURL string) (soakSample, error) {
+	var s soakSample
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, err
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return s, fmt.Errorf("VmRSS: %w", err)
+			}
+			s.rss = kb << 10
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return s, err
+	}
+	s.fds = len(fds)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	res, err := hc.Do(req)
+	if err != nil {
+		return s, fmt.Errorf("metrics: %w", err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "go_goroutine_count") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return s, fmt.Errorf("metrics: %q: %w", line, err)
+			}
+			s.goroutines = int(v)
+			return s, nil
+		}
+	}
+	return s, errors.New("metrics: no go_goroutine_count")
+}
+
+// soakHonest creates an order and pays it, each with a key of its own,
+// retried with that key until it has a result, then sent once more: the
+// replay must answer the same id.
+func soakHonest(ctx context.Context, hc *http.Client, url string, counts map[string]*soakCounts) {
+	send := func(field, query string) string {
+		var id string
+		outcome := ""
+		for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
+			a := advPost(ctx, hc, url, "tenant-b", query, nil)
+			outcome = a.outcome
+			if outcome == "ok" {
+				var d map[string]struct{ ID string }
+				if json.Unmarshal(a.data, &d) == nil {
+					id = d[field].ID
+				}
+				break
+			}
+			if outcome != "transport error" && outcome != "client timeout" && outcome != "IDEMPOTENCY_IN_PROGRESS" {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // a retry's backoff
+		}
+		if ctx.Err() != nil {
+			outcome = "canceled"
+		}
+		counts[field].add(outcome)
+		if id != "" {
+			again := advPost(ctx, hc, url, "tenant-b", query, nil)
+			var d map[string]struct{ ID string }
+			if again.outcome == "ok" && json.Unmarshal(again.data, &d) == nil && d[field].ID != id {
+				counts["replay differs"].add(field)
+			}
+		}
+		return id
+	}
+	order := send("createOrder", fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 100, currency: "EUR"}) { id } }`, advKey()))
+	if order == "" {
+		return
+	}
+	send("createPayment", fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { id } }`, advKey(), order))
+}
+
+// soakSlowBody opens a connection, declares a body of 1 MB and sends it a
+// byte every 100 ms until the server closes the connection (its read
+// timeout) or ctx ends, when it gives the connection, open, to hold. It
+// returns how it ended.
+func soakSlowBody(ctx context.Context, addr string, hold func(net.Conn)) string {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "canceled"
+		}
+		return "transport error: " + err.Error()
+	}
+	if _, err := fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n", addr); err != nil {
+		conn.Close()
+		return advTransportOutcome(ctx, err)
+	}
+	closed := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, conn); close(closed) }()
+	for {
+		select {
+		case <-closed:
+			conn.Close()
+			return "closed by the server"
+		case <-ctx.Done():
+			hold(conn)
+			return "left open"
+		case <-time.After(100 * time.Millisecond):
+		}
+		if _, err := conn.Write([]byte(" ")); err != nil {
+			<-closed
+			conn.Close()
+			return "closed by the server"
+		}
+	}
+}
+
+// soakIdle opens a keep-alive connection, sends one request on it, reads
+// the answer, and waits until the server closes it (its idle timeout) or
+// ctx ends, when it gives the connection, open, to hold.
+func soakIdle(ctx context.Context, addr string, hold func(net.Conn)) string {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "canceled"
+		}
+		return "transport error: " + err.Error()
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Now()) })
+	body := `{"query":"{ __typename }"}`
+	if _, err := fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body); err != nil {
+		conn.Close()
+		return advTransportOutcome(ctx, err)
+	}
+	rd := bufio.NewReader(conn)
+	res, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		conn.Close()
+		return advTransportOutcome(ctx, err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	_, err = rd.ReadByte()
+	if !stop() && ctx.Err() != nil {
+		_ = conn.SetReadDeadline(time.Time{})
+		hold(conn)
+		return "left open"
+	}
+	defer conn.Close()
+	if err == io.EOF {
+		return "closed by the server"
+	} else if err != nil {
+		return advTransportOutcome(ctx, err)
+	}
+	return "the server sent more"
+}
