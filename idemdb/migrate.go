@@ -2,7 +2,6 @@ package idemdb
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -28,9 +27,11 @@ const sqliteMigrationTries = 10
 // duplicate key value violates unique constraint
 // "pg_type_typname_nsp_index").
 //
-// On PostgreSQL, migrate runs under a session advisory lock of the URL's
-// schema, held on a connection of its own (the pool needs two): the next
-// process waits, as long as ctx allows, and then finds nothing to do.
+// On PostgreSQL, migrate runs under a transaction's advisory lock of the
+// URL's schema, held by a transaction of its own (the pool needs two
+// connections), which also holds behind PgBouncer in transaction pooling
+// mode: the next process waits, as long as ctx allows, and then finds
+// nothing to do.
 // SQLite's write lock serialises each statement, not a migration: a run
 // that loses a race to another process fails on a table that process just
 // made, so it runs again (a few times, while ctx allows) and finds it made.
@@ -47,22 +48,18 @@ func MigrateLocked(ctx context.Context, drv Driver, migrate func(context.Context
 		}
 		return err
 	}
-	conn, err := drv.DB().Conn(ctx)
+	// A transaction's advisory lock, not a session's: behind PgBouncer in
+	// transaction pooling mode a session lock and its unlock may reach
+	// two server connections, leaving the lock held for ever on the first
+	// (the next start then waited on it); a transaction keeps its server
+	// connection, and its lock ends with it, on a crash too.
+	tx, err := drv.DB().BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("idemdb: migration lock: %w", err)
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock(hashtext($1 || current_schema()))", migrationLockKey); err != nil {
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1 || current_schema()))", migrationLockKey); err != nil {
 		return fmt.Errorf("idemdb: migration lock: %w", err)
 	}
-	defer func() {
-		// Unlock even when ctx ended; a connection that could not unlock
-		// is closed rather than given back to the pool with the lock.
-		unlock, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, err := conn.ExecContext(unlock, "SELECT pg_advisory_unlock(hashtext($1 || current_schema()))", migrationLockKey); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-	}()
 	return migrate(ctx)
 }

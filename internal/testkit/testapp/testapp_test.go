@@ -50,9 +50,19 @@ func TestGeneratedMutationOnAnotherEntity(t *testing.T) {
 		if rec := be.Record("org-2", "ship-1"); rec.Org != "org-2" {
 			t.Fatalf("scope field not set from the context: %+v", rec)
 		}
-		// The schema's own lease (10s), not the hook's default (30s).
-		rec := be.Record("org-1", "ship-1")
-		if got := rec.IdempotencyLeaseExpiresAt.Sub(*rec.IdempotencyClaimedAt); got != 10*time.Second {
+		// The schema's own lease (10s), not the hook's default (30s), read
+		// while the claim is pending: once finished, the record's
+		// lease_expires_at holds the expiry its answer promised.
+		var pending *ent.Shipment
+		be.Resolver.Hook = func(context.Context, *ent.Shipment) error {
+			pending = be.Record("org-1", "ship-3")
+			return nil
+		}
+		if r := be.Post("org-1", "ship-3", 1500); len(r.Errors) > 0 {
+			t.Fatalf("ship-3: %s", r.Body)
+		}
+		be.Resolver.Hook = nil
+		if got := pending.IdempotencyLeaseExpiresAt.Sub(*pending.IdempotencyClaimedAt); got != 10*time.Second {
 			t.Fatalf("lease %v, want the schema's 10s", got)
 		}
 	})
