@@ -19,9 +19,12 @@ import (
 // is not waited for. Each case runs real processes against a private
 // cluster that the test starts late, or fills.
 func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	bin := proctest.Build(t, ".")
+	// Bounds the cluster's start and the test's own connections (the
+	// servers wait up to their -db-connect-timeout of 2m); counted from
+	// after the build, which alone can take minutes on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	// Superuser slots count like the others here, so that the test's own
 	// connections (as postgres, like the server's) fill the cluster.
 	c, err := pgcluster.Init(ctx, pgcluster.Options{Settings: map[string]string{
