@@ -163,7 +163,7 @@ type adversaryPhase struct {
 	victims map[string]*timings // by mutation
 	attacks []string
 	sent    map[string]*timings // by kind
-	want    map[string]string      // by kind
+	want    map[string]string   // by kind
 }
 
 // adversaryReport holds the phases of one server.
