@@ -63,10 +63,9 @@ func runAnchor(e *runEnv, cfg *benchConfig) error {
 			return err
 		}
 	}
-	rounds := cfg.rounds
-	phase := cfg.duration / time.Duration(rounds)
+	phase := cfg.duration / time.Duration(cfg.rounds)
 	fmt.Printf("anchor: %d test application servers, %d clients, %d rounds of %v per create, on the %s\n",
-		cfg.servers, cfg.clients, rounds, phase, db.name)
+		cfg.servers, cfg.clients, cfg.rounds, phase, db.name)
 	c := &client{
 		http:         &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.clients, MaxIdleConns: cfg.clients * 2}, Timeout: 30 * time.Second},
 		fleet:        f,
@@ -75,45 +74,57 @@ func runAnchor(e *runEnv, cfg *benchConfig) error {
 	pids, run := f.pids(), runID()
 	totals := map[string]*anchorTotals{}
 	var seq atomic.Int64
-	for round := range rounds {
+	key := func() string { return fmt.Sprintf("anchor-%s-%d", run, seq.Add(1)) }
+	for round := range cfg.rounds {
 		for _, v := range anchorVariants {
-			backends, err := backendPIDs(ctx, db, app)
-			if err != nil {
-				return err
+			if totals[v.name] == nil {
+				totals[v.name] = &anchorTotals{}
 			}
-			before := readCPU(pids)
-			done, elapsed, lat, err := anchorPhase(ctx, c, v, cfg.clients, phase, func() string {
-				return fmt.Sprintf("anchor-%s-%d", run, seq.Add(1))
-			})
-			if err != nil {
+			if err := totals[v.name].measure(e, c, pids, app, v, cfg.clients, phase, key); err != nil {
 				return fmt.Errorf("%s, round %d: %w", v.name, round+1, err)
 			}
-			after := readCPU(pids)
-			// The pools may have opened connections during the phase: their
-			// backends count from zero; those that ended count not at all.
-			later, err := backendPIDs(ctx, db, app)
-			if err != nil {
-				return err
-			}
-			for pid := range later {
-				backends[pid] = true
-			}
-			t := totals[v.name]
-			if t == nil {
-				t = &anchorTotals{}
-				totals[v.name] = t
-			}
-			t.done += done
-			t.elapsed += elapsed
-			t.serverCPU += after.servers - before.servers
-			for pid := range backends {
-				if a, ok := after.postgres[pid]; ok {
-					t.pgCPU += a - before.postgres[pid]
-				}
-			}
-			t.latencies = append(t.latencies, lat...)
 		}
 	}
+	printAnchor(totals)
+	return nil
+}
+
+// measure runs one phase of v and adds what it did to t.
+func (t *anchorTotals) measure(e *runEnv, c *client, pids []int, app string, v anchorVariant, clients int, phase time.Duration, key func() string) error {
+	backends, err := backendPIDs(e.ctx, e.db, app)
+	if err != nil {
+		return err
+	}
+	before := readCPU(pids)
+	done, elapsed, lat, err := anchorPhase(e.ctx, c, v, clients, phase, key)
+	if err != nil {
+		return err
+	}
+	after := readCPU(pids)
+	// The pools may have opened connections during the phase: their
+	// backends count from zero; those that ended count not at all.
+	later, err := backendPIDs(e.ctx, e.db, app)
+	if err != nil {
+		return err
+	}
+	for pid := range later {
+		backends[pid] = true
+	}
+	t.done += done
+	t.elapsed += elapsed
+	t.serverCPU += after.servers - before.servers
+	for pid := range backends {
+		if a, ok := after.postgres[pid]; ok {
+			t.pgCPU += a - before.postgres[pid]
+		}
+	}
+	t.latencies = append(t.latencies, lat...)
+	return nil
+}
+
+// printAnchor prints each variant's figures and their ratios to plain, for
+// people, then for bench/run.
+func printAnchor(totals map[string]*anchorTotals) {
 	plain := totals["plain"]
 	rate := func(t *anchorTotals) float64 { return float64(t.done) / t.elapsed.Seconds() }
 	perCall := func(cpu float64, t *anchorTotals) float64 { return cpu * 1e6 / float64(t.done) }
@@ -135,7 +146,6 @@ func runAnchor(e *runEnv, cfg *benchConfig) error {
 			perCall(t.serverCPU, t), perCall(t.serverCPU, t)/perCall(plain.serverCPU, plain),
 			perCall(t.pgCPU, t), perCall(t.pgCPU, t)/perCall(plain.pgCPU, plain))
 	}
-	return nil
 }
 
 // anchorPhase sends v's create from clients concurrent clients to the

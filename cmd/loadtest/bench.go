@@ -76,11 +76,7 @@ func (c *benchConfig) needs() needs {
 	return needs{server: !c.anchor, cluster: c.countStatements > 0}
 }
 
-// run measures the servers' throughput without faults or duplicates:
-// createOrder (atomic mode) for c.duration, then createPayment (lease
-// mode, provider without latency or failures) of the orders just created
-// for c.duration. With c.countStatements it counts the statements of each
-// mutation instead.
+// run runs the anchor, the statement count or the bench.
 func (c *benchConfig) run(e *runEnv) error {
 	switch {
 	case c.anchor:
@@ -88,7 +84,15 @@ func (c *benchConfig) run(e *runEnv) error {
 	case c.countStatements > 0:
 		return countStatements(e, c)
 	}
-	cfg, ctx, db, bin, tmp := c, e.ctx, e.db, e.bin, e.tmp
+	return runBench(e, c)
+}
+
+// runBench measures the servers' throughput without faults or duplicates:
+// createOrder (atomic mode) for cfg.duration, then createPayment (lease
+// mode, provider without latency or failures) of the orders just created
+// for cfg.duration.
+func runBench(e *runEnv, cfg *benchConfig) error {
+	ctx, db, bin, tmp := e.ctx, e.db, e.bin, e.tmp
 	// The servers' connections carry a name of their own, so that the CPU
 	// of their PostgreSQL backends can be told from everyone else's.
 	app := "loadtest_" + runID()

@@ -199,184 +199,229 @@ func (s *soakCounts) String() string {
 	return fmt.Sprintf("%6d: %s", n, strings.Join(out, ", "))
 }
 
-// soakOne soaks one server and returns what went wrong.
-func soakOne(ctx context.Context, c *soakConfig, f *fleet, metricsURL string) ([]string, error) {
-	pid, url := f.pids()[0], f.url(0)
-	scrape := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	sample := func() (soakSample, error) { return sampleProcess(ctx, pid, scrape, metricsURL) }
+// soakKinds are the kinds of traffic whose answers the soak counts, in
+// the order of its report; soakHonestKinds, those of the honest traffic.
+var (
+	soakKinds       = []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"}
+	soakHonestKinds = []string{"createOrder", "createPayment", "replay differs"}
+)
 
-	cl := newSingleClient(f, time.Minute)
-	defer cl.http.CloseIdleConnections()
-	honest := map[string]*soakCounts{"createOrder": {}, "createPayment": {}, "replay differs": {}}
+// soakRun is the soak of one server.
+type soakRun struct {
+	c      *soakConfig
+	cl     *client
+	url    string
+	sample func() (soakSample, error)
+	honest map[string]*soakCounts // by soakHonestKinds
+	kinds  map[string]*soakCounts // by soakKinds
 
-	kinds := map[string]*soakCounts{}
-	var wrong []string
-	var wrongMu sync.Mutex
-	want := func(kind, outcome, expected string) {
-		kinds[kind].add(outcome)
-		if outcome != expected && outcome != "canceled" {
-			wrongMu.Lock()
-			if len(wrong) < 20 {
-				wrong = append(wrong, fmt.Sprintf("%s: %s, not %s", kind, outcome, expected))
-			}
-			wrongMu.Unlock()
-		}
-	}
-	for _, k := range []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"} {
-		kinds[k] = &soakCounts{}
-	}
+	n         atomic.Int64 // makes every document distinct
+	peak      soakSample
+	catalogue []hostile.Request
 
-	var n atomic.Int64
-	var peak soakSample
-	var catalogue []hostile.Request
-	// traffic sends every kind of traffic for d and samples the process
-	// every second meanwhile.
+	wrongMu sync.Mutex
+	wrong   []string // answers other than expected, the first 20
+
 	// Connections the traffic left open when it stopped, as an attacker
 	// would: the server must close them itself.
-	var held []net.Conn
-	var heldMu sync.Mutex
-	hold := func(c net.Conn) { heldMu.Lock(); held = append(held, c); heldMu.Unlock() }
-	closeHeld := func() {
-		heldMu.Lock()
-		for _, c := range held {
-			c.Close()
-		}
-		held = nil
-		heldMu.Unlock()
-	}
-	defer closeHeld()
-	traffic := func(d time.Duration) {
-		tctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		var wg sync.WaitGroup
-		// Documents the server has not seen: 900 kB (under the body limit,
-		// over the cache's size limit) and 40 kB (cached).
-		for _, d := range []struct {
-			kind string
-			size int
-		}{{"large document", 900 << 10}, {"medium document", 40 << 10}} {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					q := fmt.Sprintf("{ __typename } # %d %s", n.Add(1), strings.Repeat("x", d.size))
-					want(d.kind, cl.query(tctx, "tenant-a", q).outcome, "ok")
-				}
-			})
-		}
-		// Invalid input: the catalogue, fresh each time, and ids and amounts
-		// the server refuses in its own words.
-		wg.Go(func() {
-			for i := 0; tctx.Err() == nil; i++ {
-				switch i % 3 {
-				case 0:
-					r := catalogue[rand.IntN(len(catalogue))]
-					want("invalid input", cl.hostile(tctx, "tenant-a", r.Fresh(int(n.Add(1)))), r.Want)
-				case 1:
-					want("invalid input", cl.query(tctx, "tenant-a", `{ order(id: "abc") { id } }`).outcome, "BAD_USER_INPUT")
-				case 2:
-					want("invalid input", cl.query(tctx, "tenant-a",
-						fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 2147483648, currency: "EUR"}) { id } }`, newKey())).outcome,
-						"BAD_USER_INPUT")
-				}
-			}
-		})
-		addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/query")
-		for range c.slowConns {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					kinds["slow body"].add(soakSlowBody(tctx, addr, hold))
-				}
-			})
-		}
-		for range c.idleConns {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					kinds["idle keep-alive"].add(soakIdle(tctx, addr, hold))
-				}
-			})
-		}
-		for range 2 {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					soakHonest(tctx, cl, honest)
-				}
-			})
-		}
-		wg.Go(func() {
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-tctx.Done():
-					return
-				case <-tick.C:
-				}
-				if s, err := sample(); err == nil {
-					peak = soakSample{max(peak.rss, s.rss), max(peak.fds, s.fds), max(peak.goroutines, s.goroutines)}
-				}
-			}
-		})
-		wg.Wait()
-		cl.http.CloseIdleConnections()
-	}
+	heldMu sync.Mutex
+	held   []net.Conn
+}
 
+// soakOne soaks one server and returns what went wrong.
+func soakOne(ctx context.Context, c *soakConfig, f *fleet, metricsURL string) ([]string, error) {
+	pid := f.pids()[0]
+	scrape := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	r := &soakRun{
+		c: c, cl: newSingleClient(f, time.Minute), url: f.url(0),
+		sample: func() (soakSample, error) { return sampleProcess(ctx, pid, scrape, metricsURL) },
+		honest: map[string]*soakCounts{}, kinds: map[string]*soakCounts{},
+	}
+	defer r.cl.http.CloseIdleConnections()
+	defer r.closeHeld()
+	r.reset()
 	order := "1"
-	if id, _ := cl.createOrder(ctx, "tenant-a", 100); id != "" {
+	if id, _ := r.cl.createOrder(ctx, "tenant-a", 100); id != "" {
 		order = id
 	}
-	catalogue = hostile.Catalogue(order)
+	r.catalogue = hostile.Catalogue(order)
 	// The start: after a moment of the same traffic, so that the
 	// connection pools have grown to what this traffic makes them (a
 	// bounded size, not a leak) and the runtime is as a running server
 	// has it.
-	traffic(3 * time.Second)
-	closeHeld()
+	r.traffic(ctx, 3*time.Second)
+	r.closeHeld()
 	window := c.connTimeout + goroutineStaleness + time.Second
-	start, err := settle(ctx, sample, nil, soakSample{}, window, window+c.settle)
+	start, err := settle(ctx, r.sample, nil, soakSample{}, window, window+c.settle)
 	if err != nil {
 		return nil, fmt.Errorf("before the traffic: %w", err)
 	}
-	fmt.Printf("\n== soak: %s\n  start:  %s\n", url, start)
-	for _, k := range kinds {
-		k.outcomes = nil
-	}
-	for _, k := range honest {
-		k.outcomes = nil
-	}
-	peak = soakSample{}
-	traffic(c.duration)
+	fmt.Printf("\n== soak: %s\n  start:  %s\n", r.url, start)
+	r.reset()
+	r.traffic(ctx, c.duration)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	fmt.Printf("  peak:   %s\n", peak)
+	fmt.Printf("  peak:   %s\n", r.peak)
 
 	began := time.Now()
-	end, err := settle(ctx, sample, &start, soakMargins, goroutineStaleness+time.Second, goroutineStaleness+c.settle)
+	end, err := settle(ctx, r.sample, &start, soakMargins, goroutineStaleness+time.Second, goroutineStaleness+c.settle)
 	var problems []string
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
 	fmt.Printf("  after:  %s (%v after the traffic stopped)\n", end, time.Since(began).Round(100*time.Millisecond))
-	for _, k := range []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"} {
-		fmt.Printf("  %-16s %s\n", k, kinds[k])
+	return append(problems, r.report()...), nil
+}
+
+// reset forgets the counts (not the first transport error, nor the wrong
+// answers) and the peak.
+func (r *soakRun) reset() {
+	for _, m := range []struct {
+		counts map[string]*soakCounts
+		kinds  []string
+	}{{r.kinds, soakKinds}, {r.honest, soakHonestKinds}} {
+		for _, k := range m.kinds {
+			if m.counts[k] == nil {
+				m.counts[k] = &soakCounts{}
+			}
+			m.counts[k].outcomes = nil
+		}
 	}
-	for _, k := range []string{"createOrder", "createPayment", "replay differs"} {
-		fmt.Printf("  %-16s %s\n", k, honest[k])
+	r.peak = soakSample{}
+}
+
+// want counts an answer of kind, and notes it when it is not the expected
+// one.
+func (r *soakRun) want(kind, outcome, expected string) {
+	r.kinds[kind].add(outcome)
+	if outcome != expected && outcome != "canceled" {
+		r.wrongMu.Lock()
+		if len(r.wrong) < 20 {
+			r.wrong = append(r.wrong, fmt.Sprintf("%s: %s, not %s", kind, outcome, expected))
+		}
+		r.wrongMu.Unlock()
 	}
-	honest["replay differs"].mu.Lock()
-	if d := len(honest["replay differs"].outcomes); d > 0 {
+}
+
+func (r *soakRun) hold(c net.Conn) { r.heldMu.Lock(); r.held = append(r.held, c); r.heldMu.Unlock() }
+
+func (r *soakRun) closeHeld() {
+	r.heldMu.Lock()
+	for _, c := range r.held {
+		c.Close()
+	}
+	r.held = nil
+	r.heldMu.Unlock()
+}
+
+// traffic sends every kind of traffic for d and samples the process every
+// second meanwhile.
+func (r *soakRun) traffic(ctx context.Context, d time.Duration) {
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	// Documents the server has not seen: 900 kB (under the body limit,
+	// over the cache's size limit) and 40 kB (cached).
+	for _, d := range []struct {
+		kind string
+		size int
+	}{{"large document", 900 << 10}, {"medium document", 40 << 10}} {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				q := fmt.Sprintf("{ __typename } # %d %s", r.n.Add(1), strings.Repeat("x", d.size))
+				r.want(d.kind, r.cl.query(tctx, "tenant-a", q).outcome, "ok")
+			}
+		})
+	}
+	wg.Go(func() { r.invalid(tctx) })
+	addr := strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/query")
+	for range r.c.slowConns {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				r.kinds["slow body"].add(soakSlowBody(tctx, addr, r.hold))
+			}
+		})
+	}
+	for range r.c.idleConns {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				r.kinds["idle keep-alive"].add(soakIdle(tctx, addr, r.hold))
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				soakHonest(tctx, r.cl, r.honest)
+			}
+		})
+	}
+	wg.Go(func() { r.samplePeak(tctx) })
+	wg.Wait()
+	r.cl.http.CloseIdleConnections()
+}
+
+// invalid sends invalid input until ctx ends: the catalogue, fresh each
+// time, and ids and amounts the server refuses in its own words.
+func (r *soakRun) invalid(ctx context.Context) {
+	for i := 0; ctx.Err() == nil; i++ {
+		switch i % 3 {
+		case 0:
+			h := r.catalogue[rand.IntN(len(r.catalogue))]
+			r.want("invalid input", r.cl.hostile(ctx, "tenant-a", h.Fresh(int(r.n.Add(1)))), h.Want)
+		case 1:
+			r.want("invalid input", r.cl.query(ctx, "tenant-a", `{ order(id: "abc") { id } }`).outcome, "BAD_USER_INPUT")
+		case 2:
+			r.want("invalid input", r.cl.query(ctx, "tenant-a",
+				fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 2147483648, currency: "EUR"}) { id } }`, newKey())).outcome,
+				"BAD_USER_INPUT")
+		}
+	}
+}
+
+// samplePeak samples the process every second until ctx ends, keeping
+// the largest figures.
+func (r *soakRun) samplePeak(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s, err := r.sample(); err == nil {
+			r.peak = soakSample{max(r.peak.rss, s.rss), max(r.peak.fds, s.fds), max(r.peak.goroutines, s.goroutines)}
+		}
+	}
+}
+
+// report prints what each kind of traffic got and returns what went wrong.
+func (r *soakRun) report() []string {
+	for _, k := range soakKinds {
+		fmt.Printf("  %-16s %s\n", k, r.kinds[k])
+	}
+	for _, k := range soakHonestKinds {
+		fmt.Printf("  %-16s %s\n", k, r.honest[k])
+	}
+	var problems []string
+	differ := r.honest["replay differs"]
+	differ.mu.Lock()
+	if d := len(differ.outcomes); d > 0 {
 		problems = append(problems, "a replay answered another id than its first answer")
 	}
-	honest["replay differs"].mu.Unlock()
+	differ.mu.Unlock()
 	for _, k := range []string{"createOrder", "createPayment"} {
-		honest[k].mu.Lock()
-		for o, v := range honest[k].outcomes {
+		r.honest[k].mu.Lock()
+		for o, v := range r.honest[k].outcomes {
 			if o != "ok" && o != "canceled" {
 				problems = append(problems, fmt.Sprintf("honest %s: %d answers %s after their retries", k, v, o))
 			}
 		}
-		honest[k].mu.Unlock()
+		r.honest[k].mu.Unlock()
 	}
-	return append(problems, wrong...), nil
+	return append(problems, r.wrong...)
 }
 
 // settle samples the process every 250 ms until the sample is within
