@@ -52,6 +52,9 @@ func TestPlanFaults(t *testing.T) {
 	var kinds []string
 	for i, f := range plan {
 		kinds = append(kinds, f.kind)
+		if faultKinds[f.kind] == nil {
+			t.Errorf("fault %d: no injector for %q", i, f.kind)
+		}
 		if want := time.Duration(i+1) * 10 * time.Second; f.at != want {
 			t.Errorf("fault %d at %v, want %v", i, f.at, want)
 		}

@@ -114,8 +114,10 @@ func parse(args []string, stderr io.Writer) (command, *dbConfig, error) {
 	addDBFlags(fs, dc)
 	cmd := sc.define(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: go run ./cmd/loadtest %s [flags]\n\n%s.\n\nflags (the database flags are every subcommand's):\n", sc.name, sc.summary)
-		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "usage: go run ./cmd/loadtest %s [flags]\n\n%s.\n\nflags:\n", sc.name, sc.summary)
+		printFlags(stderr, fs, false)
+		fmt.Fprintln(stderr, "\ndatabase flags (every subcommand's):")
+		printFlags(stderr, fs, true)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, nil, err
@@ -137,4 +139,20 @@ func usage(w io.Writer) {
 	for _, sc := range subcommands {
 		fmt.Fprintf(w, "  %-10s %s\n", sc.name, sc.summary)
 	}
+}
+
+// printFlags prints the defaults of fs's database flags (db) or of the
+// others.
+func printFlags(w io.Writer, fs *flag.FlagSet, db bool) {
+	dbFlags := flag.NewFlagSet("", flag.ContinueOnError)
+	addDBFlags(dbFlags, &dbConfig{})
+	part := flag.NewFlagSet("", flag.ContinueOnError)
+	part.SetOutput(w)
+	fs.VisitAll(func(f *flag.Flag) {
+		if (dbFlags.Lookup(f.Name) != nil) == db {
+			part.Var(f.Value, f.Name, f.Usage)
+			part.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	part.PrintDefaults()
 }
