@@ -1,7 +1,7 @@
 package main
 
-// The adversary: how much can one hostile tenant hold up another? With
-// -adversary the tool starts one example server per backend (SQLite in a
+// loadtest adversary: how much can one hostile tenant hold up another? It
+// starts one example server per backend (SQLite in a
 // file of its own, then PostgreSQL in the run's schema) and times tenant B's
 // ordinary mutations (createOrder, then createPayment of that order), one
 // request at a time from each of B's clients: alone, then while tenant A
@@ -13,7 +13,7 @@ package main
 // padding, introspection, batches, bodies over the limit), a body over the
 // limit sent chunked, and the most expensive payment the default limits
 // allow (a tree of 127 order and payment objects, each a query of its
-// own). With -adversary-limits=false the server runs with its limits off:
+// own). With -limits=false the server runs with its limits off:
 // the attacks as they were before them (give the phases time: one alias
 // bomb then takes twenty seconds, and a fragment bomb never finishes).
 //
@@ -24,22 +24,17 @@ package main
 // the machine under test: with two cores, the attacker's CPU (bodies of
 // megabytes written back to back) slows B too.
 //
-//	go run ./cmd/loadtest -adversary                      # exits 1 on an answer the limits should have prevented
-//	go run ./cmd/loadtest -adversary -adversary-limits=false -adversary-phase 30s
+//	go run ./cmd/loadtest adversary                     # exits 1 on an answer the limits should have prevented
+//	go run ./cmd/loadtest adversary -limits=false -phase 30s
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -51,61 +46,63 @@ import (
 	"github.com/goovo/idem/internal/testkit/hostile"
 )
 
-// adversaryConfig holds the -adversary flags.
+// adversaryConfig holds the flags of loadtest adversary.
 type adversaryConfig struct {
-	on      bool
 	phase   time.Duration
 	victims int
 	limits  bool
-	skip    string
+	skip    *regexp.Regexp
 }
 
-func addAdversaryFlags(fs *flag.FlagSet, c *adversaryConfig) {
-	fs.BoolVar(&c.on, "adversary", false, "measure how a hostile tenant holds up another's mutations, on SQLite and PostgreSQL, instead of the load run")
-	fs.DurationVar(&c.phase, "adversary-phase", 10*time.Second, "with -adversary: length of each phase (the other tenant alone, under each kind of attack, under all of them)")
-	fs.IntVar(&c.victims, "adversary-victims", 2, "with -adversary: concurrent clients of the other tenant")
-	fs.BoolVar(&c.limits, "adversary-limits", true, "with -adversary: the server's request limits on (its defaults); false turns them off, to measure the attacks as they were before them")
-	fs.StringVar(&c.skip, "adversary-skip", "", "with -adversary: a regular expression; the kinds of hostile requests whose names match it are not sent (against a server without the limits, the ones that take minutes each)")
+func defineAdversary(fs *flag.FlagSet) command {
+	c := &adversaryConfig{skip: regexp.MustCompile("^$")}
+	fs.DurationVar(&c.phase, "phase", 10*time.Second, "length of each phase (the other tenant alone, under each kind of attack, under all of them)")
+	fs.IntVar(&c.victims, "victims", 2, "concurrent clients of the other tenant")
+	fs.BoolVar(&c.limits, "limits", true, "the server's request limits on (its defaults); false turns them off, to measure the attacks as they were before them")
+	fs.Func("skip", "a regular expression; the kinds of hostile requests whose names match it are not sent (against a server without the limits, the ones that take minutes each)", func(s string) (err error) {
+		c.skip, err = regexp.Compile(s)
+		return err
+	})
+	return c
 }
 
-// runAdversary runs the measurement on SQLite, then on PostgreSQL (pgEnv
-// is the servers' environment for it: DATABASE_URL and
-// PROVIDER_DATABASE_URL), and prints the figures.
-func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp string, pgEnv []string) error {
-	type target struct {
-		name string
-		env  []string
-		args []string
+func (c *adversaryConfig) check(*flag.FlagSet, *dbConfig) error {
+	if c.phase <= 0 || c.victims < 1 {
+		return errors.New("-phase must be positive, -victims at least 1")
 	}
-	targets := []target{
-		{"sqlite", []string{"DATABASE_URL=", "PROVIDER_DATABASE_URL="}, []string{"-db", filepath.Join(tmp, "adversary.db")}},
-		{"postgres", pgEnv, nil},
-	}
+	return nil
+}
+
+func (c *adversaryConfig) needs() needs { return needs{server: true} }
+
+// run runs the measurement on SQLite, then on PostgreSQL, and prints the
+// figures.
+func (c *adversaryConfig) run(e *runEnv) error {
 	fmt.Printf("adversary: tenant B (%d clients), %v alone, %v under each kind of tenant A's hostile requests, %v under all of them\n", c.victims, c.phase, c.phase, c.phase)
 	var wrong []string
-	for _, tg := range targets {
-		args := append([]string{"-sweep-every", "0", "-materialize-every", "0"}, tg.args...)
-		label := tg.name + ", limits on (defaults)"
+	for _, b := range backends(e, "adversary") {
+		args := []string{"-sweep-every", "0", "-materialize-every", "0"}
+		label := b.name + ", limits on (defaults)"
 		if !c.limits {
 			args = append(args, "-max-body-bytes", "-1", "-max-tokens", "-1", "-max-fields", "-1", "-max-aliases", "-1", "-max-depth", "-1",
 				"-max-nodes", "-1", "-max-field-pairs", "-1", "-max-complexity", "-1")
-			label = tg.name + ", limits off"
+			label = b.name + ", limits off"
 		}
-		srv, err := startAdversaryServer(ctx, bin, filepath.Join(tmp, "adversary-"+tg.name+".log"), tg.env, args)
+		f, err := b.start(e, "adversary", args)
 		if err != nil {
-			return fmt.Errorf("%s: %w", tg.name, err)
+			return fmt.Errorf("%s: %w", b.name, err)
 		}
-		report, err := measureAdversary(ctx, c, srv.url)
-		srv.stop()
+		report, err := c.measure(e.ctx, newSingleClient(f, 2*time.Minute))
+		f.stop()
 		if err != nil {
 			return fmt.Errorf("%s: %w", label, err)
 		}
 		report.print(os.Stdout, label)
 		if c.limits {
-			wrong = append(wrong, report.unexpected(tg.name)...)
+			wrong = append(wrong, report.unexpected(b.name)...)
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	if err := e.ctx.Err(); err != nil {
 		return err
 	}
 	if len(wrong) > 0 {
@@ -115,79 +112,25 @@ func runAdversary(ctx context.Context, c adversaryConfig, bin, tmp string, pgEnv
 	return nil
 }
 
-// advServer is one example server process.
-type advServer struct {
-	url  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startAdversaryServer(ctx context.Context, bin, logName string, env, args []string) (*advServer, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-	logf, err := os.Create(logName)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, append([]string{"-addr", addr}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &advServer{url: "http://" + addr + "/query", cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(s.done) }()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("server exited at start (see %s)", logName)
-		default:
-		}
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			return s, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.stop()
-			return nil, fmt.Errorf("server does not listen on %s (see %s)", addr, logName)
-		}
-	}
-}
-
-func (s *advServer) stop() {
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
-
-// advSample is one timed request.
-type advSample struct {
+// timing is one timed request.
+type timing struct {
 	took    time.Duration
 	outcome string // "ok", an error code, "HTTP 413", or a transport error
 }
 
-// advSamples collects the advSamples of one kind of request.
-type advSamples struct {
+// timings collects the timings of one kind of request.
+type timings struct {
 	mu  sync.Mutex
-	all []advSample
+	all []timing
 }
 
-func (s *advSamples) add(took time.Duration, outcome string) {
+func (s *timings) add(took time.Duration, outcome string) {
 	s.mu.Lock()
-	s.all = append(s.all, advSample{took, outcome})
+	s.all = append(s.all, timing{took, outcome})
 	s.mu.Unlock()
 }
 
-func (s *advSamples) summary() string {
+func (s *timings) summary() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.all) == 0 {
@@ -217,10 +160,10 @@ func (s *advSamples) summary() string {
 // tenant A's requests of the phase's kinds.
 type adversaryPhase struct {
 	name    string
-	victims map[string]*advSamples // by mutation
+	victims map[string]*timings // by mutation
 	attacks []string
-	sent    map[string]*advSamples // by kind
-	want    map[string]string      // by kind
+	sent    map[string]*timings // by kind
+	want    map[string]string   // by kind
 }
 
 // adversaryReport holds the phases of one server.
@@ -246,7 +189,7 @@ func (r *adversaryReport) print(w io.Writer, label string) {
 // its refusal.
 func (r *adversaryReport) unexpected(backend string) []string {
 	var out []string
-	check := func(what string, s *advSamples, want string) {
+	check := func(what string, s *timings, want string) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		n := 0
@@ -277,69 +220,63 @@ type adversaryAttack struct {
 	send func(ctx context.Context) string
 }
 
-func measureAdversary(ctx context.Context, c adversaryConfig, url string) (*adversaryReport, error) {
-	hc := &http.Client{Timeout: 2 * time.Minute}
+// measure runs the phases against c's server: tenant B alone, under each
+// kind of attack, under all of them at once.
+func (c *adversaryConfig) measure(ctx context.Context, cl *client) (*adversaryReport, error) {
 	// Tenant A's order to pay in the deep selection.
-	order, err := newAdversaryOrder(ctx, hc, url, "tenant-a")
-	if err != nil {
-		return nil, err
+	order, outcome := cl.createOrder(ctx, "tenant-a", 100)
+	if order == "" {
+		return nil, fmt.Errorf("createOrder: %s", outcome)
 	}
 	attacks := []adversaryAttack{
 		{"8 MiB body, chunked", "HTTP 413", func(ctx context.Context) string {
-			return advPostBody(ctx, hc, url, "tenant-a", paddedQuery(8<<20), false)
+			return cl.rawBody(ctx, "tenant-a", paddedQuery(8<<20))
 		}},
 		{"most expensive payment allowed", "ok", func(ctx context.Context) string {
-			id, outcome := advCreateOrder(ctx, hc, url, "tenant-a", 100, "{ id }")
+			id, outcome := cl.createOrder(ctx, "tenant-a", 100)
 			if outcome == "canceled" {
 				return outcome // the phase ended during its first step: not an answer
 			}
 			if id == "" {
 				return "createOrder " + outcome
 			}
-			return advPost(ctx, hc, url, "tenant-a", hostile.ExpensivePayment(advKey(), id), nil).outcome
+			return cl.query(ctx, "tenant-a", hostile.ExpensivePayment(newKey(), id)).outcome
 		}},
 	}
-	skip := regexp.MustCompile("^$")
-	if c.skip != "" {
-		var err error
-		if skip, err = regexp.Compile(c.skip); err != nil {
-			return nil, fmt.Errorf("-adversary-skip: %w", err)
-		}
-	}
 	for _, req := range hostile.Catalogue(order) {
-		if skip.MatchString(req.Name) {
+		if c.skip.MatchString(req.Name) {
 			continue
 		}
 		var sent atomic.Int64
 		attacks = append(attacks, adversaryAttack{req.Name, req.Want, func(ctx context.Context) string {
 			// A document the server has not seen, each time: the same
 			// text again would be answered from its caches.
-			return advSend(ctx, hc, url, "tenant-a", req.Fresh(int(sent.Add(1))))
+			return cl.hostile(ctx, "tenant-a", req.Fresh(int(sent.Add(1))))
 		}})
 	}
 	r := &adversaryReport{}
-	r.phases = append(r.phases, runPhase(ctx, c, hc, url, "alone", nil))
+	r.phases = append(r.phases, c.timePhase(ctx, cl, "alone", nil))
 	for _, a := range attacks {
-		r.phases = append(r.phases, runPhase(ctx, c, hc, url, "under "+a.name, []adversaryAttack{a}))
+		r.phases = append(r.phases, c.timePhase(ctx, cl, "under "+a.name, []adversaryAttack{a}))
 	}
-	r.phases = append(r.phases, runPhase(ctx, c, hc, url, "under all of them at once", attacks))
+	r.phases = append(r.phases, c.timePhase(ctx, cl, "under all of them at once", attacks))
 	return r, ctx.Err()
 }
 
-// runPhase times tenant B's mutations for c.phase while tenant A sends
-// each of attacks back to back, one request of each kind at a time.
-func runPhase(ctx context.Context, c adversaryConfig, hc *http.Client, url, name string, attacks []adversaryAttack) *adversaryPhase {
+// timePhase times tenant B's mutations for c.phase while tenant A sends each
+// of attacks back to back, one request of each kind at a time.
+func (c *adversaryConfig) timePhase(ctx context.Context, cl *client, name string, attacks []adversaryAttack) *adversaryPhase {
 	ph := &adversaryPhase{
 		name:    name,
-		victims: map[string]*advSamples{"createOrder": {}, "createPayment": {}},
-		sent:    map[string]*advSamples{},
+		victims: map[string]*timings{"createOrder": {}, "createPayment": {}},
+		sent:    map[string]*timings{},
 		want:    map[string]string{},
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.phase)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, a := range attacks {
-		s := &advSamples{}
+		s := &timings{}
 		ph.sent[a.name], ph.want[a.name], ph.attacks = s, a.want, append(ph.attacks, a.name)
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -354,7 +291,7 @@ func runPhase(ctx context.Context, c adversaryConfig, hc *http.Client, url, name
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				start := time.Now()
-				id, outcome := advCreateOrder(ctx, hc, url, "tenant-b", 100, "{ id }")
+				id, outcome := cl.createOrder(ctx, "tenant-b", 100)
 				if outcome == "canceled" {
 					return
 				}
@@ -363,8 +300,7 @@ func runPhase(ctx context.Context, c adversaryConfig, hc *http.Client, url, name
 					continue
 				}
 				start = time.Now()
-				outcome = advPost(ctx, hc, url, "tenant-b", fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { id } }`, advKey(), id), nil).outcome
-				if outcome != "canceled" {
+				if outcome := cl.createPayment(ctx, "tenant-b", id); outcome != "canceled" {
 					ph.victims["createPayment"].add(time.Since(start), outcome)
 				}
 			}
@@ -373,106 +309,6 @@ func runPhase(ctx context.Context, c adversaryConfig, hc *http.Client, url, name
 	wg.Wait()
 	return ph
 }
-
-// advAnswer is what a request got.
-type advAnswer struct {
-	outcome string
-	data    json.RawMessage
-}
-
-// advPost sends one GraphQL request, once, as tenant.
-func advPost(ctx context.Context, hc *http.Client, url, tenant, query string, vars map[string]any) advAnswer {
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Tenant-ID", tenant)
-	res, err := hc.Do(req)
-	if err != nil {
-		return advAnswer{outcome: advTransportOutcome(ctx, err)}
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		return advAnswer{outcome: advTransportOutcome(ctx, err)} // canceled when the phase ended meanwhile, as advSend
-	}
-	var r gqlResponse
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return advAnswer{outcome: fmt.Sprintf("HTTP %d, not JSON", res.StatusCode)}
-	}
-	if len(r.Errors) > 0 {
-		code, _ := r.Errors[0].Extensions["code"].(string)
-		if code == "" {
-			code = "no code"
-		}
-		return advAnswer{outcome: code}
-	}
-	return advAnswer{outcome: "ok", data: r.Data}
-}
-
-// advSend sends a hostile request, once, as tenant.
-func advSend(ctx context.Context, hc *http.Client, url, tenant string, r hostile.Request) string {
-	res, err := hc.Do(r.NewHTTPRequest(url, tenant).WithContext(ctx))
-	if err != nil {
-		return advTransportOutcome(ctx, err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return advTransportOutcome(ctx, err) // canceled when the phase ended meanwhile
-	}
-	return hostile.Outcome(res.StatusCode, body)
-}
-
-// advPostBody sends a raw body, with its length declared or chunked.
-func advPostBody(ctx context.Context, hc *http.Client, url, tenant string, body []byte, declared bool) string {
-	var rd io.Reader = bytes.NewReader(body)
-	if !declared {
-		rd = io.MultiReader(rd) // hides the length: chunked
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, rd)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Tenant-ID", tenant)
-	res, err := hc.Do(req)
-	if err != nil {
-		return advTransportOutcome(ctx, err)
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	return fmt.Sprintf("HTTP %d", res.StatusCode)
-}
-
-func advTransportOutcome(ctx context.Context, err error) string {
-	if ctx.Err() != nil {
-		return "canceled"
-	}
-	if strings.Contains(err.Error(), "Client.Timeout") {
-		return "client timeout"
-	}
-	return "transport error"
-}
-
-// advCreateOrder creates an order and returns its id ("" on failure) and
-// the outcome.
-func advCreateOrder(ctx context.Context, hc *http.Client, url, tenant string, amount int, selection string) (string, string) {
-	a := advPost(ctx, hc, url, tenant, fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: %d, currency: "EUR"}) %s }`, advKey(), amount, selection), nil)
-	var d struct {
-		CreateOrder struct{ ID string } `json:"createOrder"`
-	}
-	if a.outcome == "ok" && json.Unmarshal(a.data, &d) == nil {
-		return d.CreateOrder.ID, a.outcome
-	}
-	return "", a.outcome
-}
-
-func newAdversaryOrder(ctx context.Context, hc *http.Client, url, tenant string) (string, error) {
-	id, outcome := advCreateOrder(ctx, hc, url, tenant, 100, "{ id }")
-	if id == "" {
-		return "", fmt.Errorf("createOrder: %s", outcome)
-	}
-	return id, nil
-}
-
-func advKey() string { return rand.Text() }
 
 // paddedQuery is a valid request of n bytes: a small query and spaces.
 func paddedQuery(n int) []byte {

@@ -14,9 +14,9 @@ import (
 func TestAdversaryVerdict(t *testing.T) {
 	ph := &adversaryPhase{
 		name:    "under 45,000 aliases",
-		victims: map[string]*advSamples{"createOrder": {}, "createPayment": {}},
+		victims: map[string]*timings{"createOrder": {}, "createPayment": {}},
 		attacks: []string{"45,000 aliases"},
-		sent:    map[string]*advSamples{"45,000 aliases": {}},
+		sent:    map[string]*timings{"45,000 aliases": {}},
 		want:    map[string]string{"45,000 aliases": "OPERATION_LIMIT_EXCEEDED"},
 	}
 	ph.victims["createOrder"].add(time.Millisecond, "ok")

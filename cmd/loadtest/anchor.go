@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,7 @@ import (
 	"time"
 )
 
-// anchorPackage is the server of -anchor: the test application, whose
+// anchorPackage is the server of loadtest anchor: the test application, whose
 // create of a shipment exists without the hook, in both modes and written
 // by hand.
 const anchorPackage = "github.com/goovo/idem/internal/testkit/testapp/benchserver"
@@ -47,7 +46,8 @@ type anchorTotals struct {
 // hits them alike. It prints each variant's mutations per second, its
 // latencies under load and the CPU its servers and their PostgreSQL
 // backends spent per mutation, and their ratios to plain.
-func runAnchor(ctx context.Context, cfg *config, tmp string, db *database) error {
+func runAnchor(e *runEnv, cfg *benchConfig) error {
+	ctx, tmp, db := e.ctx, e.tmp, e.db
 	bin := cfg.anchorBin
 	if bin == "" {
 		bin = filepath.Join(tmp, "benchserver")
@@ -56,60 +56,75 @@ func runAnchor(ctx context.Context, cfg *config, tmp string, db *database) error
 		}
 	}
 	app := "loadtest_" + runID()
-	f := &fleet{bin: bin, env: db.serverEnv(dsnParams("application_name", app)), args: driverArgs(cfg), logDir: tmp, testApp: true}
+	f := &fleet{bin: bin, env: db.serverEnv(dsnParams("application_name", app)), args: driverArgs(cfg.dbDriver), logDir: tmp, bare: true}
 	defer f.stop()
 	for range cfg.servers {
 		if err := f.add(ctx, profile{name: "anchor"}); err != nil {
 			return err
 		}
 	}
-	rounds := cfg.anchorRounds
-	phase := cfg.duration / time.Duration(rounds)
+	phase := cfg.duration / time.Duration(cfg.rounds)
 	fmt.Printf("anchor: %d test application servers, %d clients, %d rounds of %v per create, on the %s\n",
-		cfg.servers, cfg.clients, rounds, phase, db.name)
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.clients, MaxIdleConns: cfg.clients * 2}, Timeout: 30 * time.Second}
+		cfg.servers, cfg.clients, cfg.rounds, phase, db.name)
+	c := &client{
+		http:         &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.clients, MaxIdleConns: cfg.clients * 2}, Timeout: 30 * time.Second},
+		fleet:        f,
+		tenantHeader: "X-Org",
+	}
 	pids, run := f.pids(), runID()
 	totals := map[string]*anchorTotals{}
 	var seq atomic.Int64
-	for round := range rounds {
+	key := func() string { return fmt.Sprintf("anchor-%s-%d", run, seq.Add(1)) }
+	for round := range cfg.rounds {
 		for _, v := range anchorVariants {
-			backends, err := backendPIDs(ctx, db, app)
-			if err != nil {
-				return err
+			if totals[v.name] == nil {
+				totals[v.name] = &anchorTotals{}
 			}
-			before := readCPU(pids)
-			done, elapsed, lat, err := anchorPhase(ctx, hc, f, v, cfg.clients, phase, func() string {
-				return fmt.Sprintf("anchor-%s-%d", run, seq.Add(1))
-			})
-			if err != nil {
+			if err := totals[v.name].measure(e, c, pids, app, v, cfg.clients, phase, key); err != nil {
 				return fmt.Errorf("%s, round %d: %w", v.name, round+1, err)
 			}
-			after := readCPU(pids)
-			// The pools may have opened connections during the phase: their
-			// backends count from zero; those that ended count not at all.
-			later, err := backendPIDs(ctx, db, app)
-			if err != nil {
-				return err
-			}
-			for pid := range later {
-				backends[pid] = true
-			}
-			t := totals[v.name]
-			if t == nil {
-				t = &anchorTotals{}
-				totals[v.name] = t
-			}
-			t.done += done
-			t.elapsed += elapsed
-			t.serverCPU += after.servers - before.servers
-			for pid := range backends {
-				if a, ok := after.postgres[pid]; ok {
-					t.pgCPU += a - before.postgres[pid]
-				}
-			}
-			t.latencies = append(t.latencies, lat...)
 		}
 	}
+	printAnchor(totals)
+	return nil
+}
+
+// measure runs one phase of v and adds what it did to t.
+func (t *anchorTotals) measure(e *runEnv, c *client, pids []int, app string, v anchorVariant, clients int, phase time.Duration, key func() string) error {
+	backends, err := backendPIDs(e.ctx, e.db, app)
+	if err != nil {
+		return err
+	}
+	before := readCPU(pids)
+	done, elapsed, lat, err := anchorPhase(e.ctx, c, v, clients, phase, key)
+	if err != nil {
+		return err
+	}
+	after := readCPU(pids)
+	// The pools may have opened connections during the phase: their
+	// backends count from zero; those that ended count not at all.
+	later, err := backendPIDs(e.ctx, e.db, app)
+	if err != nil {
+		return err
+	}
+	for pid := range later {
+		backends[pid] = true
+	}
+	t.done += done
+	t.elapsed += elapsed
+	t.serverCPU += after.servers - before.servers
+	for pid := range backends {
+		if a, ok := after.postgres[pid]; ok {
+			t.pgCPU += a - before.postgres[pid]
+		}
+	}
+	t.latencies = append(t.latencies, lat...)
+	return nil
+}
+
+// printAnchor prints each variant's figures and their ratios to plain, for
+// people, then for bench/run.
+func printAnchor(totals map[string]*anchorTotals) {
 	plain := totals["plain"]
 	rate := func(t *anchorTotals) float64 { return float64(t.done) / t.elapsed.Seconds() }
 	perCall := func(cpu float64, t *anchorTotals) float64 { return cpu * 1e6 / float64(t.done) }
@@ -131,12 +146,11 @@ func runAnchor(ctx context.Context, cfg *config, tmp string, db *database) error
 			perCall(t.serverCPU, t), perCall(t.serverCPU, t)/perCall(plain.serverCPU, plain),
 			perCall(t.pgCPU, t), perCall(t.pgCPU, t)/perCall(plain.pgCPU, plain))
 	}
-	return nil
 }
 
 // anchorPhase sends v's create from clients concurrent clients to the
 // servers in turn until phase has passed; every create must succeed.
-func anchorPhase(ctx context.Context, hc *http.Client, f *fleet, v anchorVariant, clients int, phase time.Duration, key func() string) (int, time.Duration, []time.Duration, error) {
+func anchorPhase(ctx context.Context, c *client, v anchorVariant, clients int, phase time.Duration, key func() string) (int, time.Duration, []time.Duration, error) {
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
@@ -147,11 +161,10 @@ func anchorPhase(ctx context.Context, hc *http.Client, f *fleet, v anchorVariant
 	stop := start.Add(phase)
 	for i := range clients {
 		wg.Go(func() {
-			url := f.url(i)
 			for time.Now().Before(stop) && ctx.Err() == nil {
 				body := anchorBody(v, key())
 				t := time.Now()
-				err := anchorSend(ctx, hc, url, body)
+				err := anchorSend(ctx, c, i, body)
 				d := time.Since(t)
 				mu.Lock()
 				if err != nil && firstErr == nil {
@@ -187,24 +200,18 @@ func anchorBody(v anchorVariant, key string) []byte {
 	return fmt.Appendf(nil, `{"query":"mutation($k: String!) { %s(idempotencyKey: $k, input: {destination: \"Lyon\", weightGrams: 900}) { id destination weightGrams } }","variables":{"k":%q}}`, v.field, key)
 }
 
-func anchorSend(ctx context.Context, hc *http.Client, url string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+// anchorSend sends one create to server i; it must succeed.
+func anchorSend(ctx context.Context, c *client, i int, body []byte) error {
+	req, err := c.newRequest(ctx, i, "bench", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Org", "bench")
-	res, err := hc.Do(req)
+	status, b, err := c.roundTrip(req)
 	if err != nil {
 		return err
 	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode != http.StatusOK || bytes.Contains(b, []byte(`"errors"`)) {
-		return fmt.Errorf("HTTP %d: %s", res.StatusCode, b)
+	if status != http.StatusOK || bytes.Contains(b, []byte(`"errors"`)) {
+		return fmt.Errorf("HTTP %d: %s", status, b)
 	}
 	return nil
 }

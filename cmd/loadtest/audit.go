@@ -153,9 +153,40 @@ type noRetryReport struct {
 // server stopped.
 func auditDatabase(intents []*intent, s *snapshot, v *violations) auditReport {
 	var rep auditReport
+	x := indexSnapshot(intents, s, v, &rep)
+	for _, in := range intents {
+		auditIntent(in, x, v, &rep)
+	}
+	auditStrays(s, x, v)
+	auditReceipts(s, v, &rep)
+	return rep
+}
+
+// snapshotIndex is the snapshot's rows by key, and what the audit counts
+// over them.
+type snapshotIndex struct {
+	ordersByKey      map[string][]orderRow
+	paymentsByKey    map[string][]paymentRow
+	chargesByKey     map[string][]chargeRow
+	paidByOrder      map[int]int     // succeeded payments per order id
+	known            map[string]bool // the keys of the intents
+	succeededByOrder map[string]int  // succeeded payment intents per order id
+}
+
+// indexSnapshot indexes the rows, counts the provider's deduplicated
+// requests, and finds the rows left pending.
+func indexSnapshot(intents []*intent, s *snapshot, v *violations, rep *auditReport) *snapshotIndex {
+	x := &snapshotIndex{
+		ordersByKey: map[string][]orderRow{}, paymentsByKey: map[string][]paymentRow{}, chargesByKey: map[string][]chargeRow{},
+		paidByOrder: map[int]int{}, known: map[string]bool{}, succeededByOrder: map[string]int{},
+	}
 	answered := map[string]bool{}
 	for _, in := range intents {
 		_, answered[in.key] = in.result()
+		x.known[in.key] = true
+		if in.field == "createPayment" && in.succeeded() {
+			x.succeededByOrder[in.orderID]++
+		}
 	}
 	pending := func(what string, id int, key string) {
 		if answered[key] {
@@ -164,98 +195,89 @@ func auditDatabase(intents []*intent, s *snapshot, v *violations) auditReport {
 			v.add("pending", "%s %d (key %s) is still pending: its intent never got a final answer", what, id, key)
 		}
 	}
-	ordersByKey := map[string][]orderRow{}
-	paidByOrder := map[int]int{} // succeeded payments per order id
 	for _, o := range s.orders {
 		if o.status.String == "pending" {
 			pending("order", o.id, o.key.String)
 		}
-		ordersByKey[o.key.String] = append(ordersByKey[o.key.String], o)
+		x.ordersByKey[o.key.String] = append(x.ordersByKey[o.key.String], o)
 	}
-	paymentsByKey := map[string][]paymentRow{}
 	for _, p := range s.payments {
 		switch p.status.String {
 		case "pending":
 			pending("payment", p.id, p.key.String)
 		case "succeeded":
-			paidByOrder[p.orderID]++
+			x.paidByOrder[p.orderID]++
 		}
-		paymentsByKey[p.key.String] = append(paymentsByKey[p.key.String], p)
+		x.paymentsByKey[p.key.String] = append(x.paymentsByKey[p.key.String], p)
 	}
-	chargesByKey := map[string][]chargeRow{}
 	for _, c := range s.charges {
-		chargesByKey[c.key] = append(chargesByKey[c.key], c)
+		x.chargesByKey[c.key] = append(x.chargesByKey[c.key], c)
 		if c.requests > 1 {
 			rep.dedupedKeys++
 			rep.dedupedRequests += c.requests - 1
 		}
 	}
+	return x
+}
 
-	known := map[string]bool{}
-	succeededByOrder := map[string]int{} // succeeded payment intents per order id
-	for _, in := range intents {
-		known[in.key] = true
-		if in.field == "createPayment" && in.succeeded() {
-			succeededByOrder[in.orderID]++
-		}
-	}
-	for _, in := range intents {
-		a, ok := in.result()
-		if in.noRetry {
-			rep.noRetry.intents++
-			if ok {
-				rep.noRetry.answered++
-			} else {
-				auditUnanswered(in, paymentsByKey[in.key], chargesByKey[in.key], &rep.noRetry, v)
-				continue
-			}
-		}
+// auditIntent checks one intent's answers and rows.
+func auditIntent(in *intent, x *snapshotIndex, v *violations, rep *auditReport) {
+	a, ok := in.result()
+	if in.noRetry {
+		rep.noRetry.intents++
 		if !ok {
-			v.add("unanswered", "%s %s: no final answer before the deadline", in.field, in.key)
-			continue
+			auditUnanswered(in, x.paymentsByKey[in.key], x.chargesByKey[in.key], &rep.noRetry, v)
+			return
 		}
-		in.mu.Lock()
-		for _, d := range in.differ {
-			v.add("answers-differ", "%s %s: server %d answered %s %s, server %d answered %s %s",
-				in.field, in.key, a.server, a.kind, a.data, d.server, d.kind, d.data)
-		}
-		in.mu.Unlock()
-		switch in.field {
-		case "createOrder":
-			auditOrder(in, a, ordersByKey[in.key], v)
-		case "createPayment":
-			if auditPayment(in, a, paymentsByKey[in.key], chargesByKey[in.key], succeededByOrder[in.orderID], v) {
-				rep.orphanCharges++
-			}
+		rep.noRetry.answered++
+	}
+	if !ok {
+		v.add("unanswered", "%s %s: no final answer before the deadline", in.field, in.key)
+		return
+	}
+	in.mu.Lock()
+	for _, d := range in.differ {
+		v.add("answers-differ", "%s %s: server %d answered %s %s, server %d answered %s %s",
+			in.field, in.key, a.server, a.kind, a.data, d.server, d.kind, d.data)
+	}
+	in.mu.Unlock()
+	switch in.field {
+	case "createOrder":
+		auditOrder(in, a, x.ordersByKey[in.key], v)
+	case "createPayment":
+		if auditPayment(in, a, x.paymentsByKey[in.key], x.chargesByKey[in.key], x.succeededByOrder[in.orderID], v) {
+			rep.orphanCharges++
 		}
 	}
+}
 
+// auditStrays finds rows and charges of keys no intent sent, and orders
+// paid twice or marked paid wrongly.
+func auditStrays(s *snapshot, x *snapshotIndex, v *violations) {
 	for _, o := range s.orders {
-		if !known[o.key.String] {
+		if !x.known[o.key.String] {
 			v.add("stray-row", "order %d has key %q, which no intent sent", o.id, o.key.String)
 		}
 		if o.status.String != "succeeded" {
 			continue
 		}
-		if n := paidByOrder[o.id]; n > 1 {
+		if n := x.paidByOrder[o.id]; n > 1 {
 			v.add("double-payment", "order %d has %d succeeded payments", o.id, n)
 		}
-		if o.paid != (paidByOrder[o.id] > 0) {
-			v.add("paid-mismatch", "order %d: paid=%v, succeeded payments %d", o.id, o.paid, paidByOrder[o.id])
+		if o.paid != (x.paidByOrder[o.id] > 0) {
+			v.add("paid-mismatch", "order %d: paid=%v, succeeded payments %d", o.id, o.paid, x.paidByOrder[o.id])
 		}
 	}
 	for _, p := range s.payments {
-		if !known[p.key.String] {
+		if !x.known[p.key.String] {
 			v.add("stray-row", "payment %d has key %q, which no intent sent", p.id, p.key.String)
 		}
 	}
 	for _, c := range s.charges {
-		if !known[c.key] {
+		if !x.known[c.key] {
 			v.add("stray-charge", "provider charge %s has key %q, which no intent sent", c.id, c.key)
 		}
 	}
-	auditReceipts(s, v, &rep)
-	return rep
 }
 
 // auditReceipts checks the outbox: every succeeded payment has exactly one

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,15 +17,82 @@ import (
 	"time"
 )
 
+// loadtest bench measures the example server's mutations per second, or
+// counts their statements (-count-statements); with -anchor (or as loadtest
+// anchor) it measures the plain anchor of throughput instead (anchor.go).
+
+// benchConfig holds the flags of loadtest bench and loadtest anchor.
+type benchConfig struct {
+	servers, clients int
+	duration         time.Duration
+	dbDriver         string
+	countStatements  int
+	anchor           bool
+	rounds           int    // of the anchor
+	anchorBin        string // the anchor's server
+}
+
+func defineBench(fs *flag.FlagSet) command {
+	c := &benchConfig{}
+	fs.IntVar(&c.countStatements, "count-statements", 0, "send this many of each mutation from one client to one server with log_statement=all and count their statements in the PostgreSQL log")
+	fs.BoolVar(&c.anchor, "anchor", false, "the plain anchor instead, as loadtest anchor")
+	c.define(fs)
+	return c
+}
+
+func defineAnchor(fs *flag.FlagSet) command {
+	c := &benchConfig{anchor: true}
+	c.define(fs)
+	return c
+}
+
+// define adds the flags bench and anchor share.
+func (c *benchConfig) define(fs *flag.FlagSet) {
+	fs.IntVar(&c.servers, "servers", 3, "server processes")
+	fs.IntVar(&c.clients, "clients", 24, "concurrent clients")
+	fs.DurationVar(&c.duration, "duration", time.Minute, "bench: how long each mutation runs; anchor: how long all rounds of each create run")
+	fs.StringVar(&c.dbDriver, "db-driver", "", "servers' -db-driver: pgx or database/sql (default: the server's, pgx)")
+	fs.IntVar(&c.rounds, "rounds", 5, "anchor: how many times each create gets its turn, for -duration/-rounds")
+	fs.StringVar(&c.anchorBin, "anchor-bin", "", "anchor: the test application's server binary (default: go build "+anchorPackage+")")
+}
+
+func (c *benchConfig) check(_ *flag.FlagSet, dc *dbConfig) error {
+	switch {
+	case c.servers < 1 || c.clients < 1:
+		return errors.New("-servers and -clients must be at least 1")
+	case c.duration <= 0:
+		return errors.New("the bench needs a positive -duration")
+	case c.anchor && (c.countStatements > 0 || c.rounds < 1):
+		return errors.New("the anchor takes no -count-statements, and -rounds of at least 1")
+	case dc.pgbouncer && c.countStatements > 0:
+		return errors.New("-count-statements sets log_statement per connection, which PgBouncer does not pass on")
+	}
+	return nil
+}
+
+// needs: the example server but for the anchor; the PostgreSQL log to count
+// statements in.
+func (c *benchConfig) needs() needs {
+	return needs{server: !c.anchor, cluster: c.countStatements > 0}
+}
+
+// run runs the anchor, the statement count or the bench.
+func (c *benchConfig) run(e *runEnv) error {
+	switch {
+	case c.anchor:
+		return runAnchor(e, c)
+	case c.countStatements > 0:
+		return countStatements(e, c)
+	}
+	return runBench(e, c)
+}
+
 // runBench measures the servers' throughput without faults or duplicates:
 // createOrder (atomic mode) for cfg.duration, then createPayment (lease
 // mode, provider without latency or failures) of the orders just created
-// for cfg.duration. With cfg.countStatements it counts the statements of
-// each mutation instead.
-func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, pg postgres) error {
-	if cfg.countStatements > 0 {
-		return countStatements(ctx, cfg, bin, tmp, db, pg)
-	}
+// for cfg.duration.
+func runBench(e *runEnv, cfg *benchConfig) error {
+	ctx, db, bin, tmp := e.ctx, e.db, e.bin, e.tmp
 	// The servers' connections carry a name of their own, so that the CPU
 	// of their PostgreSQL backends can be told from everyone else's.
 	app := "loadtest_" + runID()
@@ -34,7 +103,7 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 			return err
 		}
 	}
-	c := newClient(benchClientConfig(cfg), f, &stats{})
+	client := newClient(benchClient(cfg), f, &stats{})
 	fmt.Printf("bench: %d servers, %d clients, %v per mutation, provider without latency or failures, on the %s\n",
 		cfg.servers, cfg.clients, cfg.duration, db.name)
 
@@ -43,13 +112,13 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 		b, _ := backendPIDs(ctx, db, app) // without them the CPU line counts no backend
 		return b
 	}
-	orders, err := benchPhase(ctx, c, pids, backends, "createOrder (atomic)", cfg.clients, cfg.duration, 0, func(n int) *intent {
+	orders, err := benchPhase(ctx, client, pids, backends, "createOrder (atomic)", cfg.clients, cfg.duration, 0, func(n int) *intent {
 		return newIntent("createOrder", fmt.Sprintf("bench-%s-order-%d", run, n), "bench", 1000+n%1000, "")
 	})
 	if err != nil {
 		return err
 	}
-	payments, err := benchPhase(ctx, c, pids, backends, "createPayment (lease)", cfg.clients, cfg.duration, len(orders.done), func(n int) *intent {
+	payments, err := benchPhase(ctx, client, pids, backends, "createPayment (lease)", cfg.clients, cfg.duration, len(orders.done), func(n int) *intent {
 		o := orders.done[n]
 		return newIntent("createPayment", "bench-pay-"+o.key, o.tenant, o.amount, orderID(o))
 	})
@@ -63,16 +132,14 @@ func runBench(ctx context.Context, cfg *config, bin, tmp string, db *database, p
 
 // benchArgs: no lease-related waiting, no materializer, no sweeper (whose
 // first sweep, at start, would count among the mutations' statements).
-func benchArgs(cfg *config) []string {
-	return append([]string{"-materialize-every", "0", "-sweep-every", "0"}, driverArgs(cfg)...)
+func benchArgs(cfg *benchConfig) []string {
+	return append([]string{"-materialize-every", "0", "-sweep-every", "0"}, driverArgs(cfg.dbDriver)...)
 }
 
-// benchClientConfig is cfg without abandoned attempts: every request is
-// meant to complete.
-func benchClientConfig(cfg *config) *config {
-	c := *cfg
-	c.abandonRate, c.timeout, c.maxInFlight = 0, 30*time.Second, c.clients
-	return &c
+// benchClient retries without abandoned attempts: every request is meant
+// to complete.
+func benchClient(cfg *benchConfig) clientConfig {
+	return clientConfig{maxInFlight: cfg.clients, timeout: 30 * time.Second, abandonMax: 300 * time.Millisecond, maxBackoff: time.Second}
 }
 
 func orderID(o *intent) string {
@@ -154,7 +221,8 @@ func benchPhase(ctx context.Context, c *client, serverPIDs []int, backends func(
 // (log_statement=all, a superuser setting) under an application_name of
 // their own, and counts the statements of those connections in the
 // PostgreSQL log: the database round trips of one mutation.
-func countStatements(ctx context.Context, cfg *config, bin, tmp string, db *database, pg postgres) error {
+func countStatements(e *runEnv, cfg *benchConfig) error {
+	ctx, bin, tmp, db, pg := e.ctx, e.bin, e.tmp, e.db, e.pg
 	app := "loadtest_" + runID()
 	params := dsnParams("log_statement", "all", "application_name", app)
 	f := &fleet{bin: bin, env: db.serverEnv(params), args: benchArgs(cfg), logDir: tmp}
@@ -162,7 +230,7 @@ func countStatements(ctx context.Context, cfg *config, bin, tmp string, db *data
 	if err := f.add(ctx, profile{name: "instant"}); err != nil {
 		return err
 	}
-	c := newClient(benchClientConfig(cfg), f, &stats{})
+	c := newClient(benchClient(cfg), f, &stats{})
 	logFile := pg.logFile()
 	n := cfg.countStatements
 	fmt.Printf("statements per mutation: %d of each, one client, one server, from %s\n", n, logFile)

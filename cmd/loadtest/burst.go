@@ -43,11 +43,11 @@ var burstFailures = []string{string(idemcode.Unavailable), "http5xx", "network",
 // registry, for the audit. An attempt waits for its answer for up to
 // cfg.drain: no client gives up early, so that a request queued for a
 // database connection shows as latency, and a refusal as a refusal.
-func runBurst(ctx context.Context, cfg *config, f *fleet, reg *registry, v *violations, prefix string) *burstReport {
+func runBurst(ctx context.Context, cfg *faultsConfig, f *fleet, reg *registry, v *violations, prefix string) *burstReport {
 	start := time.Now()
 	rep := &burstReport{keys: cfg.burstKeys, copies: cfg.burstCopies}
-	bcfg := *cfg
-	bcfg.abandonRate, bcfg.timeout, bcfg.maxInFlight = 0, cfg.drain, cfg.burstKeys*cfg.burstCopies
+	cc := cfg.client
+	cc.abandonRate, cc.timeout, cc.maxInFlight = 0, cfg.drain, cfg.burstKeys*cfg.burstCopies
 	ctx, cancel := context.WithTimeout(ctx, 2*cfg.drain)
 	defer cancel()
 
@@ -56,23 +56,23 @@ func runBurst(ctx context.Context, cfg *config, f *fleet, reg *registry, v *viol
 		orders[k] = newIntent("createOrder", fmt.Sprintf("%s-burst-order-%d", prefix, k),
 			fmt.Sprintf("tenant-%d", k%cfg.tenants), 100+rand.IntN(99_900), "")
 	}
-	rep.phases = append(rep.phases, sendBurst(ctx, &bcfg, f, reg, v, "orders", "createOrder (atomic mode)", orders))
+	rep.phases = append(rep.phases, sendBurst(ctx, cc, cfg.burstCopies, f, reg, v, "orders", "createOrder (atomic mode)", orders))
 	var pays []*intent
 	for k, o := range orders {
 		if id := orderID(o); id != "" && o.succeeded() {
 			pays = append(pays, newIntent("createPayment", fmt.Sprintf("%s-burst-pay-%d", prefix, k), o.tenant, o.amount, id))
 		}
 	}
-	rep.phases = append(rep.phases, sendBurst(ctx, &bcfg, f, reg, v, "payments", "createPayment (lease mode)", pays))
+	rep.phases = append(rep.phases, sendBurst(ctx, cc, cfg.burstCopies, f, reg, v, "payments", "createPayment (lease mode)", pays))
 	rep.elapsed = time.Since(start)
 	return rep
 }
 
 // sendBurst sends every copy of every intent at the same moment and waits
 // for their final answers.
-func sendBurst(ctx context.Context, cfg *config, f *fleet, reg *registry, v *violations, label, name string, intents []*intent) *burstPhase {
-	ph := &burstPhase{label: label, name: name, st: &stats{}, requests: len(intents) * cfg.burstCopies}
-	c := newClient(cfg, f, ph.st)
+func sendBurst(ctx context.Context, cc clientConfig, copies int, f *fleet, reg *registry, v *violations, label, name string, intents []*intent) *burstPhase {
+	ph := &burstPhase{label: label, name: name, st: &stats{}, requests: len(intents) * copies}
+	c := newClient(cc, f, ph.st)
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -83,8 +83,8 @@ func sendBurst(ctx context.Context, cfg *config, f *fleet, reg *registry, v *vio
 		reg.add(in)
 		ph.st.intents.add(in.field)
 		ph.st.duplicated.Add(1)
-		ph.st.copies.Add(int64(cfg.burstCopies - 1))
-		for cp := range cfg.burstCopies {
+		ph.st.copies.Add(int64(copies - 1))
+		for cp := range copies {
 			wg.Go(func() {
 				<-ready
 				t := time.Now()

@@ -48,10 +48,13 @@ func TestClassify(t *testing.T) {
 }
 
 func TestPlanFaults(t *testing.T) {
-	plan := planFaults(&config{duration: 40 * time.Second, kills: 2, pgRestarts: 1})
+	plan := planFaults(&faultsConfig{duration: 40 * time.Second, kills: 2, pgRestarts: 1})
 	var kinds []string
 	for i, f := range plan {
 		kinds = append(kinds, f.kind)
+		if faultKinds[f.kind] == nil {
+			t.Errorf("fault %d: no injector for %q", i, f.kind)
+		}
 		if want := time.Duration(i+1) * 10 * time.Second; f.at != want {
 			t.Errorf("fault %d at %v, want %v", i, f.at, want)
 		}
@@ -59,7 +62,7 @@ func TestPlanFaults(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != "kill postgres kill" {
 		t.Errorf("plan %q, want kill postgres kill", got)
 	}
-	if n := len(planFaults(&config{duration: time.Minute, kills: 12, pgRestarts: 4})); n != 16 {
+	if n := len(planFaults(&faultsConfig{duration: time.Minute, kills: 12, pgRestarts: 4})); n != 16 {
 		t.Errorf("%d faults planned, want 16", n)
 	}
 }
@@ -126,42 +129,73 @@ func ns(s string) sql.NullString { return sql.NullString{String: s, Valid: true}
 // three hundred requests at once, the copies of a key on several servers.
 func TestPresetsBurst(t *testing.T) {
 	for _, preset := range []string{"-short", "-long"} {
-		cfg, err := parseFlags([]string{preset}, io.Discard)
+		cmd, dc, err := parse([]string{"faults", preset}, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
+		cfg := cmd.(*faultsConfig)
 		if cfg.servers < 4 || cfg.burstKeys*cfg.burstCopies < 300 || cfg.burstCopies < cfg.servers {
 			t.Errorf("%s: %d servers, burst of %d keys × %d copies", preset, cfg.servers, cfg.burstKeys, cfg.burstCopies)
 		}
-		if cfg.databaseURL != "" {
-			t.Errorf("%s runs on %s, not on a private cluster", preset, cfg.databaseURL)
+		if dc.databaseURL != "" {
+			t.Errorf("%s runs on %s, not on a private cluster", preset, dc.databaseURL)
 		}
 	}
-	cfg, err := parseFlags([]string{"-short", "-pgbouncer"}, io.Discard)
-	if err != nil || cfg.queryExecMode != "exec" {
-		t.Errorf("-pgbouncer: default_query_exec_mode %q (%v), want exec", cfg.queryExecMode, err)
+	_, dc, err := parse([]string{"faults", "-short", "-pgbouncer"}, io.Discard)
+	if err != nil || dc.queryExecMode != "exec" {
+		t.Fatalf("-pgbouncer: %v", err)
 	}
 }
 
+// Each subcommand takes its own flags, and refuses combinations that
+// cannot run.
 func TestFlagsRefused(t *testing.T) {
 	for _, args := range [][]string{
-		{"-pgbouncer", "-database-url", "postgres://x/y"},
-		{"-duration", "0"},
-		{"-duration", "0", "-burst-keys", "10"}, // faults need a load phase
-		{"-schema", "s"},
-		{"-short", "-long"},
-		{"-anchor"}, // the anchor is a bench
-		{"-bench", "-anchor", "-anchor-rounds", "0"},
-		{"-bench", "-anchor", "-count-statements", "10"},
+		{},
+		{"-short"}, // the subcommand comes first
+		{"load"},
+		{"faults", "-pgbouncer", "-database-url", "postgres://x/y"},
+		{"faults", "-duration", "0"},
+		{"faults", "-duration", "0", "-burst-keys", "10"}, // faults need a load phase
+		{"faults", "-schema", "s"},
+		{"faults", "-short", "-long"},
+		{"faults", "-count-statements", "10"}, // a bench flag
+		{"bench", "-short"},                   // a faults flag
+		{"bench", "-anchor", "-rounds", "0"},
+		{"bench", "-anchor", "-count-statements", "10"},
+		{"bench", "-pgbouncer", "-count-statements", "10"},
+		{"anchor", "-count-statements", "10"},
+		{"adversary", "-skip", "("},
+		{"adversary", "-adversary-phase", "1s"}, // the flags lost their prefix
+		{"soak", "-soak-duration", "30s"},
 	} {
-		if _, err := parseFlags(args, io.Discard); err == nil {
+		if _, _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
 		}
 	}
-	if _, err := parseFlags([]string{"-duration", "0", "-burst-keys", "10", "-kills", "0", "-pg-restarts", "0"}, io.Discard); err != nil {
-		t.Errorf("a burst alone: %v", err)
+	for _, args := range [][]string{
+		{"faults", "-duration", "0", "-burst-keys", "10", "-kills", "0", "-pg-restarts", "0"}, // a burst alone
+		{"bench", "-anchor"},
+		{"anchor", "-rounds", "1"},
+		{"adversary", "-phase", "1s", "-skip", "bomb"},
+		{"soak", "-duration", "30s"},
+	} {
+		if _, _, err := parse(args, io.Discard); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
 	}
-	if _, err := parseFlags([]string{"-bench", "-anchor"}, io.Discard); err != nil {
-		t.Errorf("the plain anchor: %v", err)
+}
+
+// The anchor is the bench's -anchor under a name of its own; neither needs
+// the example server's binary built for it.
+func TestAnchorIsBenchAnchor(t *testing.T) {
+	for _, args := range [][]string{{"anchor"}, {"bench", "-anchor"}} {
+		cmd, _, err := parse(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := cmd.(*benchConfig); !c.anchor || c.rounds != 5 || cmd.needs().server {
+			t.Errorf("%q: anchor %v, %d rounds, needs %+v", args, c.anchor, c.rounds, cmd.needs())
+		}
 	}
 }

@@ -34,9 +34,12 @@ type database struct {
 	// serverParams are extra URL parameters of the servers' connections
 	// (pgx's default_query_exec_mode behind PgBouncer).
 	serverParams url.Values
-	schema       string // "" on the private cluster: the database's own
-	owned        bool   // the schema was created by this run, dropped by it
-	name         string // for messages
+	// pooled: the servers reach it through PgBouncer in transaction
+	// pooling mode.
+	pooled bool
+	schema string // "" on the private cluster: the database's own
+	owned  bool   // the schema was created by this run, dropped by it
+	name   string // for messages
 }
 
 // newSchema creates a fresh schema in the database of baseURL, or adopts an
@@ -176,7 +179,7 @@ func (p private) logFile() string { return p.LogFile() }
 // stop removes everything, keeping the cluster's directory (stopped) with
 // keep; with a logDir, it first copies PostgreSQL's and PgBouncer's logs
 // there.
-func startPrivate(ctx context.Context, cfg *config) (pg private, db *database, stop func(keep bool, logDir string), err error) {
+func startPrivate(ctx context.Context, cfg *dbConfig) (pg private, db *database, stop func(keep bool, logDir string), err error) {
 	c, err := pgcluster.Init(ctx, pgcluster.Options{BinDir: cfg.pgBin})
 	if err != nil {
 		return private{}, nil, nil, err
@@ -234,7 +237,7 @@ func startPrivate(ctx context.Context, cfg *config) (pg private, db *database, s
 		if err != nil {
 			return fail(err)
 		}
-		db.serverURL, db.providerURL = bouncer.URL(name), bouncer.URL(providerAlias)
+		db.serverURL, db.providerURL, db.pooled = bouncer.URL(name), bouncer.URL(providerAlias), true
 		db.name += ", through " + bouncer.String() + " (transaction pooling, default_pool_size " + fmt.Sprint(cfg.pgbouncerPool) + ")"
 	}
 	return private{c}, db, stop, nil

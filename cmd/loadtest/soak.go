@@ -1,11 +1,11 @@
 package main
 
-// The soak: does the server give back what hostile traffic made it take?
-// With -soak the tool starts one example server per backend (SQLite in a
+// loadtest soak: does the server give back what hostile traffic made it
+// take? It starts one example server per backend (SQLite in a
 // file of its own, then PostgreSQL in the run's schema), with its default
-// limits and its connection timeouts shortened (-soak-conn-timeout), so
+// limits and its connection timeouts shortened (-conn-timeout), so
 // that an hour's turnover of slow and idle connections fits in
-// -soak-duration. For that long it sends, all at once:
+// -duration. For that long it sends, all at once:
 //
 //   - large distinct documents (just under the body limit: never cached)
 //     and medium distinct ones (under the document cache's size limit:
@@ -25,13 +25,13 @@ package main
 // goroutines (go_goroutine_count on its -metrics-addr, up to 15 s old)
 // before the traffic, every second during it, and after it until each is
 // back within its margin of where it started (soakMargins), at least 16 s
-// (a goroutine count from after the traffic) and at most -soak-settle
+// (a goroutine count from after the traffic) and at most -settle
 // more. It
 // exits 1 when one is not back by then, when an honest request did not get
 // its result, or when a hostile request got anything but its refusal.
 //
-//	go run ./cmd/loadtest -soak -soak-duration 30s   # scripts/test
-//	go run ./cmd/loadtest -soak -soak-duration 10m   # for docs/limits.md
+//	go run ./cmd/loadtest soak -duration 30s   # scripts/test
+//	go run ./cmd/loadtest soak -duration 10m   # for docs/limits.md
 
 import (
 	"bufio"
@@ -45,7 +45,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,9 +54,8 @@ import (
 	"github.com/goovo/idem/internal/testkit/hostile"
 )
 
-// soakConfig holds the -soak flags.
+// soakConfig holds the flags of loadtest soak.
 type soakConfig struct {
-	on          bool
 	duration    time.Duration
 	settle      time.Duration
 	connTimeout time.Duration
@@ -65,14 +63,24 @@ type soakConfig struct {
 	idleConns   int
 }
 
-func addSoakFlags(fs *flag.FlagSet, c *soakConfig) {
-	fs.BoolVar(&c.on, "soak", false, "send hostile and honest traffic for -soak-duration, on SQLite and PostgreSQL, and check the server's memory, file descriptors and goroutines come back to where they started, instead of the load run")
-	fs.DurationVar(&c.duration, "soak-duration", time.Minute, "with -soak: how long the traffic runs on each backend")
-	fs.DurationVar(&c.settle, "soak-settle", time.Minute, "with -soak: how long the server has, after the traffic, to come back within the margins")
-	fs.DurationVar(&c.connTimeout, "soak-conn-timeout", 2*time.Second, "with -soak: the server's -read-header-timeout, -read-timeout and -idle-timeout (its defaults are minutes: shortened so that connections turn over within the run)")
-	fs.IntVar(&c.slowConns, "soak-slow-conns", 50, "with -soak: connections kept sending a body a byte at a time")
-	fs.IntVar(&c.idleConns, "soak-idle-conns", 50, "with -soak: keep-alive connections kept idle")
+func defineSoak(fs *flag.FlagSet) command {
+	c := &soakConfig{}
+	fs.DurationVar(&c.duration, "duration", time.Minute, "how long the traffic runs on each backend")
+	fs.DurationVar(&c.settle, "settle", time.Minute, "how long the server has, after the traffic, to come back within the margins")
+	fs.DurationVar(&c.connTimeout, "conn-timeout", 2*time.Second, "the server's -read-header-timeout, -read-timeout and -idle-timeout (its defaults are minutes: shortened so that connections turn over within the run)")
+	fs.IntVar(&c.slowConns, "slow-conns", 50, "connections kept sending a body a byte at a time")
+	fs.IntVar(&c.idleConns, "idle-conns", 50, "keep-alive connections kept idle")
+	return c
 }
+
+func (c *soakConfig) check(*flag.FlagSet, *dbConfig) error {
+	if c.duration <= 0 || c.settle <= 0 || c.connTimeout <= 0 || c.slowConns < 0 || c.idleConns < 0 {
+		return errors.New("-duration, -settle and -conn-timeout must be positive, -slow-conns and -idle-conns not negative")
+	}
+	return nil
+}
+
+func (c *soakConfig) needs() needs { return needs{server: true} }
 
 // soakMargins are how far above its start a figure may stay once the
 // traffic has stopped. Memory: the document cache's budget (16 MiB, kept
@@ -117,42 +125,32 @@ func (s soakSample) within(start, margin soakSample) (bool, string) {
 	return len(over) == 0, strings.Join(over, ", ")
 }
 
-// runSoak runs the soak on SQLite, then on PostgreSQL (pgEnv: the servers'
-// environment for it).
-func runSoak(ctx context.Context, c soakConfig, bin, tmp string, pgEnv []string) error {
-	targets := []struct {
-		name string
-		env  []string
-		args []string
-	}{
-		{"sqlite", []string{"DATABASE_URL=", "PROVIDER_DATABASE_URL="}, []string{"-db", filepath.Join(tmp, "soak.db")}},
-		{"postgres", pgEnv, nil},
-	}
+// run runs the soak on SQLite, then on PostgreSQL.
+func (c *soakConfig) run(e *runEnv) error {
 	fmt.Printf("soak: %v of hostile and honest traffic per backend, connection timeouts %v; margins after it: %s above the start\n",
 		c.duration, c.connTimeout, soakMargins)
 	var failed []string
-	for _, tg := range targets {
+	for _, b := range backends(e, "soak") {
 		metricsAddr, err := freeAddr()
 		if err != nil {
 			return err
 		}
 		t := c.connTimeout.String()
-		args := append([]string{"-sweep-every", "0", "-materialize-every", "0", "-metrics-addr", metricsAddr,
-			"-read-header-timeout", t, "-read-timeout", t, "-idle-timeout", t}, tg.args...)
-		srv, err := startAdversaryServer(ctx, bin, filepath.Join(tmp, "soak-"+tg.name+".log"), tg.env, args)
+		f, err := b.start(e, "soak", []string{"-sweep-every", "0", "-materialize-every", "0", "-metrics-addr", metricsAddr,
+			"-read-header-timeout", t, "-read-timeout", t, "-idle-timeout", t})
 		if err != nil {
-			return fmt.Errorf("%s: %w", tg.name, err)
+			return fmt.Errorf("%s: %w", b.name, err)
 		}
-		problems, err := soakOne(ctx, c, srv, "http://"+metricsAddr+"/metrics")
-		srv.stop()
+		problems, err := soakOne(e.ctx, c, f, "http://"+metricsAddr+"/metrics")
+		f.stop()
 		if err != nil {
-			return fmt.Errorf("%s: %w", tg.name, err)
+			return fmt.Errorf("%s: %w", b.name, err)
 		}
 		for _, p := range problems {
-			failed = append(failed, tg.name+": "+p)
+			failed = append(failed, b.name+": "+p)
 		}
 	}
-	if err := ctx.Err(); err != nil {
+	if err := e.ctx.Err(); err != nil {
 		return err
 	}
 	if len(failed) > 0 {
@@ -201,184 +199,229 @@ func (s *soakCounts) String() string {
 	return fmt.Sprintf("%6d: %s", n, strings.Join(out, ", "))
 }
 
-// soakOne soaks one server and returns what went wrong.
-func soakOne(ctx context.Context, c soakConfig, srv *advServer, metricsURL string) ([]string, error) {
-	pid := srv.cmd.Process.Pid
-	scrape := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	sample := func() (soakSample, error) { return sampleProcess(ctx, pid, scrape, metricsURL) }
+// soakKinds are the kinds of traffic whose answers the soak counts, in
+// the order of its report; soakHonestKinds, those of the honest traffic.
+var (
+	soakKinds       = []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"}
+	soakHonestKinds = []string{"createOrder", "createPayment", "replay differs"}
+)
 
-	hc := &http.Client{Timeout: time.Minute}
-	defer hc.CloseIdleConnections()
-	honest := map[string]*soakCounts{"createOrder": {}, "createPayment": {}, "replay differs": {}}
+// soakRun is the soak of one server.
+type soakRun struct {
+	c      *soakConfig
+	cl     *client
+	url    string
+	sample func() (soakSample, error)
+	honest map[string]*soakCounts // by soakHonestKinds
+	kinds  map[string]*soakCounts // by soakKinds
 
-	kinds := map[string]*soakCounts{}
-	var wrong []string
-	var wrongMu sync.Mutex
-	want := func(kind, outcome, expected string) {
-		kinds[kind].add(outcome)
-		if outcome != expected && outcome != "canceled" {
-			wrongMu.Lock()
-			if len(wrong) < 20 {
-				wrong = append(wrong, fmt.Sprintf("%s: %s, not %s", kind, outcome, expected))
-			}
-			wrongMu.Unlock()
-		}
-	}
-	for _, k := range []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"} {
-		kinds[k] = &soakCounts{}
-	}
+	n         atomic.Int64 // makes every document distinct
+	peak      soakSample
+	catalogue []hostile.Request
 
-	var n atomic.Int64
-	var peak soakSample
-	var catalogue []hostile.Request
-	// traffic sends every kind of traffic for d and samples the process
-	// every second meanwhile.
+	wrongMu sync.Mutex
+	wrong   []string // answers other than expected, the first 20
+
 	// Connections the traffic left open when it stopped, as an attacker
 	// would: the server must close them itself.
-	var held []net.Conn
-	var heldMu sync.Mutex
-	hold := func(c net.Conn) { heldMu.Lock(); held = append(held, c); heldMu.Unlock() }
-	closeHeld := func() {
-		heldMu.Lock()
-		for _, c := range held {
-			c.Close()
-		}
-		held = nil
-		heldMu.Unlock()
-	}
-	defer closeHeld()
-	traffic := func(d time.Duration) {
-		tctx, cancel := context.WithTimeout(ctx, d)
-		defer cancel()
-		var wg sync.WaitGroup
-		// Documents the server has not seen: 900 kB (under the body limit,
-		// over the cache's size limit) and 40 kB (cached).
-		for _, d := range []struct {
-			kind string
-			size int
-		}{{"large document", 900 << 10}, {"medium document", 40 << 10}} {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					q := fmt.Sprintf("{ __typename } # %d %s", n.Add(1), strings.Repeat("x", d.size))
-					want(d.kind, advPost(tctx, hc, srv.url, "tenant-a", q, nil).outcome, "ok")
-				}
-			})
-		}
-		// Invalid input: the catalogue, fresh each time, and ids and amounts
-		// the server refuses in its own words.
-		wg.Go(func() {
-			for i := 0; tctx.Err() == nil; i++ {
-				switch i % 3 {
-				case 0:
-					r := catalogue[rand.IntN(len(catalogue))]
-					want("invalid input", advSend(tctx, hc, srv.url, "tenant-a", r.Fresh(int(n.Add(1)))), r.Want)
-				case 1:
-					want("invalid input", advPost(tctx, hc, srv.url, "tenant-a", `{ order(id: "abc") { id } }`, nil).outcome, "BAD_USER_INPUT")
-				case 2:
-					want("invalid input", advPost(tctx, hc, srv.url, "tenant-a",
-						fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 2147483648, currency: "EUR"}) { id } }`, advKey()), nil).outcome,
-						"BAD_USER_INPUT")
-				}
-			}
-		})
-		addr := strings.TrimSuffix(strings.TrimPrefix(srv.url, "http://"), "/query")
-		for range c.slowConns {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					kinds["slow body"].add(soakSlowBody(tctx, addr, hold))
-				}
-			})
-		}
-		for range c.idleConns {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					kinds["idle keep-alive"].add(soakIdle(tctx, addr, hold))
-				}
-			})
-		}
-		for range 2 {
-			wg.Go(func() {
-				for tctx.Err() == nil {
-					soakHonest(tctx, hc, srv.url, honest)
-				}
-			})
-		}
-		wg.Go(func() {
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-tctx.Done():
-					return
-				case <-tick.C:
-				}
-				if s, err := sample(); err == nil {
-					peak = soakSample{max(peak.rss, s.rss), max(peak.fds, s.fds), max(peak.goroutines, s.goroutines)}
-				}
-			}
-		})
-		wg.Wait()
-		hc.CloseIdleConnections()
-	}
+	heldMu sync.Mutex
+	held   []net.Conn
+}
 
+// soakOne soaks one server and returns what went wrong.
+func soakOne(ctx context.Context, c *soakConfig, f *fleet, metricsURL string) ([]string, error) {
+	pid := f.pids()[0]
+	scrape := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	r := &soakRun{
+		c: c, cl: newSingleClient(f, time.Minute), url: f.url(0),
+		sample: func() (soakSample, error) { return sampleProcess(ctx, pid, scrape, metricsURL) },
+		honest: map[string]*soakCounts{}, kinds: map[string]*soakCounts{},
+	}
+	defer r.cl.http.CloseIdleConnections()
+	defer r.closeHeld()
+	r.reset()
 	order := "1"
-	if id, _ := advCreateOrder(ctx, hc, srv.url, "tenant-a", 100, "{ id }"); id != "" {
+	if id, _ := r.cl.createOrder(ctx, "tenant-a", 100); id != "" {
 		order = id
 	}
-	catalogue = hostile.Catalogue(order)
+	r.catalogue = hostile.Catalogue(order)
 	// The start: after a moment of the same traffic, so that the
 	// connection pools have grown to what this traffic makes them (a
 	// bounded size, not a leak) and the runtime is as a running server
 	// has it.
-	traffic(3 * time.Second)
-	closeHeld()
+	r.traffic(ctx, 3*time.Second)
+	r.closeHeld()
 	window := c.connTimeout + goroutineStaleness + time.Second
-	start, err := settle(ctx, sample, nil, soakSample{}, window, window+c.settle)
+	start, err := settle(ctx, r.sample, nil, soakSample{}, window, window+c.settle)
 	if err != nil {
 		return nil, fmt.Errorf("before the traffic: %w", err)
 	}
-	fmt.Printf("\n== soak: %s\n  start:  %s\n", srv.url, start)
-	for _, k := range kinds {
-		k.outcomes = nil
-	}
-	for _, k := range honest {
-		k.outcomes = nil
-	}
-	peak = soakSample{}
-	traffic(c.duration)
+	fmt.Printf("\n== soak: %s\n  start:  %s\n", r.url, start)
+	r.reset()
+	r.traffic(ctx, c.duration)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	fmt.Printf("  peak:   %s\n", peak)
+	fmt.Printf("  peak:   %s\n", r.peak)
 
 	began := time.Now()
-	end, err := settle(ctx, sample, &start, soakMargins, goroutineStaleness+time.Second, goroutineStaleness+c.settle)
+	end, err := settle(ctx, r.sample, &start, soakMargins, goroutineStaleness+time.Second, goroutineStaleness+c.settle)
 	var problems []string
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
 	fmt.Printf("  after:  %s (%v after the traffic stopped)\n", end, time.Since(began).Round(100*time.Millisecond))
-	for _, k := range []string{"large document", "medium document", "invalid input", "slow body", "idle keep-alive"} {
-		fmt.Printf("  %-16s %s\n", k, kinds[k])
+	return append(problems, r.report()...), nil
+}
+
+// reset forgets the counts (not the first transport error, nor the wrong
+// answers) and the peak.
+func (r *soakRun) reset() {
+	for _, m := range []struct {
+		counts map[string]*soakCounts
+		kinds  []string
+	}{{r.kinds, soakKinds}, {r.honest, soakHonestKinds}} {
+		for _, k := range m.kinds {
+			if m.counts[k] == nil {
+				m.counts[k] = &soakCounts{}
+			}
+			m.counts[k].outcomes = nil
+		}
 	}
-	for _, k := range []string{"createOrder", "createPayment", "replay differs"} {
-		fmt.Printf("  %-16s %s\n", k, honest[k])
+	r.peak = soakSample{}
+}
+
+// want counts an answer of kind, and notes it when it is not the expected
+// one.
+func (r *soakRun) want(kind, outcome, expected string) {
+	r.kinds[kind].add(outcome)
+	if outcome != expected && outcome != "canceled" {
+		r.wrongMu.Lock()
+		if len(r.wrong) < 20 {
+			r.wrong = append(r.wrong, fmt.Sprintf("%s: %s, not %s", kind, outcome, expected))
+		}
+		r.wrongMu.Unlock()
 	}
-	honest["replay differs"].mu.Lock()
-	if d := len(honest["replay differs"].outcomes); d > 0 {
+}
+
+func (r *soakRun) hold(c net.Conn) { r.heldMu.Lock(); r.held = append(r.held, c); r.heldMu.Unlock() }
+
+func (r *soakRun) closeHeld() {
+	r.heldMu.Lock()
+	for _, c := range r.held {
+		c.Close()
+	}
+	r.held = nil
+	r.heldMu.Unlock()
+}
+
+// traffic sends every kind of traffic for d and samples the process every
+// second meanwhile.
+func (r *soakRun) traffic(ctx context.Context, d time.Duration) {
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	// Documents the server has not seen: 900 kB (under the body limit,
+	// over the cache's size limit) and 40 kB (cached).
+	for _, d := range []struct {
+		kind string
+		size int
+	}{{"large document", 900 << 10}, {"medium document", 40 << 10}} {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				q := fmt.Sprintf("{ __typename } # %d %s", r.n.Add(1), strings.Repeat("x", d.size))
+				r.want(d.kind, r.cl.query(tctx, "tenant-a", q).outcome, "ok")
+			}
+		})
+	}
+	wg.Go(func() { r.invalid(tctx) })
+	addr := strings.TrimSuffix(strings.TrimPrefix(r.url, "http://"), "/query")
+	for range r.c.slowConns {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				r.kinds["slow body"].add(soakSlowBody(tctx, addr, r.hold))
+			}
+		})
+	}
+	for range r.c.idleConns {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				r.kinds["idle keep-alive"].add(soakIdle(tctx, addr, r.hold))
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for tctx.Err() == nil {
+				soakHonest(tctx, r.cl, r.honest)
+			}
+		})
+	}
+	wg.Go(func() { r.samplePeak(tctx) })
+	wg.Wait()
+	r.cl.http.CloseIdleConnections()
+}
+
+// invalid sends invalid input until ctx ends: the catalogue, fresh each
+// time, and ids and amounts the server refuses in its own words.
+func (r *soakRun) invalid(ctx context.Context) {
+	for i := 0; ctx.Err() == nil; i++ {
+		switch i % 3 {
+		case 0:
+			h := r.catalogue[rand.IntN(len(r.catalogue))]
+			r.want("invalid input", r.cl.hostile(ctx, "tenant-a", h.Fresh(int(r.n.Add(1)))), h.Want)
+		case 1:
+			r.want("invalid input", r.cl.query(ctx, "tenant-a", `{ order(id: "abc") { id } }`).outcome, "BAD_USER_INPUT")
+		case 2:
+			r.want("invalid input", r.cl.query(ctx, "tenant-a",
+				fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 2147483648, currency: "EUR"}) { id } }`, newKey())).outcome,
+				"BAD_USER_INPUT")
+		}
+	}
+}
+
+// samplePeak samples the process every second until ctx ends, keeping
+// the largest figures.
+func (r *soakRun) samplePeak(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if s, err := r.sample(); err == nil {
+			r.peak = soakSample{max(r.peak.rss, s.rss), max(r.peak.fds, s.fds), max(r.peak.goroutines, s.goroutines)}
+		}
+	}
+}
+
+// report prints what each kind of traffic got and returns what went wrong.
+func (r *soakRun) report() []string {
+	for _, k := range soakKinds {
+		fmt.Printf("  %-16s %s\n", k, r.kinds[k])
+	}
+	for _, k := range soakHonestKinds {
+		fmt.Printf("  %-16s %s\n", k, r.honest[k])
+	}
+	var problems []string
+	differ := r.honest["replay differs"]
+	differ.mu.Lock()
+	if d := len(differ.outcomes); d > 0 {
 		problems = append(problems, "a replay answered another id than its first answer")
 	}
-	honest["replay differs"].mu.Unlock()
+	differ.mu.Unlock()
 	for _, k := range []string{"createOrder", "createPayment"} {
-		honest[k].mu.Lock()
-		for o, v := range honest[k].outcomes {
+		r.honest[k].mu.Lock()
+		for o, v := range r.honest[k].outcomes {
 			if o != "ok" && o != "canceled" {
 				problems = append(problems, fmt.Sprintf("honest %s: %d answers %s after their retries", k, v, o))
 			}
 		}
-		honest[k].mu.Unlock()
+		r.honest[k].mu.Unlock()
 	}
-	return append(problems, wrong...), nil
+	return append(problems, r.wrong...)
 }
 
 // settle samples the process every 250 ms until the sample is within
@@ -468,12 +511,12 @@ func sampleProcess(ctx context.Context, pid int, hc *http.Client, metricsURL str
 // soakHonest creates an order and pays it, each with a key of its own,
 // retried with that key until it has a result, then sent once more: the
 // replay must answer the same id.
-func soakHonest(ctx context.Context, hc *http.Client, url string, counts map[string]*soakCounts) {
+func soakHonest(ctx context.Context, cl *client, counts map[string]*soakCounts) {
 	send := func(field, query string) string {
 		var id string
 		outcome := ""
 		for attempt := 0; attempt < 20 && ctx.Err() == nil; attempt++ {
-			a := advPost(ctx, hc, url, "tenant-b", query, nil)
+			a := cl.query(ctx, "tenant-b", query)
 			outcome = a.outcome
 			if outcome == "ok" {
 				var d map[string]struct{ ID string }
@@ -492,7 +535,7 @@ func soakHonest(ctx context.Context, hc *http.Client, url string, counts map[str
 		}
 		counts[field].add(outcome)
 		if id != "" {
-			again := advPost(ctx, hc, url, "tenant-b", query, nil)
+			again := cl.query(ctx, "tenant-b", query)
 			var d map[string]struct{ ID string }
 			if again.outcome == "ok" && json.Unmarshal(again.data, &d) == nil && d[field].ID != id {
 				counts["replay differs"].add(field)
@@ -500,11 +543,11 @@ func soakHonest(ctx context.Context, hc *http.Client, url string, counts map[str
 		}
 		return id
 	}
-	order := send("createOrder", fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 100, currency: "EUR"}) { id } }`, advKey()))
+	order := send("createOrder", fmt.Sprintf(`mutation { createOrder(idempotencyKey: %q, input: {amount: 100, currency: "EUR"}) { id } }`, newKey()))
 	if order == "" {
 		return
 	}
-	send("createPayment", fmt.Sprintf(`mutation { createPayment(idempotencyKey: %q, input: {orderID: %s, amount: 100}) { id } }`, advKey(), order))
+	send("createPayment", paymentQuery(newKey(), order))
 }
 
 // soakSlowBody opens a connection, declares a body of 1 MB and sends it a
@@ -521,7 +564,7 @@ func soakSlowBody(ctx context.Context, addr string, hold func(net.Conn)) string 
 	}
 	if _, err := fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n", addr); err != nil {
 		conn.Close()
-		return advTransportOutcome(ctx, err)
+		return transportOutcome(ctx, err)
 	}
 	closed := make(chan struct{})
 	go func() { _, _ = io.Copy(io.Discard, conn); close(closed) }()
@@ -558,13 +601,13 @@ func soakIdle(ctx context.Context, addr string, hold func(net.Conn)) string {
 	body := `{"query":"{ __typename }"}`
 	if _, err := fmt.Fprintf(conn, "POST /query HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, len(body), body); err != nil {
 		conn.Close()
-		return advTransportOutcome(ctx, err)
+		return transportOutcome(ctx, err)
 	}
 	rd := bufio.NewReader(conn)
 	res, err := http.ReadResponse(rd, nil)
 	if err != nil {
 		conn.Close()
-		return advTransportOutcome(ctx, err)
+		return transportOutcome(ctx, err)
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
@@ -578,7 +621,7 @@ func soakIdle(ctx context.Context, addr string, hold func(net.Conn)) string {
 	if err == io.EOF {
 		return "closed by the server"
 	} else if err != nil {
-		return advTransportOutcome(ctx, err)
+		return transportOutcome(ctx, err)
 	}
 	return "the server sent more"
 }

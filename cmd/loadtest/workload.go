@@ -155,7 +155,7 @@ func (r *registry) all() []*intent {
 // sometimes twice with two different keys (a competing payment), every
 // intent sometimes sent by several clients to several servers at once.
 type workload struct {
-	cfg    *config
+	cfg    *faultsConfig
 	client *client
 	stats  *stats
 	reg    *registry

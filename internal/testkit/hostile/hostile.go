@@ -4,7 +4,7 @@
 // over it and, where one fits, the worst just under it, which the server
 // parses, validates and answers. docs/limits.md publishes what each costs;
 // graph's benchmark measures that cost, graph's tests bound it, and
-// cmd/loadtest -adversary measures another tenant's latency while one
+// cmd/loadtest adversary measures another tenant's latency while one
 // tenant sends them.
 package hostile
 

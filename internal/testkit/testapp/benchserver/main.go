@@ -1,6 +1,6 @@
 // Command benchserver serves the test application (internal/testkit/testapp)
 // over HTTP on PostgreSQL, for the load tool's plain-anchored throughput
-// (go run ./cmd/loadtest -bench -anchor): one process serves the same
+// (go run ./cmd/loadtest anchor): one process serves the same
 // create of a shipment without the hook (createShipmentPlain), idempotent
 // in lease and atomic mode (createShipmentLease, createShipmentAtomic) and
 // made retry-safe by hand (createShipmentHandwritten), so that the load

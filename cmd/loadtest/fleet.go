@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,17 +45,20 @@ func (p profile) args() []string {
 	}
 }
 
-// fleet is the set of server processes of a run, all on one database.
+// fleet is the set of server processes of a run, all on one database:
+// every subcommand starts, kills, restarts and stops its servers through
+// one.
 type fleet struct {
 	bin     string
 	env     []string // DATABASE_URL
 	args    []string // flags every server gets
 	logDir  string
 	newPort bool // a restarted server listens on a new port
-	// testApp: the servers are the test application's server of
-	// -anchor, which has no provider and no River: they take neither the
-	// provider flags nor a River client id.
-	testApp bool
+	// bare: the servers take args only, neither a River client id nor the
+	// provider's flags: the test application's server of the anchor, which
+	// has no provider and no River, and the adversary's and the soak's
+	// servers, which run with the example server's defaults.
+	bare bool
 
 	mu      sync.Mutex
 	servers []*server
@@ -123,7 +127,7 @@ func (f *fleet) startOnce(s *server) error {
 	}
 	defer logf.Close() // the child has its own descriptor
 	args := append([]string{"-addr", addr}, f.args...)
-	if !f.testApp {
+	if !f.bare {
 		// The slot's River client id: unique among the running servers,
 		// the same across the slot's restarts.
 		riverID := fmt.Sprintf("loadtest-%s-%d", filepath.Base(f.logDir), s.index)
@@ -206,6 +210,33 @@ func (f *fleet) kill(i int, next profile) {
 	<-exited
 }
 
+// running returns the first server from slot n on (round the fleet) whose
+// process runs, or -1.
+func (f *fleet) running(n int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.servers {
+		j := (n + i) % len(f.servers)
+		if f.servers[j].cmd != nil {
+			return j
+		}
+	}
+	return -1
+}
+
+// anyRuns reports whether a server, running or restarting, has the named
+// profile.
+func (f *fleet) anyRuns(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.servers {
+		if s.profile.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // restart starts slot i again (on the same port unless newPort).
 func (f *fleet) restart(ctx context.Context, i int) error {
 	f.mu.Lock()
@@ -273,4 +304,35 @@ func (f *fleet) logCounts(patterns []logPattern) map[string]int {
 		}
 	}
 	return counts
+}
+
+// backend is a database that the adversary and the soak run a single
+// server on.
+type backend struct {
+	name string
+	env  []string // DATABASE_URL and PROVIDER_DATABASE_URL
+	args []string
+}
+
+// backends are SQLite, in a file of the run's named after tool, and the
+// run's PostgreSQL.
+func backends(e *runEnv, tool string) []backend {
+	return []backend{
+		{"sqlite", []string{"DATABASE_URL=", "PROVIDER_DATABASE_URL="}, []string{"-db", filepath.Join(e.tmp, tool+".db")}},
+		{"postgres", e.db.serverEnv(nil), nil},
+	}
+}
+
+// start starts a fleet of one bare server on b, with args; its log goes to
+// a directory of its own, tool-backend.
+func (b backend) start(e *runEnv, tool string, args []string) (*fleet, error) {
+	f := &fleet{bin: e.bin, env: b.env, args: slices.Concat(args, b.args), logDir: filepath.Join(e.tmp, tool+"-"+b.name), bare: true}
+	if err := os.MkdirAll(f.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := f.add(e.ctx, profile{name: tool}); err != nil {
+		f.stop()
+		return nil, err
+	}
+	return f, nil
 }
