@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -139,6 +140,9 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ledger.Close() })
+	if err := errors.Join(provider.Migrate(ctx, ledger.DB(), true), mailer.Migrate(ctx, ledger.DB(), true)); err != nil {
+		t.Fatal(err)
+	}
 	prov, err := provider.NewSimulated(ctx, ledger.DB(), true)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	entmigrate "github.com/goovo/idem/ent/migrate"
+	"github.com/goovo/idem/internal/example/mailer"
+	"github.com/goovo/idem/internal/example/provider"
 )
 
 // DefaultDevURL is the PostgreSQL server the developer's commands borrow a
@@ -156,16 +158,16 @@ func entDiff(ctx context.Context, devURL string, dir migrate.Dir, name string) (
 
 // recordDroppedTables is an ent diff hook that notes the tables the
 // migrations create and the ent schema does not have: ent's diff keeps only
-// created and modified tables, so they would go unnoticed. River's tables
-// (river_*) are not ent's: their migration is River's SQL, and the diff
-// leaves them out.
+// created and modified tables, so they would go unnoticed. The tables that
+// are not ent's (foreignTable) are left out of the diff: their migrations
+// are River's SQL and the example's stand-ins.
 func recordDroppedTables(tables *[]string) schema.DiffHook {
 	return func(next schema.Differ) schema.Differ {
 		return schema.DiffFunc(func(current, desired *atlas.Schema) ([]atlas.Change, error) {
 			changes, err := next.Diff(current, desired)
 			kept := changes[:0]
 			for _, c := range changes {
-				if riverChange(c) {
+				if foreignChange(c) {
 					continue
 				}
 				if d, ok := c.(*atlas.DropTable); ok {
@@ -178,8 +180,8 @@ func recordDroppedTables(tables *[]string) schema.DiffHook {
 	}
 }
 
-// riverChange reports whether c changes one of River's tables.
-func riverChange(c atlas.Change) bool {
+// foreignChange reports whether c changes a table that is not ent's.
+func foreignChange(c atlas.Change) bool {
 	var t *atlas.Table
 	switch c := c.(type) {
 	case *atlas.DropTable:
@@ -189,7 +191,16 @@ func riverChange(c atlas.Change) bool {
 	case *atlas.AddTable:
 		t = c.T
 	}
-	return t != nil && strings.HasPrefix(t.Name, "river_")
+	return t != nil && foreignTable(t.Name)
+}
+
+// foreignTable reports whether the migrations' table name is not ent's:
+// River's (river_*), and the tables of the example's simulated provider
+// and mailer, which stand in for services that keep their records in
+// systems of their own (the migration add_example_stand_ins; the server's
+// -migrate creates the same with provider.Migrate and mailer.Migrate).
+func foreignTable(name string) bool {
+	return strings.HasPrefix(name, "river_") || name == provider.Table || name == mailer.Table
 }
 
 func extraTablesHelp(tables []string) string {

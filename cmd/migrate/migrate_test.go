@@ -28,6 +28,8 @@ import (
 	"github.com/goovo/idem/ent/migrate/migrations"
 	"github.com/goovo/idem/idemoutbox"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/example/mailer"
+	"github.com/goovo/idem/internal/example/provider"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
@@ -179,7 +181,8 @@ func TestMigrationsProduceTheEntSchema(t *testing.T) {
 	if !strings.Contains(out, "applied "+fmt.Sprint(len(committedFiles(t)))+" migration(s)") {
 		t.Fatalf("up: %s", out)
 	}
-	want := []string{RevisionsTable, "river_job", "river_leader", "river_migration", "river_notification", "river_queue"}
+	want := []string{RevisionsTable, "river_job", "river_leader", "river_migration", "river_notification", "river_queue",
+		provider.Table, mailer.Table}
 	for _, tb := range entmigrate.Tables {
 		want = append(want, tb.Name)
 	}
@@ -201,6 +204,44 @@ func TestMigrationsProduceTheEntSchema(t *testing.T) {
 	if cs := diffSchemas(t, db.DSN, migrated, created); len(cs) > 0 {
 		t.Fatalf("the migrated schema differs from the one ent creates: %d changes:\n%s", len(cs), describe(cs))
 	}
+
+	// The simulated provider's and mailer's tables: those the server's
+	// -migrate makes (provider.Migrate, mailer.Migrate), column by column.
+	refDB := ref.Driver.DB()
+	if err := errors.Join(provider.Migrate(context.Background(), refDB, true), mailer.Migrate(context.Background(), refDB, true)); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{provider.Table, mailer.Table} {
+		if got, want := columns(t, openSQL(t, db.DSN), table), columns(t, refDB, table); !slices.Equal(got, want) {
+			t.Fatalf("%s: the migrations make columns\n%v\nthe server's -migrate makes\n%v", table, got, want)
+		}
+	}
+}
+
+// columns describes table's columns and constraints in the schema of db.
+func columns(t *testing.T, db *sql.DB, table string) []string {
+	t.Helper()
+	rows, err := db.Query(`SELECT column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+		FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1
+		UNION ALL SELECT constraint_type || ' ' || count(*) FROM information_schema.table_constraints
+		WHERE table_schema = current_schema() AND table_name = $1 AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')
+		GROUP BY constraint_type ORDER BY 1`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil || len(cols) == 0 {
+		t.Fatalf("%s: %v (%d columns)", table, err, len(cols))
+	}
+	return cols
 }
 
 // What cmd/server does at start, client.Schema.Create, on a migrated
@@ -486,10 +527,11 @@ func TestCheckDetectsDrift(t *testing.T) {
 		t.Parallel()
 		dir := copyMigrations(t)
 		// The last of ent's: River's are River's SQL, which diff does not
-		// write (see "River's migration missing").
+		// write (see "River's migration missing"), and the example's
+		// stand-ins are hand-written.
 		var files []migrate.File
 		for _, f := range committedFiles(t) {
-			if !strings.Contains(f.Name(), "river") {
+			if !strings.Contains(f.Name(), "river") && !strings.Contains(f.Name(), "stand_ins") {
 				files = append(files, f)
 			}
 		}
@@ -651,8 +693,8 @@ func TestEmbeddedMigrationsAreTheDirectory(t *testing.T) {
 	}
 }
 
-// The example server starts on a database made by migrate up, leaves its
-// schema as it is, and serves a mutation.
+// The example server starts on a database made by migrate up without its
+// automatic migration, leaves its schema as it is, and serves a mutation.
 func TestServerStartsOnTheMigratedDatabase(t *testing.T) {
 	t.Parallel()
 	db := idemtest.Open(t, idemtest.Postgres)
@@ -666,7 +708,9 @@ func TestServerStartsOnTheMigratedDatabase(t *testing.T) {
 	// The server must start on the migrated database: WaitListening fails
 	// the test, with the server's output, if it exits instead.
 	addr := proctest.FreeAddr(t)
-	server := proctest.Start(t, bin, []string{"DATABASE_URL=" + db.DSN}, []string{"-addr", addr})
+	// -migrate=false, as in production: the migrations hold every table
+	// the server needs, the simulated provider's and mailer's included.
+	server := proctest.Start(t, bin, []string{"DATABASE_URL=" + db.DSN}, []string{"-addr", addr, "-migrate=false"})
 	server.WaitListening(t, addr, testkit.WaitBound)
 
 	body := `{"query":"mutation { createOrder(idempotencyKey: \"order-1\", input: {amount: 1200, currency: \"EUR\"}) { id amount currency paid } }"}`

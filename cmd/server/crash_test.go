@@ -222,6 +222,11 @@ func openLedger(t *testing.T, dsn string, postgres bool) *provider.Simulated {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	// Its table, as the server's -migrate makes it (a no-op once made):
+	// some tests read the ledger before the server has started.
+	if err := provider.Migrate(context.Background(), db, postgres); err != nil {
+		t.Fatal(err)
+	}
 	p, err := provider.NewSimulated(context.Background(), db, postgres)
 	if err != nil {
 		t.Fatal(err)

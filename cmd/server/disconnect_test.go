@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/example/mailer"
+	"github.com/goovo/idem/internal/example/provider"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
@@ -118,7 +121,8 @@ func TestAbandonedPaymentIsFinishedByDefault(t *testing.T) {
 }
 
 // serverTables is serverDatabase, and on PostgresPartitioned the tables
-// made and partitioned beforehand (idemtest's Setup) with River's, for a
+// made and partitioned beforehand (idemtest's Setup) with River's and the
+// simulated provider's and mailer's, for a
 // server started with -migrate=false, as in production: ent's automatic
 // migration would undo the partitioning.
 func serverTables(t *testing.T, db *idemtest.DB) (env, args []string) {
@@ -133,6 +137,11 @@ func serverTables(t *testing.T, db *idemtest.DB) (env, args []string) {
 		t.Fatal(err)
 	}
 	if err := graph.MigrateRiver(ctx, db.Driver); err != nil {
+		t.Fatal(err)
+	}
+	// The simulated provider's and mailer's tables, which -migrate=false
+	// does not create (cmd/migrate up does, with the rest).
+	if err := errors.Join(provider.Migrate(ctx, db.Driver.DB(), true), mailer.Migrate(ctx, db.Driver.DB(), true)); err != nil {
 		t.Fatal(err)
 	}
 	return env, append(args, "-migrate=false")

@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,6 +44,7 @@ import (
 	"github.com/goovo/idem/idemoutbox"
 	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
+	"github.com/goovo/idem/internal/example/simsql"
 )
 
 func main() {
@@ -73,7 +75,7 @@ func run() error {
 		riverConns   = flag.Int("river-max-conns", graph.DefaultRiverMaxConns, "most connections of River's own pool, which it opens behind PgBouncer (a -db-dsn in an exec mode); counts in the connection budget")
 		riverRescue  = flag.Duration("river-rescue-after", graph.DefaultRescueAfter, "how long a job may run before River takes it for stuck (its process died) and runs it again; jobs time out at half of it")
 		foldBatch    = flag.Int("materialize-batch", 500, "page views folded per transaction")
-		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration (production PostgreSQL: apply cmd/migrate's versioned migrations and pass -migrate=false)")
+		autoMigrate  = flag.Bool("migrate", true, "create or update the tables at start with ent's automatic migration, River's and the simulated provider's and mailer's (production PostgreSQL: apply cmd/migrate's versioned migrations, which hold them all, and pass -migrate=false, which creates no table and stops if one is missing)")
 		metricsAddr  = flag.String("metrics-addr", "", "serve the hook's metrics in Prometheus format at http://ADDR/metrics (off when empty)")
 		verbose      = flag.Bool("v", false, "log every refusal and takeover (-log-level debug)")
 		logFormat    = flag.String("log-format", "text", "log format: text (logfmt) or json (one JSON object a line)")
@@ -180,7 +182,7 @@ func run() error {
 		return err
 	}
 
-	prov, mail, closeProv, err := openProvider(ctx, providerDSN, *provConns, *connectWait, logger)
+	prov, mail, closeProv, err := openProvider(ctx, providerDSN, *provConns, *connectWait, *autoMigrate, logger)
 	if err != nil {
 		return err
 	}
@@ -296,28 +298,58 @@ func run() error {
 // openProvider opens the simulated provider's ledger, and the simulated
 // mailer's records beside it, with a pool of their own, of maxConns
 // connections: one statement per charge or receipt, none held while the
-// simulated latencies pass.
-func openProvider(ctx context.Context, dsn string, maxConns int, connectWait time.Duration, logger *slog.Logger) (*provider.Simulated, *mailer.Simulated, func(), error) {
+// simulated latencies pass. With migrate (-migrate) it creates their
+// tables; without, they must exist (cmd/migrate up makes them with the
+// rest) and a missing one stops the start: -migrate=false changes no
+// schema.
+func openProvider(ctx context.Context, dsn string, maxConns int, connectWait time.Duration, migrate bool, logger *slog.Logger) (*provider.Simulated, *mailer.Simulated, func(), error) {
 	drv, err := idemdb.OpenSQL(dsn, idemdb.Pool{MaxConns: maxConns})
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	db := drv.DB()
-	if err := idemdb.WaitReady(ctx, db, connectWait, logger); err != nil {
-		db.Close()
-		return nil, nil, nil, err
-	}
-	p, err := provider.NewSimulated(ctx, db, idemdb.IsPostgres(dsn))
-	if err != nil {
-		db.Close()
-		return nil, nil, nil, err
-	}
-	m, err := mailer.NewSimulated(ctx, db, idemdb.IsPostgres(dsn))
+	p, m, err := openStandIns(ctx, db, idemdb.IsPostgres(dsn), connectWait, migrate, logger)
 	if err != nil {
 		db.Close()
 		return nil, nil, nil, err
 	}
 	return p, m, func() { db.Close() }, nil
+}
+
+// openStandIns is openProvider's work on the opened pool.
+func openStandIns(ctx context.Context, db *sql.DB, postgres bool, connectWait time.Duration, migrate bool, logger *slog.Logger) (*provider.Simulated, *mailer.Simulated, error) {
+	if err := idemdb.WaitReady(ctx, db, connectWait, logger); err != nil {
+		return nil, nil, err
+	}
+	if migrate {
+		if err := errors.Join(provider.Migrate(ctx, db, postgres), mailer.Migrate(ctx, db, postgres)); err != nil {
+			return nil, nil, err
+		}
+	}
+	p, err := provider.NewSimulated(ctx, db, postgres)
+	if err != nil {
+		return nil, nil, notMigrated(err, postgres)
+	}
+	m, err := mailer.NewSimulated(ctx, db, postgres)
+	if err != nil {
+		return nil, nil, notMigrated(err, postgres)
+	}
+	return p, m, nil
+}
+
+// notMigrated adds the way out to a stand-in's missing table: the
+// simulated provider and mailer stand in for services that keep their
+// records in their own systems, but the example keeps them in its
+// database, and -migrate=false creates no table.
+func notMigrated(err error, postgres bool) error {
+	if !errors.Is(err, simsql.ErrNotMigrated) {
+		return err
+	}
+	fix := "start once with -migrate (SQLite has no versioned migrations)"
+	if postgres {
+		fix = "apply the versioned migrations, which create it with the rest (DATABASE_URL=… go run ./cmd/migrate up; PROVIDER_DATABASE_URL, when set, must reach a database that has them), or start with -migrate"
+	}
+	return fmt.Errorf("%w: the example's simulated provider and mailer keep their tables in its database and -migrate=false creates none: %s", err, fix)
 }
 
 // httpGate returns a provider Gate that asks gateURL about each charge (a

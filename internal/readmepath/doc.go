@@ -1,5 +1,7 @@
 // Package readmepath holds the test that follows "Add it to your app" in
-// docs/adopting.md as a newcomer would: it takes every block the guide marks
+// docs/adopting.md, then docs/guide/metrics.md (the metrics and an idemctl
+// added to its minimal server), as a newcomer would: it takes every block
+// the guides mark
 // with a file name (<!-- file: PATH -->) and every command block
 // (<!-- commands -->), in the guide's order, into a brand-new module in a
 // temporary directory, with a schema of its own (testdata), runs the

@@ -29,6 +29,11 @@ import (
 // adoption guide's "Add it to your app", relative to the module's root.
 const guide = "docs/adopting.md"
 
+// metricsGuide is the topic page whose marked blocks add the metrics and
+// an idemctl to the guide's minimal server: they are followed right after
+// guide's, in the same module.
+const metricsGuide = "docs/guide/metrics.md"
+
 // outboxGuide is the file whose marked blocks extend the adoption guide's
 // app with the outbox: they are followed after guide's, in the same module.
 const outboxGuide = "docs/outbox.md"
@@ -135,9 +140,23 @@ func TestReadmePath(t *testing.T) {
 	// entities, with the mixin the guide shows).
 	copyTree(t, "testdata/ent", filepath.Join(app, "ent"))
 	follow(t, root, app, guide)
+	// The getting started's server, minimal (no metrics): kept to run once
+	// the topic page has rebuilt it with them.
+	minimal := filepath.Join(app, "server-minimal")
+	if err := os.Rename(filepath.Join(app, "server"), minimal); err != nil {
+		t.Fatalf("%s builds no server: %v", guide, err)
+	}
+	follow(t, root, app, metricsGuide)
 	t.Logf("generated and built in %.1fs", time.Since(start).Seconds())
 	bin := filepath.Join(app, "server")
 	idemctl := filepath.Join(app, "idemctl")
+
+	t.Run("minimal", func(t *testing.T) {
+		addr := proctest.FreeAddr(t)
+		p := proctest.Start(t, minimal, []string{"DATABASE_URL=" + filepath.Join(t.TempDir(), "app.db"), "ADDR=" + addr}, nil)
+		p.WaitListening(t, addr, time.Minute)
+		sendTwice(t, "http://"+addr+"/query")
+	})
 
 	for _, backend := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
 		t.Run(string(backend), func(t *testing.T) {
@@ -352,8 +371,8 @@ func sendInHeader(t *testing.T, url string) {
 	}
 }
 
-// exported checks that the server exports the hook's metrics as the
-// guide's "Exporting the metrics" says: in Prometheus format, with the
+// exported checks that the server exports the hook's metrics as
+// metricsGuide's "Exporting the metrics" says: in Prometheus format, with the
 // replays counted.
 func exported(t *testing.T, url string) {
 	t.Helper()

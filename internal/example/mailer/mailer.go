@@ -43,9 +43,29 @@ type Simulated struct {
 	Latency time.Duration
 }
 
+// Table is the table of the simulated mailer's records.
+const Table = "mailer_receipts"
+
 // NewSimulated returns a mailer that keeps its records in db (a PostgreSQL
-// database when postgres is true, else SQLite), creating its table.
+// database when postgres is true, else SQLite). Its table must exist
+// (Migrate, or the versioned migrations): a missing one is
+// simsql.ErrNotMigrated, and nothing is created.
 func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, error) {
+	err := simsql.Check(ctx, db, Table, "id", "tenant", "downstream_key", "order_id", "payment_id",
+		"requests", "sent_at")
+	if err != nil {
+		return nil, fmt.Errorf("mailer: %w", err)
+	}
+	return &Simulated{db: db, postgres: postgres}, nil
+}
+
+// Migrate creates the mailer's table in db: the example server's
+// automatic migration (-migrate). On PostgreSQL, ent/migrate/migrations
+// holds the same table for the versioned path (cmd/migrate up). A real
+// mail service keeps its records in its own system; this one is a
+// stand-in kept beside the application's tables so that tests can count
+// its receipts.
+func Migrate(ctx context.Context, db *sql.DB, postgres bool) error {
 	ts := simsql.TimeColumn(postgres)
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS mailer_receipts (
 		id TEXT PRIMARY KEY,
@@ -56,9 +76,9 @@ func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, e
 		requests INTEGER NOT NULL DEFAULT 1,
 		sent_at `+ts+` NOT NULL)`)
 	if err != nil {
-		return nil, fmt.Errorf("mailer: create table: %w", err)
+		return fmt.Errorf("mailer: create table: %w", err)
 	}
-	return &Simulated{db: db, postgres: postgres}, nil
+	return nil
 }
 
 // SendReceipt sends the receipt of a payment once per downstream key: a

@@ -94,10 +94,29 @@ type Simulated struct {
 	Gate func(ctx context.Context, req ChargeRequest) error
 }
 
+// Table is the table of the simulated provider's ledger.
+const Table = "provider_charges"
+
 // NewSimulated returns a provider that keeps its ledger in db (a PostgreSQL
-// database when postgres is true, else SQLite), creating its table.
+// database when postgres is true, else SQLite). The ledger's table must
+// exist (Migrate, or the versioned migrations): a missing one is
+// simsql.ErrNotMigrated, and nothing is created.
 func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, error) {
-	s := &Simulated{db: db, postgres: postgres}
+	err := simsql.Check(ctx, db, Table, "id", "tenant", "idempotency_key", "order_id", "amount",
+		"currency", "requests", "voided", "created_at", "requested_by")
+	if err != nil {
+		return nil, fmt.Errorf("provider: %w", err)
+	}
+	return &Simulated{db: db, postgres: postgres}, nil
+}
+
+// Migrate creates the ledger's table in db, or adds what an older one
+// lacks: the example server's automatic migration (-migrate). On
+// PostgreSQL, ent/migrate/migrations holds the same table for the
+// versioned path (cmd/migrate up). A real provider keeps its ledger in
+// its own system; this one is a stand-in kept beside the application's
+// tables so that tests can count its charges.
+func Migrate(ctx context.Context, db *sql.DB, postgres bool) error {
 	ts := simsql.TimeColumn(postgres)
 	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS provider_charges (
 		id TEXT PRIMARY KEY,
@@ -112,7 +131,7 @@ func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, e
 		requested_by TEXT NOT NULL DEFAULT '',
 		UNIQUE (tenant, idempotency_key))`)
 	if err != nil {
-		return nil, fmt.Errorf("provider: create ledger: %w", err)
+		return fmt.Errorf("provider: create ledger: %w", err)
 	}
 	// A ledger made before charges recorded their user gets the column.
 	var has int
@@ -122,14 +141,14 @@ func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, e
 			WHERE table_schema = current_schema() AND table_name = 'provider_charges' AND column_name = 'requested_by'`
 	}
 	if err := db.QueryRowContext(ctx, q).Scan(&has); err != nil {
-		return nil, fmt.Errorf("provider: read ledger: %w", err)
+		return fmt.Errorf("provider: read ledger: %w", err)
 	}
 	if has == 0 {
 		if _, err := db.ExecContext(ctx, `ALTER TABLE provider_charges ADD COLUMN requested_by TEXT NOT NULL DEFAULT ''`); err != nil {
-			return nil, fmt.Errorf("provider: upgrade ledger: %w", err)
+			return fmt.Errorf("provider: upgrade ledger: %w", err)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // Charge implements Provider.

@@ -4,6 +4,9 @@
 package simsql
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -37,4 +40,21 @@ func Rebind(postgres bool, q string) string {
 		q = strings.ReplaceAll(q, fmt.Sprintf("$%d", i), "?")
 	}
 	return q
+}
+
+// ErrNotMigrated is returned by the simulated services' constructors when
+// their table is missing or lacks a column: they never create it
+// themselves, so that a server started without its automatic migration
+// (-migrate=false) changes no schema. Their Migrate functions, or the
+// versioned migrations, create it.
+var ErrNotMigrated = errors.New("table missing or out of date")
+
+// Check returns ErrNotMigrated, with the database's own error, unless
+// table exists in db with every column named.
+func Check(ctx context.Context, db *sql.DB, table string, columns ...string) error {
+	rows, err := db.QueryContext(ctx, "SELECT "+strings.Join(columns, ", ")+" FROM "+table+" WHERE 1 = 0")
+	if err != nil {
+		return fmt.Errorf("%s: %w (%v)", table, ErrNotMigrated, err)
+	}
+	return errors.Join(rows.Err(), rows.Close())
 }

@@ -11,6 +11,7 @@ package exampletest
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -155,6 +156,10 @@ func openProvider(t testing.TB, db *idemtest.DB) (*provider.Simulated, *mailer.S
 		t.Fatalf("provider: %v", err)
 	}
 	t.Cleanup(func() { pdb.Close() })
+	if err := errors.Join(provider.Migrate(context.Background(), pdb, db.Kind.IsPostgres()),
+		mailer.Migrate(context.Background(), pdb, db.Kind.IsPostgres())); err != nil {
+		t.Fatalf("provider: %v", err)
+	}
 	p, err := provider.NewSimulated(context.Background(), pdb, db.Kind.IsPostgres())
 	if err != nil {
 		t.Fatalf("provider: %v", err)
