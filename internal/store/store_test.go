@@ -58,6 +58,11 @@ func open(t *testing.T, b idemtest.Kind, pgx bool) *storetest.Env {
 		t.Cleanup(func() { drv.Close() })
 		backend = ent.NewClient(ent.Driver(drv)).IdempotencyBackend()
 	}
+	return envOf(t, db, backend)
+}
+
+// envOf returns the store driver over backend, an ent client on db.
+func envOf(t *testing.T, db *idemtest.DB, backend idembackend.Backend) *storetest.Env {
 	d, err := store.Open(backend.Dialect(), backend, store.Options{})
 	if err != nil {
 		t.Fatal(err)
