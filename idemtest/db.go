@@ -49,6 +49,11 @@ const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disa
 // four, always.
 func Kinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned, MariaDB} }
 
+// RiverKinds returns the kinds of database on which River runs, and with
+// it idemoutbox and the example application (package graph, cmd/server):
+// every kind but MariaDB (River has no MySQL driver; idemoutbox.ErrMySQL).
+func RiverKinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned} }
+
 // IsPostgres reports whether the kind is PostgreSQL (partitioned or not).
 func (b Kind) IsPostgres() bool { return b == Postgres || b == PostgresPartitioned }
 
