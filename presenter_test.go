@@ -64,8 +64,12 @@ func loggedBench(t *testing.T, b idemtest.Kind, cfg idem.Config) (*testapp.Bench
 // the clients saw it: on SQLite another writer finds the database
 // locked by the mutation's own transaction (SQLITE_BUSY); on PostgreSQL the
 // mutation's update waits for a row another transaction holds until its
-// lock_timeout (SQLSTATE 55P03).
+// lock_timeout (SQLSTATE 55P03); on MariaDB until its
+// innodb_lock_wait_timeout (1205).
 func databaseError(t *testing.T, ctx context.Context, be *testapp.Bench, s *ent.Shipment) error {
+	if be.DB.Kind == idemtest.MariaDB {
+		return mariaDBLockWait(ctx, be, s)
+	}
 	if be.DB.Kind == idemtest.SQLite {
 		other, err := sql.Open("sqlite", "file:"+be.DB.DSN+"?_pragma=busy_timeout(10)&_txlock=immediate")
 		if err != nil {
@@ -99,6 +103,25 @@ func databaseError(t *testing.T, ctx context.Context, be *testapp.Bench, s *ent.
 	return tx.Shipment.UpdateOneID(s.ID).SetLabel("locked out").Exec(ctx)
 }
 
+// mariaDBLockWait is databaseError on MariaDB.
+func mariaDBLockWait(ctx context.Context, be *testapp.Bench, s *ent.Shipment) error {
+	holder, err := be.DB.Driver.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, "SELECT 1 FROM shipments WHERE idempotency_key = 'db-error' FOR UPDATE"); err != nil {
+		return err
+	}
+	tx := ent.FromContext(ctx)
+	// A session's setting (MySQL has no SET LOCAL), put back after.
+	if _, err := tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+		return err
+	}
+	defer tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = DEFAULT")
+	return tx.Shipment.UpdateOneID(s.ID).SetLabel("locked out").Exec(ctx)
+}
+
 // A database error inside a mutation reaches the client as
 // INTERNAL_SERVER_ERROR with a correlation id and none of the driver's
 // text, although gqlgen wraps it in a GraphQL error before any presenter
@@ -119,7 +142,7 @@ func TestDatabaseErrorsNeverReachClients(t *testing.T) {
 		if r.Code() != string(idemcode.InternalServerError) || r.Outcome("createShipment") != idemcode.OutcomeReleased {
 			t.Fatalf("database error: %s", r.Body)
 		}
-		for _, leak := range []string{"SQLITE", "locked", "SQLSTATE", "lock timeout", "55P03", "provider", "database"} {
+		for _, leak := range []string{"SQLITE", "locked", "SQLSTATE", "lock timeout", "55P03", "1205", "Lock wait", "provider", "database"} {
 			if strings.Contains(string(r.Body), leak) {
 				t.Fatalf("the client saw %q: %s", leak, r.Body)
 			}
@@ -128,7 +151,7 @@ func TestDatabaseErrorsNeverReachClients(t *testing.T) {
 		if id == "" || !strings.Contains(r.Errors[0].Message, id) {
 			t.Fatalf("no correlation id: %s", r.Body)
 		}
-		cause := "SQLITE_BUSY"
+		cause := map[idemtest.Kind]string{idemtest.SQLite: "SQLITE_BUSY", idemtest.MariaDB: "1205"}[b]
 		if b.IsPostgres() {
 			cause = "55P03"
 		}

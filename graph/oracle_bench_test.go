@@ -18,7 +18,7 @@ import (
 //
 //	go test -run '^$' -bench IDOracle -benchtime 2000x ./graph/
 func BenchmarkIDOracle(b *testing.B) {
-	for _, backend := range idemtest.Kinds() {
+	for _, backend := range idemtest.RiverKinds() {
 		b.Run(string(backend), func(b *testing.B) {
 			a := newApp(b, backend)
 			orderOfA := a.newOrder("tenant-a", 100)

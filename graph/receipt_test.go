@@ -71,7 +71,7 @@ func (a *app) awaitOneReceipt(tenant, order, payment string) {
 // A paid payment sends its receipt after its commit, once: its retries
 // replay and enqueue nothing.
 func TestPaidPaymentSendsOneReceipt(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		a := receiptApp(t, b)
 		order := a.newOrder("acme", 700)
 		r := a.pay("acme", "pay", order, 700)
@@ -98,7 +98,7 @@ func TestPaidPaymentSendsOneReceipt(t *testing.T) {
 // final error), failed at the provider (retryable: rolled back and
 // released), or beaten by another payment of the order.
 func TestFailedPaymentSendsNoReceipt(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		a := receiptApp(t, b)
 		order := a.newOrder("acme", 800)
 		if r := a.pay("acme", "wrong-amount", order, 799); r.Code() != "BAD_USER_INPUT" {

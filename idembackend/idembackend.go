@@ -25,7 +25,7 @@ import (
 //
 // Applications do not implement it.
 type Backend interface {
-	// Dialect is the ent dialect name: "postgres" or "sqlite3".
+	// Dialect is the ent dialect name: "postgres", "sqlite3" or "mysql".
 	Dialect() string
 	// DB runs statements outside any transaction; each commits by itself.
 	DB() Executor

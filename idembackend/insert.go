@@ -53,6 +53,9 @@ type claimStatement struct {
 // row, a schema other than the connection's) goes to
 // sqlgraph.CreateNode with the same conflict clause.
 func (ci *ClaimInsert) Create(ctx context.Context, drv dialect.Driver, spec *sqlgraph.CreateSpec) error {
+	if drv.Dialect() == dialect.MySQL {
+		return ci.createMySQL(ctx, drv, spec)
+	}
 	if !rowOnly(spec) {
 		spec.OnConflict = []sql.ConflictOption{sql.ConflictColumns(ci.Conflict...), sql.DoNothing()}
 		return sqlgraph.CreateNode(ctx, drv, spec)
@@ -61,25 +64,9 @@ func (ci *ClaimInsert) Create(ctx context.Context, drv dialect.Driver, spec *sql
 	if err != nil {
 		return err
 	}
-	args := make([]any, 0, len(stmt.columns))
-	for _, f := range spec.Fields {
-		v := f.Value
-		if f.Type == field.TypeJSON {
-			// As sqlgraph: JSON values are marshalled, and drivers without
-			// a JSON type store the bytes.
-			buf, err := json.Marshal(v)
-			if err != nil {
-				return fmt.Errorf("marshal value for column %s: %w", f.Column, err)
-			}
-			v = json.RawMessage(buf)
-		}
-		args = append(args, v)
-	}
-	for _, e := range spec.Edges {
-		args = append(args, e.Target.Nodes[0])
-	}
-	if spec.ID.Value != nil {
-		args = append(args, spec.ID.Value)
+	args, err := claimArgs(spec)
+	if err != nil {
+		return err
 	}
 	rows := &sql.Rows{}
 	if err := drv.Query(ctx, stmt.query, args, rows); err != nil {
@@ -100,6 +87,32 @@ func (ci *ClaimInsert) Create(ctx context.Context, drv dialect.Driver, spec *sql
 	default:
 		return sql.ScanOne(rows, &spec.ID.Value)
 	}
+}
+
+// claimArgs are the values of spec in the order of a claim statement's
+// columns (claimStatement.columns).
+func claimArgs(spec *sqlgraph.CreateSpec) ([]any, error) {
+	args := make([]any, 0, len(spec.Fields)+len(spec.Edges)+1)
+	for _, f := range spec.Fields {
+		v := f.Value
+		if f.Type == field.TypeJSON {
+			// As sqlgraph: JSON values are marshalled, and drivers without
+			// a JSON type store the bytes.
+			buf, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("marshal value for column %s: %w", f.Column, err)
+			}
+			v = json.RawMessage(buf)
+		}
+		args = append(args, v)
+	}
+	for _, e := range spec.Edges {
+		args = append(args, e.Target.Nodes[0])
+	}
+	if spec.ID.Value != nil {
+		args = append(args, spec.ID.Value)
+	}
+	return args, nil
 }
 
 // rowOnly reports whether spec writes its own row and nothing else: every
@@ -161,7 +174,10 @@ func (ci *ClaimInsert) build(d string, spec *sqlgraph.CreateSpec) (*claimStateme
 		// placeholder; the values are the claim's, at each Create.
 		insert.Set(c, 0)
 	}
-	insert.OnConflict(sql.ConflictColumns(ci.Conflict...), sql.DoNothing()).Returning(spec.ID.Column)
+	if d != dialect.MySQL {
+		// MySQL has no ON CONFLICT: see createMySQL.
+		insert.OnConflict(sql.ConflictColumns(ci.Conflict...), sql.DoNothing()).Returning(spec.ID.Column)
+	}
 	query, _, err := insert.QueryErr()
 	if err != nil {
 		return nil, fmt.Errorf("idembackend: build the claim INSERT of %s: %w", spec.Table, err)

@@ -80,7 +80,7 @@ const checkQuery = `query($id: ID!) {
 }`
 
 func TestSlowFlakyProviderEveryIntentOnce(t *testing.T) {
-	for _, backend := range idemtest.Kinds() {
+	for _, backend := range idemtest.RiverKinds() {
 		t.Run(backend.String(), func(t *testing.T) { testEveryIntentOnce(t, backend) })
 	}
 }

@@ -20,7 +20,7 @@ func (noteArgs) Kind() string { return "note" }
 // idemctl outbox shows the effects that wait: the jobs of the mutations
 // that committed, none of those that failed.
 func TestOutbox(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		be := newBench(t, b)
 		if err := idemoutbox.Migrate(context.Background(), be.DB.Driver.DB(), be.DB.Driver.Dialect()); err != nil {
 			t.Fatal(err)

@@ -69,13 +69,14 @@ func Open(dsn string) (Driver, error) { return OpenPool(dsn, Pool{}) }
 
 // OpenPool opens dsn and returns an ent driver for it, its connections
 // pooled as p says. A dsn that starts with postgres:// or postgresql:// is
-// PostgreSQL; one that starts with sqlite: or file:, or any other string,
+// PostgreSQL; one that starts with mysql:// is MySQL or MariaDB (see
+// MySQLDSN); one that starts with sqlite: or file:, or any other string,
 // is a SQLite file path.
 //
 // PostgreSQL runs on pgx itself (package pgxdriver, a pgxpool): its
 // transactions send BEGIN with their first statement, and the hook's store
 // folds its own statements into the round trips that happen anyway
-// (BENCHMARKS.md). SQLite runs on database/sql. OpenSQL keeps PostgreSQL
+// (BENCHMARKS.md). SQLite and MySQL run on database/sql. OpenSQL keeps PostgreSQL
 // on database/sql too.
 //
 // A PostgreSQL URL may carry pgx's settings besides libpq's: behind
@@ -108,6 +109,11 @@ func OpenSQL(dsn string, p Pool) (*entsql.Driver, error) {
 }
 
 func open(dsn string) (*sql.DB, string, error) {
+	if IsMySQL(dsn) {
+		if _, err := MySQLDSN(dsn); err != nil {
+			return nil, "", err
+		}
+	}
 	name, source, dialectName := Resolve(dsn)
 	if name != "pgx" {
 		db, err := sql.Open(name, source)
@@ -165,10 +171,11 @@ func WaitReady(ctx context.Context, db *sql.DB, timeout time.Duration, logger *s
 
 // permanent reports whether a connection error is one that waiting does not
 // fix: PostgreSQL's invalid authorization (class 28: a wrong password, a
-// role or host not allowed) or an unknown database (3D000).
+// role or host not allowed) or an unknown database (3D000), and MySQL's
+// equivalents.
 func permanent(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000")
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000") || mysqlPermanent(err)
 }
 
 // Resolve returns the database/sql driver name, the driver's data source
@@ -179,6 +186,13 @@ func permanent(err error) bool {
 func Resolve(dsn string) (driverName, source, dialectName string) {
 	if IsPostgres(dsn) {
 		return "pgx", dsn, dialect.Postgres
+	}
+	if IsMySQL(dsn) {
+		source, err := MySQLDSN(dsn)
+		if err != nil {
+			return "mysql", dsn, dialect.MySQL // sql.Open reports it
+		}
+		return "mysql", source, dialect.MySQL
 	}
 	return sqliteDriverName, SQLiteDSN(strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite://"), "sqlite:")), dialect.SQLite
 }

@@ -32,10 +32,15 @@ const sqliteMigrationTries = 10
 // connections), which also holds behind PgBouncer in transaction pooling
 // mode: the next process waits, as long as ctx allows, and then finds
 // nothing to do.
+// On MySQL and MariaDB, migrate runs under the database's named lock
+// (GET_LOCK), held by a connection of its own.
 // SQLite's write lock serialises each statement, not a migration: a run
 // that loses a race to another process fails on a table that process just
 // made, so it runs again (a few times, while ctx allows) and finds it made.
 func MigrateLocked(ctx context.Context, drv Driver, migrate func(context.Context) error) error {
+	if drv.Dialect() == dialect.MySQL {
+		return mysqlMigrationLock(ctx, drv, migrate)
+	}
 	if drv.Dialect() != dialect.Postgres {
 		var err error
 		for try := range sqliteMigrationTries {

@@ -3,6 +3,7 @@ package idemoutbox
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -20,6 +21,9 @@ func Migrate(ctx context.Context, db *sql.DB, dialect string) error {
 	m, err := migrator(db, dialect)
 	if err == nil {
 		_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	}
+	if errors.Is(err, ErrMySQL) {
+		return err
 	}
 	if err != nil {
 		return fmt.Errorf("idemoutbox: migrate River's tables: %w", err)
@@ -52,6 +56,8 @@ func migrator(db *sql.DB, dialect string) (*rivermigrate.Migrator[*sql.Tx], erro
 		return rivermigrate.New(riversqlite.New(db), nil)
 	case "postgres":
 		return rivermigrate.New(riverdatabasesql.New(db), nil)
+	case "mysql":
+		return nil, ErrMySQL
 	}
 	return nil, fmt.Errorf("idemoutbox: unsupported dialect %q", dialect)
 }

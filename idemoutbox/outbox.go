@@ -67,6 +67,16 @@ const MetadataKey = "idem_downstream_key"
 // mutation: there is no transaction whose commit the job could follow.
 var ErrNoAttempt = errors.New("idemoutbox: Enqueue must be called from the resolver of an idempotent mutation, with its context")
 
+// ErrMySQL is the outbox's error on MySQL and MariaDB (ent's "mysql"
+// dialect): River, which works the outbox's jobs, has no driver for them
+// (its drivers are PostgreSQL's and SQLite's). Migrate, Validate, Stats
+// and Enqueue return it at once, so that a server refuses to start
+// rather than half-working. On MySQL, an effect that must follow the
+// commit is written by the resolver to a table of its own in the
+// mutation's transaction and delivered by a worker of the application's
+// choosing, with DownstreamKey's rule for its key (docs/mysql.md).
+var ErrMySQL = errors.New("idemoutbox: River has no MySQL or MariaDB driver: the outbox runs on PostgreSQL or SQLite only (docs/mysql.md says what to use instead)")
+
 // Enqueue inserts a River job with args and opts (nil: River's defaults and
 // args' InsertOpts) into the transaction of the idempotent mutation
 // running in ctx, the resolver's context: the job is worked once that
@@ -85,6 +95,9 @@ func Enqueue(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*
 	if opts != nil {
 		cp := *opts
 		o = &cp
+	}
+	if s.Dialect == "mysql" {
+		return nil, ErrMySQL
 	}
 	meta := map[string]any{}
 	if len(o.Metadata) > 0 {

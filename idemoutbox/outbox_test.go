@@ -87,7 +87,7 @@ func post(be *testapp.Bench, atomic bool, key string) *testkit.Response {
 // eachMode runs test on every backend, on pgx and database/sql where
 // PostgreSQL has both, in lease and atomic mode.
 func eachMode(t *testing.T, test func(t *testing.T, be *testapp.Bench, atomic bool)) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		paths := []bool{false}
 		if b == idemtest.Postgres {
 			paths = append(paths, true)
@@ -244,7 +244,7 @@ func TestEnqueueNeedsAnAttempt(t *testing.T) {
 
 // Operators see the jobs that wait, and how old the oldest is.
 func TestStatsCountWaitingJobs(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		be := bench(t, b, false)
 		be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
 			_, err := idemoutbox.Enqueue(ctx, mailArgs{Shipment: s.ID.String()}, nil)
@@ -276,4 +276,31 @@ func TestStatsCountWaitingJobs(t *testing.T) {
 			t.Fatalf("stats %+v, want 2 test_mail jobs waiting and 1 running", stats)
 		}
 	})
+}
+
+// On MariaDB the outbox is refused, at once and in its own words: River
+// has no MySQL driver, and half an outbox (jobs that no worker runs)
+// would lose effects.
+func TestMySQLIsRefused(t *testing.T) {
+	t.Parallel()
+	be := testapp.NewBench(t, idemtest.MariaDB, idem.Config{})
+	ctx := context.Background()
+	db, d := be.DB.Driver.DB(), be.DB.Driver.Dialect()
+	if err := idemoutbox.Migrate(ctx, db, d); !errors.Is(err, idemoutbox.ErrMySQL) {
+		t.Fatalf("Migrate: %v", err)
+	}
+	if err := idemoutbox.Validate(ctx, db, d); !errors.Is(err, idemoutbox.ErrMySQL) {
+		t.Fatalf("Validate: %v", err)
+	}
+	if _, err := idemoutbox.Stats(ctx, db, d); !errors.Is(err, idemoutbox.ErrMySQL) {
+		t.Fatalf("Stats: %v", err)
+	}
+	var enqueued error
+	be.Resolver.Hook = func(ctx context.Context, s *ent.Shipment) error {
+		_, enqueued = idemoutbox.Enqueue(ctx, mailArgs{Shipment: s.ID.String()}, nil)
+		return enqueued
+	}
+	if r := be.Post("org-1", "mail", 100); len(r.Errors) == 0 || !errors.Is(enqueued, idemoutbox.ErrMySQL) {
+		t.Fatalf("Enqueue: %v; answer %s", enqueued, r.Body)
+	}
 }

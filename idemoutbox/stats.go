@@ -37,6 +37,9 @@ type KindStats struct {
 // "sqlite3") by kind, oldest waiting first: what idemctl outbox shows and
 // RegisterMetrics reports.
 func Stats(ctx context.Context, ex idembackend.Executor, dialect string) ([]KindStats, error) {
+	if dialect == "mysql" {
+		return nil, ErrMySQL
+	}
 	age := `EXTRACT(EPOCH FROM now() - min(created_at))::float8`
 	if dialect == "sqlite3" {
 		age = `(julianday('now') - julianday(min(created_at))) * 86400`

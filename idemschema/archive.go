@@ -33,11 +33,11 @@ func (Archive) Fields() []ent.Field {
 		field.String(FieldKey).Immutable(),
 		field.String(FieldStatus).Immutable(),
 		field.String(FieldFingerprint).Immutable(),
-		field.Bytes(FieldResponse).Optional().Immutable(),
+		field.Bytes(FieldResponse).Optional().Immutable().SchemaType(mysqlBytes),
 		field.Int(FieldAttempt).Immutable(),
-		field.Time(FieldClaimedAt).Optional().Nillable().Immutable(),
-		field.Time(FieldCompletedAt).Immutable(),
-		field.Time(FieldArchivedAt).Immutable(),
+		field.Time(FieldClaimedAt).Optional().Nillable().Immutable().SchemaType(mysqlTime),
+		field.Time(FieldCompletedAt).Immutable().SchemaType(mysqlTime),
+		field.Time(FieldArchivedAt).Immutable().SchemaType(mysqlTime),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"entgo.io/contrib/entgql"
 	"entgo.io/ent"
+	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/entsql"
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/schema"
@@ -84,6 +85,18 @@ func (m Mixin) ScopeField() string {
 	return DefaultScopeField
 }
 
+// The column types of the mixin's times and bytes on MySQL and MariaDB,
+// where ent's defaults lose what the protocol needs: a TIMESTAMP keeps
+// whole seconds (leases and completion times need microseconds, as
+// PostgreSQL's timestamptz keeps them) and ends in 2038, and a BLOB holds
+// 64 KiB (a stored response or operation may be larger). DATETIME(6)
+// holds no time zone: the store writes and compares UTC only (its clock is
+// the database's UTC_TIMESTAMP(6)). PostgreSQL and SQLite keep ent's types.
+var (
+	mysqlTime  = map[string]string{dialect.MySQL: "datetime(6)"}
+	mysqlBytes = map[string]string{dialect.MySQL: "longblob"}
+)
+
 // Fields of the mixin.
 func (m Mixin) Fields() []ent.Field {
 	hidden := entgql.Skip(entgql.SkipAll)
@@ -114,6 +127,7 @@ func (m Mixin) Fields() []ent.Field {
 			Annotations(hidden),
 		field.Bytes(FieldResponse).
 			Optional().Nillable().
+			SchemaType(mysqlBytes).
 			Comment("Stored result of the finished attempt, replayed to every retry.").
 			Annotations(hidden),
 		field.Int(FieldAttempt).
@@ -122,22 +136,27 @@ func (m Mixin) Fields() []ent.Field {
 			Annotations(hidden),
 		field.Time(FieldLeaseExpiresAt).
 			Optional().Nillable().
+			SchemaType(mysqlTime).
 			Comment("Database time after which a pending claim may be taken over.").
 			Annotations(hidden),
 		field.Time(FieldClaimedAt).
 			Optional().Nillable().Immutable().
+			SchemaType(mysqlTime).
 			Comment("Database time of the first claim.").
 			Annotations(hidden),
 		field.Time(FieldCompletedAt).
 			Optional().Nillable().
+			SchemaType(mysqlTime).
 			Comment("Database time at which the result was stored.").
 			Annotations(hidden),
 		field.Time(FieldArchivedAt).
 			Optional().Nillable().
+			SchemaType(mysqlTime).
 			Comment("Database time at which the sweeper moved the response to the archive; the row is a tombstone.").
 			Annotations(hidden),
 		field.Bytes(FieldOperation).
 			Optional().Nillable().Immutable().
+			SchemaType(mysqlBytes).
 			Comment("The mutation's operation and variables, kept so that the server can finish a claim its client abandoned; NULL when the mutation opted out of recovery.").
 			Annotations(hidden),
 	)

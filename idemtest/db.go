@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect/sql/schema"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemdb"
@@ -32,6 +33,9 @@ const (
 	// TestPartitions partitions): the layout of docs/scale-out.md. Its
 	// tables are made by DB.Setup, which a suite must call.
 	PostgresPartitioned Kind = "postgres-partitioned"
+	// MariaDB is MariaDB (or MySQL) on ent's "mysql" dialect, at
+	// TEST_MYSQL_URL: each test gets a database of its own.
+	MariaDB Kind = "mariadb"
 )
 
 // TestPartitions is the number of hash partitions of each table on
@@ -42,11 +46,44 @@ const TestPartitions = 4
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // Kinds returns the kinds of database a behavioural suite runs on: all
-// three, always.
-func Kinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned} }
+// four, always.
+func Kinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned, MariaDB} }
+
+// RiverKinds returns the kinds of database on which River runs, and with
+// it idemoutbox and the example application (package graph, cmd/server):
+// every kind but MariaDB (River has no MySQL driver; idemoutbox.ErrMySQL).
+func RiverKinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned} }
 
 // IsPostgres reports whether the kind is PostgreSQL (partitioned or not).
 func (b Kind) IsPostgres() bool { return b == Postgres || b == PostgresPartitioned }
+
+// DefaultMySQLURL is used when TEST_MYSQL_URL is not set: the MariaDB of
+// every development machine and CI runner of the project.
+const DefaultMySQLURL = "root@tcp(127.0.0.1:3306)/test"
+
+// MySQLURL returns TEST_MYSQL_URL or DefaultMySQLURL as a mysql:// URL
+// (idemdb.MySQLDSN): TEST_MYSQL_URL may be such a URL or a
+// go-sql-driver data source (user:password@tcp(host:port)/database).
+func MySQLURL() (string, error) {
+	dsn := os.Getenv("TEST_MYSQL_URL")
+	if dsn == "" {
+		dsn = DefaultMySQLURL
+	}
+	if idemdb.IsMySQL(dsn) {
+		return dsn, nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", fmt.Errorf("idemtest: TEST_MYSQL_URL: %w", err)
+	}
+	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + cfg.DBName}
+	if cfg.Passwd != "" {
+		u.User = url.UserPassword(cfg.User, cfg.Passwd)
+	} else if cfg.User != "" {
+		u.User = url.User(cfg.User)
+	}
+	return u.String(), nil
+}
 
 // PostgresURL returns TEST_DATABASE_URL or DefaultPostgresURL.
 func PostgresURL() string {
@@ -114,8 +151,9 @@ func (db *DB) Setup(ctx context.Context, backend idembackend.Backend, create fun
 }
 
 // Open returns an empty database for t: a SQLite file in a directory of
-// its own, or a PostgreSQL schema of its own, selected with search_path so
-// that the application's tables need no prefix; it is removed when the test
+// its own, a PostgreSQL schema of its own, selected with search_path so
+// that the application's tables need no prefix, or a MariaDB database of
+// its own; it is removed when the test
 // ends. Make the tables with DB.Setup: on PostgresPartitioned it partitions
 // them.
 func Open(t testing.TB, kind Kind) *DB {
@@ -175,6 +213,10 @@ func Connect(ctx context.Context, kind Kind) (*DB, error) {
 		if dsn, remove, err = newPostgresSchema(ctx); err != nil {
 			return nil, err
 		}
+	case MariaDB:
+		if dsn, remove, err = newMySQLDatabase(ctx); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("idemtest: unknown backend %q", kind)
 	}
@@ -194,6 +236,51 @@ func Connect(ctx context.Context, kind Kind) (*DB, error) {
 // the PostgreSQL schema with everything in it.
 func (db *DB) Close() error {
 	return errors.Join(db.Driver.Close(), db.remove())
+}
+
+// newMySQLDatabase creates a database on the server of MySQLURL and
+// returns its URL, and a func that drops it.
+func newMySQLDatabase(ctx context.Context) (dsn string, drop func() error, err error) {
+	base, err := MySQLURL()
+	if err != nil {
+		return "", nil, err
+	}
+	source, err := idemdb.MySQLDSN(base)
+	if err != nil {
+		return "", nil, fmt.Errorf("idemtest: TEST_MYSQL_URL: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	admin, err := sql.Open("mysql", source)
+	if err != nil {
+		return "", nil, fmt.Errorf("idemtest: %w", err)
+	}
+	defer admin.Close()
+	if err := admin.PingContext(ctx); err != nil {
+		return "", nil, fmt.Errorf("idemtest: MariaDB at %s is unreachable (set TEST_MYSQL_URL, or start it): %w", redact(base), err)
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	name := "idemtest_" + hex.EncodeToString(suffix)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		return "", nil, fmt.Errorf("idemtest: create database: %w", err)
+	}
+	drop = func() error {
+		db, err := sql.Open("mysql", source)
+		if err != nil {
+			return fmt.Errorf("idemtest: drop database %s: %w", name, err)
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := db.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
+			return fmt.Errorf("idemtest: drop database %s: %w", name, err)
+		}
+		return nil
+	}
+	u, _ := url.Parse(base)
+	u.Path = "/" + name
+	return u.String(), drop, nil
 }
 
 // newPostgresSchema creates a schema and returns a URL whose search_path is

@@ -72,8 +72,8 @@ func main() {
 // path, which must exist.
 func database(path string) (string, error) {
 	if url := os.Getenv("DATABASE_URL"); url != "" {
-		if !idemdb.IsPostgres(url) {
-			return "", errors.New("DATABASE_URL must be a postgres:// URL; for SQLite use -db")
+		if !idemdb.IsPostgres(url) && !idemdb.IsMySQL(url) {
+			return "", errors.New("DATABASE_URL must be a postgres:// or mysql:// URL; for SQLite use -db")
 		}
 		return url, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,6 +65,8 @@ func TestKilledSweeperLosesNothing(t *testing.T) {
 			q.Set("application_name", app)
 			u.RawQuery = q.Encode()
 			env = append(env, "DATABASE_URL="+u.String())
+		} else if b == idemtest.MariaDB {
+			env = append(env, "DATABASE_URL="+db.DSN)
 		} else {
 			global = append(global, "-db", db.DSN)
 		}
@@ -128,7 +131,7 @@ func TestKilledSweeperLosesNothing(t *testing.T) {
 		if after.hot != fresh || after.archived != n {
 			t.Fatalf("at the end: %d responses still in their records, %d archived; want %d and %d", after.hot, after.archived, fresh, n)
 		}
-		inside := "SQLite: not observable"
+		inside := "not observable on " + string(b)
 		if b.IsPostgres() {
 			inside = fmt.Sprintf("%d of them inside a batch's transaction per pg_stat_activity", midBatch)
 		}
@@ -215,10 +218,15 @@ func fillFresh(t *testing.T, db *sql.DB, b idemtest.Kind, n int) {
 		q := `INSERT INTO orders (tenant_id, idempotency_key, idempotency_status, idempotency_fingerprint, idempotency_response,
 	idempotency_attempt, idempotency_lease_expires_at, idempotency_claimed_at, idempotency_completed_at, amount, currency, paid)
 	VALUES ($1, $2, 'succeeded', 'v1:Mutation.createOrder:0123456789abcdef:0123456789abcdef', $3, 1, $4, $5, $5, 1, 'EUR', false)`
-		if !b.IsPostgres() {
+		args := []any{"tenant-fresh", "fresh-" + strconv.Itoa(i), []byte(`{"v":1,"data":{"id":"fresh"}}`), at.Add(30 * time.Second), at}
+		switch {
+		case b == idemtest.MariaDB: // positional placeholders only
+			q = regexp.MustCompile(`\$[0-9]`).ReplaceAllString(q, "?")
+			args = append(args, at)
+		case !b.IsPostgres():
 			q = strings.ReplaceAll(q, "$", "?")
 		}
-		if _, err := db.ExecContext(ctx, q, "tenant-fresh", "fresh-"+strconv.Itoa(i), []byte(`{"v":1,"data":{"id":"fresh"}}`), at.Add(30*time.Second), at); err != nil {
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
 			t.Fatal(err)
 		}
 	}

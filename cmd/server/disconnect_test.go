@@ -32,7 +32,7 @@ import (
 // as in production.
 func TestDisconnectedPaymentIsFinished(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range idemtest.Kinds() {
+	for _, b := range idemtest.RiverKinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -87,7 +87,7 @@ func TestDisconnectedPaymentIsFinished(t *testing.T) {
 // attempt 2, and the key's late request replays it.
 func TestAbandonedPaymentIsFinishedByDefault(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range idemtest.Kinds() {
+	for _, b := range idemtest.RiverKinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

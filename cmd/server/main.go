@@ -131,10 +131,15 @@ func run() error {
 	logConfiguration(logger)
 
 	dsn := os.Getenv("DATABASE_URL")
-	if dsn == "" {
+	switch {
+	case dsn == "":
 		dsn = *dbPath
-	} else if !idemdb.IsPostgres(dsn) {
-		return errors.New("DATABASE_URL must be a postgres:// URL; for SQLite use -db")
+	case idemdb.IsMySQL(dsn):
+		// Refused before anything is opened: half a server (payments
+		// without receipts) would be worse than none.
+		return errMySQLExample
+	case !idemdb.IsPostgres(dsn):
+		return errors.New("DATABASE_URL must be a postgres:// URL (or mysql://, which the example refuses); for SQLite use -db")
 	}
 	providerDSN := os.Getenv("PROVIDER_DATABASE_URL")
 	switch {
@@ -294,6 +299,13 @@ func run() error {
 		return sd.run(srv)
 	}
 }
+
+// errMySQLExample is the example's answer to a MySQL or MariaDB
+// DATABASE_URL: the hook runs there, the example's effects do not.
+var errMySQLExample = errors.New("DATABASE_URL is a MySQL/MariaDB URL: the idempotency hook, its store and idemctl run on MySQL and MariaDB, " +
+	"but this example sends its receipts and folds its counter through River's outbox (idemoutbox), and River has no MySQL driver, " +
+	"so the example server does not start on it; run it on PostgreSQL (DATABASE_URL=postgres://…) or SQLite (-db), " +
+	"and see docs/mysql.md for an application on MySQL")
 
 // openProvider opens the simulated provider's ledger, and the simulated
 // mailer's records beside it, with a pool of their own, of maxConns

@@ -3,7 +3,7 @@
 // of their administration. Driver is the seam: the engine (internal/engine)
 // and the admin (idemctl) call it and know no SQL and no backend; each backend
 // implements it in a file of its own (postgres.go, sqlite.go), with all of
-// its SQL in one place, and translates its driver's errors into *Error,
+// its SQL in one place (mysql.go for MySQL and MariaDB), and translates its driver's errors into *Error,
 // whose kinds (ErrUnreachable, ErrBusy, …) callers test with errors.Is, so
 // that an outage never reads as an answer.
 //
@@ -160,10 +160,11 @@ type Options struct {
 var drivers = map[string]func(Conn, Options) Driver{
 	"postgres": newPostgres,
 	"sqlite3":  newSQLite,
+	"mysql":    newMySQL,
 }
 
-// Open returns the driver of an ent dialect ("postgres" or "sqlite3") over
-// conn.
+// Open returns the driver of an ent dialect ("postgres", "sqlite3" or
+// "mysql": MySQL and MariaDB) over conn.
 func Open(dialect string, conn Conn, opts Options) (Driver, error) {
 	newDriver, ok := drivers[dialect]
 	if !ok {
@@ -438,7 +439,16 @@ type Reading struct {
 // Now returns the database time now.
 func (r Reading) Now() time.Time { return r.db.Add(time.Since(r.read) + r.offset).UTC() }
 
-// Quote quotes an SQL identifier; both backends accept double quotes.
+// QuoteIn quotes an SQL identifier as the ent dialect's database reads it.
+func QuoteIn(dialect, ident string) string {
+	if dialect == "mysql" {
+		return mysqlQuote(ident)
+	}
+	return Quote(ident)
+}
+
+// Quote quotes an SQL identifier as PostgreSQL and SQLite do, with double
+// quotes (MySQL quotes with backquotes: the driver's own quoting).
 func Quote(ident string) string {
 	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
 }

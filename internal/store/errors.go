@@ -25,7 +25,8 @@ var (
 	// application's, or it was not migrated.
 	ErrNoTable = errors.New("table missing")
 	// ErrUnstorable: the database refused text it cannot store (on
-	// PostgreSQL a NUL character, or bytes that are not UTF-8). The input
+	// PostgreSQL a NUL character, or bytes that are not UTF-8; on MySQL
+	// and MariaDB bytes that are not UTF-8 in a utf8mb4 column). The input
 	// is at fault, not the database: the same statement fails the same
 	// way every time, so it is no outage.
 	ErrUnstorable = errors.New("text the database cannot store")
@@ -36,7 +37,7 @@ var (
 // the store would classify so (a resolver's own write, say, which never
 // passed through the store).
 func Unstorable(err error) bool {
-	return errors.Is(err, ErrUnstorable) || postgresUnstorable(err)
+	return errors.Is(err, ErrUnstorable) || postgresUnstorable(err) || mysqlUnstorable(err)
 }
 
 // Error is a failure of the record store itself: the database could not be
@@ -46,7 +47,8 @@ type Error struct {
 	Op string
 	// Kind is one of the Err* kinds, or nil.
 	Kind error
-	// Backend names the database for people: "PostgreSQL" or "SQLite".
+	// Backend names the database for people: "PostgreSQL", "SQLite" or
+	// "MySQL" (MySQL and MariaDB).
 	Backend string
 	// Detail is the database's own message, for operators; never for a
 	// GraphQL client.

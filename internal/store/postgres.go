@@ -190,6 +190,6 @@ func postgresUnstorable(err error) bool {
 // $2 limit, $3 claimed before) and "archive" (a sweep's batch: $1
 // completed before, $2 limit, $3 record table, $4 now).
 func PostgresExplained(t Table, archive string) map[string]string {
-	st := postgresSQL.forTable(tableKey{table: t, archive: archive})
+	st := postgresSQL.forTable(tableKey{table: t, archive: archive}, Quote)
 	return map[string]string{"lookup": st[stmtLookup], "abandoned": st[stmtAbandoned], "archive": st[stmtArchive]}
 }

@@ -22,13 +22,14 @@ const (
 	stmtRollbackToSavepoint
 	stmtCountArchivable
 	stmtPromised
-	stmtArchive      // PostgreSQL: one statement
-	stmtArchiveCopy  // SQLite: the copy into the archive, then …
-	stmtArchiveClear // … the tombstones, in one transaction
+	stmtArchive       // PostgreSQL: one statement
+	stmtArchiveSelect // MySQL: the batch's ids, then …
+	stmtArchiveCopy   // SQLite, MySQL: the copy into the archive, then …
+	stmtArchiveClear  // … the tombstones, in one transaction
 	stmtCountPurgeable
 	stmtPurgeRecordOnly
 	stmtPurge       // PostgreSQL: one statement that returns its count
-	stmtPurgeSelect // SQLite: the batch, then …
+	stmtPurgeSelect // SQLite, MySQL: the batch, then …
 	stmtPurgeFailed // … its failed claims, then …
 	stmtPurgeClear  // … its succeeded rows' keys
 	stmtCountAbandoned
@@ -209,13 +210,14 @@ type tableKey struct {
 	archive string
 }
 
-// forTable returns the statements with their markers substituted.
-func (s statements) forTable(k tableKey) statements {
+// forTable returns the statements with their markers substituted, the
+// identifiers quoted by quote.
+func (s statements) forTable(k tableKey, quote func(string) string) statements {
 	r := strings.NewReplacer(
-		"{table}", Quote(k.table.Name),
-		"{scope}", Quote(k.table.Scope),
-		"{id}", Quote(k.table.ID),
-		"{archive}", Quote(k.archive),
+		"{table}", quote(k.table.Name),
+		"{scope}", quote(k.table.Scope),
+		"{id}", quote(k.table.ID),
+		"{archive}", quote(k.archive),
 		"{to_archive}", record.ToArchive,
 		"{tombstone}", record.Tombstone,
 		"{pending}", record.Pending,

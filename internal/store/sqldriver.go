@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 	"time"
 
@@ -22,6 +23,17 @@ type sqlDriver struct {
 	classify classifier
 	sql      statements
 	clock    clock
+	// quote quotes the tables' identifiers (Quote when nil).
+	quote func(string) string
+	// bind rewrites a statement's numbered placeholders ($1) into the
+	// backend's own, with its arguments in their order; nil where the
+	// backend reads numbered placeholders itself.
+	bind func(q string, args []any) (string, []any)
+	// retries is how often a statement that commits by itself, or a
+	// batch's transaction, runs again after a deadlock (ErrConflict): on
+	// InnoDB, where a deadlock rolls back a whole transaction, and
+	// concurrent writers of one table meet one now and then; 0 elsewhere.
+	retries int
 
 	// archive and purge move one batch in tx, with the table's statements.
 	archive func(ctx context.Context, tx idembackend.Tx, st statements, b ArchiveBatch) (int, error)
@@ -64,10 +76,30 @@ func (d *sqlDriver) stmts(t Table, archive string) statements {
 	defer d.mu.Unlock()
 	st, ok := d.tables[k]
 	if !ok {
-		st = d.sql.forTable(k)
+		quote := d.quote
+		if quote == nil {
+			quote = Quote
+		}
+		st = d.sql.forTable(k, quote)
 		d.tables[k] = st
 	}
 	return st
+}
+
+// query runs a statement that returns rows on ex, its placeholders bound.
+func (d *sqlDriver) query(ctx context.Context, ex idembackend.Executor, q string, args ...any) (*sql.Rows, error) {
+	if d.bind != nil {
+		q, args = d.bind(q, args)
+	}
+	return ex.QueryContext(ctx, q, args...)
+}
+
+// exec runs a statement on ex, its placeholders bound.
+func (d *sqlDriver) exec(ctx context.Context, ex idembackend.Executor, q string, args ...any) (sql.Result, error) {
+	if d.bind != nil {
+		q, args = d.bind(q, args)
+	}
+	return ex.ExecContext(ctx, q, args...)
 }
 
 // err makes err an *Error of op.
@@ -79,7 +111,7 @@ func (d *sqlDriver) Now(ctx context.Context) (Reading, error) {
 }
 
 func (d *sqlDriver) Lookup(ctx context.Context, ref Ref) (*record.Record, Reading, error) {
-	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(ref.Table, "")[stmtLookup], ref.Tenant, ref.Key)
+	rows, err := d.query(ctx, d.conn.DB(), d.stmts(ref.Table, "")[stmtLookup], ref.Tenant, ref.Key)
 	if err != nil {
 		return nil, Reading{}, d.err("lookup", err)
 	}
@@ -186,7 +218,7 @@ func (d *sqlDriver) Savepoint(ctx context.Context, tx idembackend.Tx) error {
 }
 
 func (d *sqlDriver) TakeOver(ctx context.Context, t TakeOver) (bool, error) {
-	return d.update(ctx, d.conn.DB(), "take over", d.stmts(t.Ref.Table, "")[stmtTakeOver],
+	return d.updateAlone(ctx, "take over", d.stmts(t.Ref.Table, "")[stmtTakeOver],
 		t.Ref.Tenant, t.Ref.Key, t.LeaseUntil.UTC(), t.Attempt, t.Now.UTC())
 }
 
@@ -200,12 +232,12 @@ func (d *sqlDriver) Release(ctx context.Context, l Lease) error {
 }
 
 func (d *sqlDriver) setLease(ctx context.Context, op string, l Lease) (bool, error) {
-	return d.update(ctx, d.conn.DB(), op, d.stmts(l.Ref.Table, "")[stmtSetLease], l.Ref.Tenant, l.Ref.Key, l.Until.UTC(), l.Attempt)
+	return d.updateAlone(ctx, op, d.stmts(l.Ref.Table, "")[stmtSetLease], l.Ref.Tenant, l.Ref.Key, l.Until.UTC(), l.Attempt)
 }
 
 func (d *sqlDriver) Complete(ctx context.Context, tx idembackend.Tx, c Completion) (bool, error) {
 	if tx == nil {
-		return d.complete(ctx, d.conn.DB(), c)
+		return d.updateAlone(ctx, "complete", d.stmts(c.Ref.Table, "")[stmtComplete], completionArgs(c)...)
 	}
 	if c.DiscardWrites {
 		if _, err := tx.ExecContext(ctx, d.sql[stmtRollbackToSavepoint]); err != nil {
@@ -234,8 +266,24 @@ func expiry(c Completion) any {
 }
 
 func (d *sqlDriver) complete(ctx context.Context, ex idembackend.Executor, c Completion) (bool, error) {
-	return d.update(ctx, ex, "complete", d.stmts(c.Ref.Table, "")[stmtComplete],
-		c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt, expiry(c))
+	return d.update(ctx, ex, "complete", d.stmts(c.Ref.Table, "")[stmtComplete], completionArgs(c)...)
+}
+
+// completionArgs are the arguments of stmtComplete.
+func completionArgs(c Completion) []any {
+	return []any{c.Ref.Tenant, c.Ref.Key, c.Status, c.Response, c.At.UTC(), c.Attempt, expiry(c)}
+}
+
+// updateAlone runs a fenced transition in a statement that commits by
+// itself, again after a deadlock (d.retries): the deadlock rolled it back
+// whole, and its fence decides anew.
+func (d *sqlDriver) updateAlone(ctx context.Context, op, query string, args ...any) (bool, error) {
+	for try := 0; ; try++ {
+		ok, err := d.update(ctx, d.conn.DB(), op, query, args...)
+		if try >= d.retries || !errors.Is(err, ErrConflict) {
+			return ok, err
+		}
+	}
 }
 
 // update runs a fenced transition and reports whether it changed the row.
@@ -258,7 +306,7 @@ func (d *sqlDriver) ArchiveBatch(ctx context.Context, b ArchiveBatch) (int, erro
 }
 
 func (d *sqlDriver) Promised(ctx context.Context, q PromisedQuery) (int, time.Time, error) {
-	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(q.Table, "")[stmtPromised], q.CompletedBefore.UTC(), q.Now.UTC())
+	rows, err := d.query(ctx, d.conn.DB(), d.stmts(q.Table, "")[stmtPromised], q.CompletedBefore.UTC(), q.Now.UTC())
 	if err != nil {
 		return 0, time.Time{}, d.err("promised", err)
 	}
@@ -302,8 +350,18 @@ func (d *sqlDriver) PurgeAbandoned(ctx context.Context, b AbandonedBatch) (int, 
 }
 
 // inTx runs one batch in a transaction of its own: a record is moved
-// entirely or not at all.
+// entirely or not at all. A batch that a deadlock rolled back runs again
+// (d.retries).
 func (d *sqlDriver) inTx(ctx context.Context, op string, batch func(tx idembackend.Tx) (int, error)) (int, error) {
+	for try := 0; ; try++ {
+		n, err := d.inTxOnce(ctx, op, batch)
+		if try >= d.retries || !errors.Is(err, ErrConflict) {
+			return n, err
+		}
+	}
+}
+
+func (d *sqlDriver) inTxOnce(ctx context.Context, op string, batch func(tx idembackend.Tx) (int, error)) (int, error) {
 	_, tx, err := d.conn.BeginTx(ctx)
 	if err != nil {
 		return 0, d.err(op+": begin", err)
@@ -320,7 +378,7 @@ func (d *sqlDriver) inTx(ctx context.Context, op string, batch func(tx idembacke
 }
 
 func (d *sqlDriver) Stats(ctx context.Context, t Table) (TableStats, error) {
-	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(t, "")[stmtStats])
+	rows, err := d.query(ctx, d.conn.DB(), d.stmts(t, "")[stmtStats])
 	if err != nil {
 		return TableStats{}, d.err("stats", err)
 	}
@@ -337,7 +395,7 @@ func (d *sqlDriver) Stats(ctx context.Context, t Table) (TableStats, error) {
 }
 
 func (d *sqlDriver) ArchiveStats(ctx context.Context, archive string) (n, bytes int64, err error) {
-	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(Table{}, archive)[stmtArchiveStats])
+	rows, err := d.query(ctx, d.conn.DB(), d.stmts(Table{}, archive)[stmtArchiveStats])
 	if err != nil {
 		return 0, 0, d.err("archive stats", err)
 	}
@@ -355,12 +413,12 @@ func (d *sqlDriver) Stuck(ctx context.Context, q StuckQuery) ([]Row, error) {
 }
 
 func (d *sqlDriver) Requeue(ctx context.Context, r Requeue) (bool, error) {
-	return d.update(ctx, d.conn.DB(), "requeue", d.stmts(r.Ref.Table, "")[stmtRequeue],
+	return d.updateAlone(ctx, "requeue", d.stmts(r.Ref.Table, "")[stmtRequeue],
 		r.Ref.Tenant, r.Ref.Key, r.Now.UTC(), r.Attempt, r.LeaseEndedBefore.UTC())
 }
 
 func (d *sqlDriver) Abandoned(ctx context.Context, q AbandonedQuery) ([]AbandonedClaim, error) {
-	rows, err := d.conn.DB().QueryContext(ctx, d.stmts(q.Table, "")[stmtAbandoned], q.LeaseEndedBefore.UTC(), q.Limit, q.ClaimedBefore.UTC())
+	rows, err := d.query(ctx, d.conn.DB(), d.stmts(q.Table, "")[stmtAbandoned], q.LeaseEndedBefore.UTC(), q.Limit, q.ClaimedBefore.UTC())
 	if err != nil {
 		return nil, d.err("list abandoned", err)
 	}
@@ -411,7 +469,7 @@ func (d *sqlDriver) Find(ctx context.Context, q FindQuery) ([]Row, error) {
 
 // rows reads operator's rows: the scope, then rowColumns.
 func (d *sqlDriver) rows(ctx context.Context, table string, archived bool, q string, args ...any) ([]Row, error) {
-	rows, err := d.conn.DB().QueryContext(ctx, q, args...)
+	rows, err := d.query(ctx, d.conn.DB(), q, args...)
 	if err != nil {
 		return nil, d.err("list", err)
 	}
@@ -437,7 +495,7 @@ func (d *sqlDriver) rows(ctx context.Context, table string, archived bool, q str
 
 // affected runs a statement and returns the number of rows it changed.
 func (d *sqlDriver) affected(ctx context.Context, ex idembackend.Executor, op, q string, args ...any) (int, error) {
-	res, err := ex.ExecContext(ctx, q, args...)
+	res, err := d.exec(ctx, ex, q, args...)
 	if err != nil {
 		return 0, d.err(op, err)
 	}
@@ -450,7 +508,7 @@ func (d *sqlDriver) affected(ctx context.Context, ex idembackend.Executor, op, q
 
 // count runs a statement that returns one number.
 func (d *sqlDriver) count(ctx context.Context, ex idembackend.Executor, op, q string, args ...any) (int, error) {
-	rows, err := ex.QueryContext(ctx, q, args...)
+	rows, err := d.query(ctx, ex, q, args...)
 	if err != nil {
 		return 0, d.err(op, err)
 	}

@@ -110,7 +110,7 @@ func classifySQLite(err error) (kind error, detail, hint string) {
 
 // ids reads a batch's ids as a JSON array, for json_each.
 func (d *sqlDriver) ids(ctx context.Context, ex idembackend.Executor, q string, args ...any) (string, error) {
-	rows, err := ex.QueryContext(ctx, q, args...)
+	rows, err := d.query(ctx, ex, q, args...)
 	if err != nil {
 		return "", d.err("purge", err)
 	}

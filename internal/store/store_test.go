@@ -58,6 +58,11 @@ func open(t *testing.T, b idemtest.Kind, pgx bool) *storetest.Env {
 		t.Cleanup(func() { drv.Close() })
 		backend = ent.NewClient(ent.Driver(drv)).IdempotencyBackend()
 	}
+	return envOf(t, db, backend)
+}
+
+// envOf returns the store driver over backend, an ent client on db.
+func envOf(t *testing.T, db *idemtest.DB, backend idembackend.Backend) *storetest.Env {
 	d, err := store.Open(backend.Dialect(), backend, store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +89,7 @@ func open(t *testing.T, b idemtest.Kind, pgx bool) *storetest.Env {
 		Business: table("Shipment", map[string]any{"input": ent.CreateShipmentInput{Destination: "Lyon", WeightGrams: 1}}),
 		Archive:  backend.ArchiveTable(),
 		Count: func(ctx context.Context, table string) (int, error) {
-			rows, err := db.Driver.DB().QueryContext(ctx, "SELECT count(*) FROM "+store.Quote(table))
+			rows, err := db.Driver.DB().QueryContext(ctx, "SELECT count(*) FROM "+store.QuoteIn(backend.Dialect(), table))
 			if err != nil {
 				return 0, err
 			}
@@ -104,6 +109,7 @@ func TestUnreachable(t *testing.T) {
 	for _, c := range []struct{ name, dsn string }{
 		{"postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"},
 		{"sqlite", "/nonexistent-directory/idem.db"},
+		{"mariadb", "mysql://root@127.0.0.1:1/test?timeout=2s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			drv, err := idemdb.Open(c.dsn)
@@ -132,8 +138,8 @@ func TestUnreachable(t *testing.T) {
 }
 
 func TestOpenRefusesAnUnknownDialect(t *testing.T) {
-	if _, err := store.Open("mysql", nil, store.Options{}); err == nil {
-		t.Fatal("mysql accepted")
+	if _, err := store.Open("oracle", nil, store.Options{}); err == nil {
+		t.Fatal("oracle accepted")
 	}
 }
 

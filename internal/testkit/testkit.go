@@ -30,10 +30,20 @@ import (
 	"github.com/goovo/idem/idemtest"
 )
 
-// Each runs test once per backend (idemtest.Kinds: SQLite, PostgreSQL
-// and PostgreSQL partitioned by tenant), in parallel.
-func Each(t *testing.T, test func(t *testing.T, b idemtest.Kind)) {
-	for _, b := range idemtest.Kinds() {
+// Each runs test once per backend (idemtest.Kinds: SQLite, PostgreSQL,
+// PostgreSQL partitioned by tenant and MariaDB), in parallel.
+func Each(t *testing.T, test func(t *testing.T, b idemtest.Kind)) { EachOf(t, idemtest.Kinds(), test) }
+
+// EachRiver runs test once per backend River runs on (idemtest.RiverKinds:
+// all but MariaDB), in parallel: the suites of idemoutbox and of the
+// example application, which enqueues its effects with River.
+func EachRiver(t *testing.T, test func(t *testing.T, b idemtest.Kind)) {
+	EachOf(t, idemtest.RiverKinds(), test)
+}
+
+// EachOf runs test once per backend of kinds, in parallel.
+func EachOf(t *testing.T, kinds []idemtest.Kind, test func(t *testing.T, b idemtest.Kind)) {
+	for _, b := range kinds {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			test(t, b)

@@ -7,22 +7,55 @@ import (
 	"errors"
 	"fmt"
 
+	"entgo.io/ent/dialect"
+
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
 )
 
-// handwrittenTable is the hand-written flow's table of keys and responses
-// (createShipmentHandwritten): what a team without the framework creates.
-const handwrittenTable = `CREATE TABLE IF NOT EXISTS handwritten_keys (
-	org TEXT NOT NULL,
-	key TEXT NOT NULL,
-	response TEXT,
-	PRIMARY KEY (org, key)
-)`
+// handwrittenSQL is the hand-written flow's SQL (createShipmentHandwritten):
+// what a team without the framework writes, on PostgreSQL and SQLite, and
+// on MySQL (MariaDB), which has no ON CONFLICT, indexes no TEXT and reads
+// positional placeholders only.
+type handwrittenSQL struct{ table, claim, store, replay string }
+
+var (
+	handwrittenStandard = handwrittenSQL{
+		table: `CREATE TABLE IF NOT EXISTS handwritten_keys (
+			org TEXT NOT NULL,
+			idem_key TEXT NOT NULL,
+			response TEXT,
+			PRIMARY KEY (org, idem_key)
+		)`,
+		claim:  `INSERT INTO handwritten_keys (org, idem_key) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		store:  `UPDATE handwritten_keys SET response = $1 WHERE org = $2 AND idem_key = $3`,
+		replay: `SELECT response FROM handwritten_keys WHERE org = $1 AND idem_key = $2`,
+	}
+	handwrittenMySQL = handwrittenSQL{
+		table: `CREATE TABLE IF NOT EXISTS handwritten_keys (
+			org VARCHAR(255) NOT NULL,
+			idem_key VARCHAR(255) NOT NULL,
+			response LONGTEXT,
+			PRIMARY KEY (org, idem_key)
+		)`,
+		claim:  `INSERT IGNORE INTO handwritten_keys (org, idem_key) VALUES (?, ?)`,
+		store:  `UPDATE handwritten_keys SET response = ? WHERE org = ? AND idem_key = ?`,
+		replay: `SELECT response FROM handwritten_keys WHERE org = ? AND idem_key = ?`,
+	}
+)
+
+// handwrittenOf returns the hand-written flow's SQL for the dialect of
+// client's driver.
+func handwrittenOf(client *ent.Client) handwrittenSQL {
+	if client.IdempotencyBackend().Dialect() == dialect.MySQL {
+		return handwrittenMySQL
+	}
+	return handwrittenStandard
+}
 
 // CreateHandwrittenTable creates the table of createShipmentHandwritten's
 // keys if it is missing.
 func CreateHandwrittenTable(ctx context.Context, client *ent.Client) error {
-	_, err := client.ExecContext(ctx, handwrittenTable)
+	_, err := client.ExecContext(ctx, handwrittenOf(client).table)
 	return err
 }
 
@@ -46,7 +79,8 @@ func (r *Resolver) createHandwritten(ctx context.Context, key string, input ent.
 			_ = tx.Rollback()
 		}
 	}()
-	res, err := tx.ExecContext(ctx, `INSERT INTO handwritten_keys (org, key) VALUES ($1, $2) ON CONFLICT DO NOTHING`, org, key)
+	q := handwrittenOf(r.Client)
+	res, err := tx.ExecContext(ctx, q.claim, org, key)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +99,7 @@ func (r *Resolver) createHandwritten(ctx context.Context, key string, input ent.
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE handwritten_keys SET response = $3 WHERE org = $1 AND key = $2`, org, key, string(body)); err != nil {
+	if _, err := tx.ExecContext(ctx, q.store, string(body), org, key); err != nil {
 		return nil, err
 	}
 	return s, tx.Commit()
@@ -73,7 +107,7 @@ func (r *Resolver) createHandwritten(ctx context.Context, key string, input ent.
 
 // handwrittenReplay answers a key already taken with its stored response.
 func (r *Resolver) handwrittenReplay(ctx context.Context, org, key string) (*ent.Shipment, error) {
-	rows, err := r.Client.QueryContext(ctx, `SELECT response FROM handwritten_keys WHERE org = $1 AND key = $2`, org, key)
+	rows, err := r.Client.QueryContext(ctx, handwrittenOf(r.Client).replay, org, key)
 	if err != nil {
 		return nil, err
 	}
