@@ -6,7 +6,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,8 +54,19 @@ func TestFailoverLosesNothing(t *testing.T) {
 	})
 	bin := proctest.Build(t, ".")
 	env := []string{"DATABASE_URL=" + pair.URL("postgres")}
+	metricsAddr := proctest.FreeAddr(t)
 	srv := startServer(t, bin, env, []string{"-lease", "2s", "-recover-after", "2s", "-materialize-every", "0",
-		"-river-poll-interval", "200ms", "-river-rescue-after", "4s"})
+		"-river-poll-interval", "200ms", "-river-rescue-after", "4s", "-metrics-addr", metricsAddr})
+	// The server says at start whether a failover keeps every answer,
+	// and its gauge says it at each scrape.
+	synchronous := map[pgcluster.Replication]string{pgcluster.Synchronous: "1", pgcluster.Asynchronous: "0"}[mode]
+	testkit.Eventually(t, func() bool { return strings.Contains(srv.Output(), "PostgreSQL replication") }, "the replication logged at start")
+	if said := strings.Contains(srv.Output(), "PostgreSQL replication is synchronous"); said != (mode == pgcluster.Synchronous) {
+		t.Errorf("%s standby, logged at start:\n%s", mode, srv.Output())
+	}
+	if v := replicationGauge(t, metricsAddr); v != synchronous {
+		t.Errorf("%s standby: %s is %q, want %s", mode, "idem_replication_synchronous", v, synchronous)
+	}
 
 	run := &failoverRun{srv: srv, first: map[string]json.RawMessage{}, orders: map[string]string{}}
 	stop := make(chan struct{})
@@ -89,6 +103,11 @@ func TestFailoverLosesNothing(t *testing.T) {
 		t.Fatalf("the server exited:\n%s", srv.Output())
 	}
 	lost := run.audit(t, pair.URL("postgres"))
+	// The promoted standby runs alone: nothing it acknowledges now is
+	// anywhere else.
+	if v := replicationGauge(t, metricsAddr); v != "0" {
+		t.Errorf("after the failover, the promoted standby alone: idem_replication_synchronous is %q, want 0", v)
+	}
 	for why, body := range run.examples {
 		t.Logf("retried (%s): %s", why, body)
 	}
@@ -269,4 +288,18 @@ func syncRepWaiters(t *testing.T, url string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// replicationGauge reads idem_replication_synchronous from the server's
+// metrics.
+func replicationGauge(t *testing.T, addr string) string {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	v, _ := sample(string(body), `idem_replication_synchronous{`)
+	return v
 }
