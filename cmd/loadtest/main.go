@@ -129,6 +129,7 @@ type config struct {
 
 	adversary adversaryConfig // adversary.go
 	soak      soakConfig      // soak.go
+	failover  failoverConfig  // failover.go
 }
 
 // presets are the values -short and -long give to the flags not set on
@@ -213,6 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 	addAdversaryFlags(fs, &c.adversary)
 	addSoakFlags(fs, &c.soak)
+	addFailoverFlags(fs, &c.failover)
 
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -315,7 +317,13 @@ func run(cfg *config) int {
 		pg postgres
 		db *database
 	)
-	if cfg.databaseURL == "" {
+	if cfg.databaseURL == "" && cfg.failover.mode != "" {
+		var remove func(keep bool, logDir string)
+		if pg, db, remove, err = startReplicated(ctx, cfg); err != nil {
+			return fail(fmt.Errorf("replicated PostgreSQL: %w", err))
+		}
+		defer func() { remove(cfg.keep, map[bool]string{true: tmp}[keepLogs]) }()
+	} else if cfg.databaseURL == "" {
 		var p private
 		var remove func(keep bool, logDir string)
 		if p, db, remove, err = startPrivate(ctx, cfg); err != nil {

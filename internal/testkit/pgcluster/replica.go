@@ -147,8 +147,15 @@ func (p *Pair) waitStreaming(ctx context.Context) error {
 // URL is a two-host URL of database, the primary first, with
 // target_session_attrs=read-write: a client (pgx, libpq) connects to
 // whichever of the two accepts writes, before and after a failover.
+// connect_timeout bounds each host's attempt: a killed primary refuses at
+// once, but a host that does not answer would hold a connection for the
+// operating system's TCP timeout. It is 10 s, not 2: right after a
+// promotion every pool reconnects at once, and on a loaded machine (a
+// load of 35 on two cores) a 2 s bound failed attempts that were merely
+// slow, whose clients tried again at once, and the storm did not settle
+// for minutes.
 func (p *Pair) URL(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/%s?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/%s?sslmode=disable&target_session_attrs=read-write&connect_timeout=10",
 		p.Primary.port, p.Standby.port, database)
 }
 
