@@ -120,8 +120,8 @@ func (a *Admin) ReportReplication(ctx context.Context) {
 
 // MetricReplicationSynchronous ("idem.replication.synchronous") is the
 // gauge RegisterMetrics adds on PostgreSQL: 1 when the primary's settings
-// keep every acknowledged commit through a failover (Replication.
-// Synchronous), 0 when they do not. Sampled at each collection, so it
+// keep every acknowledged commit through a failover
+// (Replication.Synchronous), 0 when they do not. Sampled at each collection, so it
 // also reports a promoted standby that now runs alone. Not reported on
 // SQLite.
 const MetricReplicationSynchronous = "idem.replication.synchronous"

@@ -30,7 +30,9 @@ import (
 // follows the new primary; afterwards every key is sent once more and must
 // replay the first final answer its client received, every acknowledged
 // order must exist, and the provider must hold at most one live charge per
-// order, each with its payment.
+// order, each with its payment. The server says at start whether the
+// replication keeps the promise (log and gauge), and idemctl works on the
+// same URL.
 //
 // FAILOVER_REPLICATION=asynchronous runs the same with an asynchronous
 // standby, where the commits acknowledged while it lagged are lost: the
@@ -52,7 +54,7 @@ func TestFailoverLosesNothing(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	bin := proctest.Build(t, ".")
+	bin, idemctlBin := proctest.Build(t, "."), proctest.Build(t, "../idemctl")
 	env := []string{"DATABASE_URL=" + pair.URL("postgres")}
 	metricsAddr := proctest.FreeAddr(t)
 	srv := startServer(t, bin, env, []string{"-lease", "2s", "-recover-after", "2s", "-materialize-every", "0",
@@ -107,6 +109,12 @@ func TestFailoverLosesNothing(t *testing.T) {
 	// anywhere else.
 	if v := replicationGauge(t, metricsAddr); v != "0" {
 		t.Errorf("after the failover, the promoted standby alone: idem_replication_synchronous is %q, want 0", v)
+	}
+	// idemctl on the same two-host URL reaches the new primary, and says
+	// it runs without a synchronous standby.
+	ctl := proctest.Start(t, idemctlBin, env, []string{"stats"})
+	if err := ctl.Wait(); err != nil || !strings.Contains(ctl.Output(), "Replication: NOT synchronous: no synchronous standby") {
+		t.Errorf("idemctl stats after the failover: %v\n%s", err, ctl.Output())
 	}
 	for why, body := range run.examples {
 		t.Logf("retried (%s): %s", why, body)
