@@ -45,61 +45,22 @@ func TestFailoverLosesNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pair, err := pgcluster.NewPair(ctx, mode, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := pair.Remove(); err != nil {
-			t.Error(err)
-		}
-	})
-	bin, idemctlBin := proctest.Build(t, "."), proctest.Build(t, "../idemctl")
-	env := []string{"DATABASE_URL=" + pair.URL("postgres")}
-	metricsAddr := proctest.FreeAddr(t)
-	srv := startServer(t, bin, env, []string{"-lease", "2s", "-recover-after", "2s", "-materialize-every", "0",
-		"-river-poll-interval", "200ms", "-river-rescue-after", "4s", "-metrics-addr", metricsAddr})
-	// The server says at start whether a failover keeps every answer,
-	// and its gauge says it at each scrape.
-	synchronous := map[pgcluster.Replication]string{pgcluster.Synchronous: "1", pgcluster.Asynchronous: "0"}[mode]
-	testkit.Eventually(t, func() bool { return strings.Contains(srv.Output(), "PostgreSQL replication") }, "the replication logged at start")
-	if said := strings.Contains(srv.Output(), "PostgreSQL replication is synchronous"); said != (mode == pgcluster.Synchronous) {
-		t.Errorf("%s standby, logged at start:\n%s", mode, srv.Output())
-	}
-	if v := replicationGauge(t, metricsAddr); v != synchronous {
-		t.Errorf("%s standby: %s is %q, want %s", mode, "idem_replication_synchronous", v, synchronous)
-	}
+	pair, env, srv, metricsAddr := startOnPair(t, ctx, mode)
+	idemctlBin := proctest.Build(t, "../idemctl")
 
 	run := &failoverRun{srv: srv, first: map[string]json.RawMessage{}, orders: map[string]string{}}
-	stop := make(chan struct{})
+	stopCh := make(chan struct{})
+	stop := sync.OnceFunc(func() { close(stopCh) })
 	var clients sync.WaitGroup
+	t.Cleanup(func() { stop(); clients.Wait() }) // also when the test fails early
 	for c := range 6 {
-		clients.Go(func() { run.client(t, c, stop) })
+		clients.Go(func() { run.client(t, c, stopCh) })
 	}
-	// Some answers before the standby lags.
-	testkit.Eventually(t, func() bool { return run.finals.Load() >= 30 }, "30 answers before the failover")
-	resume, err := pair.HoldWAL(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = resume() })
-	held := run.finals.Load()
-	if mode == pgcluster.Synchronous {
-		// Commits wait for the standby: several, so that the kill
-		// interrupts them.
-		testkit.Eventually(t, func() bool { return syncRepWaiters(t, pair.Primary.URL("postgres")) >= 3 }, "commits waiting for the standby")
-	} else {
-		testkit.Eventually(t, func() bool { return run.finals.Load() >= held+20 }, "20 answers while the standby lags")
-	}
-	lagged := run.finals.Load() - held
-	took, err := pair.Fail(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lagged, took := run.failover(t, ctx, pair)
 	failed := run.finals.Load()
 	// The server follows the new primary without a restart.
 	testkit.Eventually(t, func() bool { return run.finals.Load() >= failed+30 }, "30 answers after the failover")
-	close(stop)
+	stop()
 	clients.Wait()
 	if srv.Exited() {
 		t.Fatalf("the server exited:\n%s", srv.Output())
@@ -127,6 +88,63 @@ func TestFailoverLosesNothing(t *testing.T) {
 	case mode == pgcluster.Asynchronous && lost.total() == 0:
 		t.Errorf("an asynchronous standby promoted while it lagged by %d answers lost nothing: the checks do not see a loss", lagged)
 	}
+}
+
+// startOnPair starts a primary and a standby replicated in mode, and the
+// example server on their two-host URL with its metrics at metricsAddr;
+// it checks that the server said at start (log and gauge) whether a
+// failover keeps every answer.
+func startOnPair(t *testing.T, ctx context.Context, mode pgcluster.Replication) (pair *pgcluster.Pair, env []string, srv *serverProcess, metricsAddr string) {
+	t.Helper()
+	pair, err := pgcluster.NewPair(ctx, mode, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := pair.Remove(); err != nil {
+			t.Error(err)
+		}
+	})
+	bin := proctest.Build(t, ".")
+	env = []string{"DATABASE_URL=" + pair.URL("postgres")}
+	metricsAddr = proctest.FreeAddr(t)
+	srv = startServer(t, bin, env, []string{"-lease", "2s", "-recover-after", "2s", "-materialize-every", "0",
+		"-river-poll-interval", "200ms", "-river-rescue-after", "4s", "-metrics-addr", metricsAddr})
+	synchronous := map[pgcluster.Replication]string{pgcluster.Synchronous: "1", pgcluster.Asynchronous: "0"}[mode]
+	testkit.Eventually(t, func() bool { return strings.Contains(srv.Output(), "PostgreSQL replication") }, "the replication logged at start")
+	if said := strings.Contains(srv.Output(), "PostgreSQL replication is synchronous"); said != (mode == pgcluster.Synchronous) {
+		t.Errorf("%s standby, logged at start:\n%s", mode, srv.Output())
+	}
+	if v := replicationGauge(t, metricsAddr); v != synchronous {
+		t.Errorf("%s standby: idem_replication_synchronous is %q, want %s", mode, v, synchronous)
+	}
+	return pair, env, srv, metricsAddr
+}
+
+// failover waits for some answers, makes the standby lag, and fails the
+// primary over to it while the lag matters: a synchronous standby once
+// several commits wait for it (the kill interrupts them), an asynchronous
+// one once 20 answers were acknowledged that it never received. It
+// returns those answers and how long the promotion took.
+func (r *failoverRun) failover(t *testing.T, ctx context.Context, pair *pgcluster.Pair) (lagged int64, took time.Duration) {
+	t.Helper()
+	testkit.Eventually(t, func() bool { return r.finals.Load() >= 30 }, "30 answers before the failover")
+	resume, err := pair.HoldWAL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resume() })
+	held := r.finals.Load()
+	if pair.Mode == pgcluster.Synchronous {
+		testkit.Eventually(t, func() bool { return syncRepWaiters(t, pair.Primary.URL("postgres")) >= 3 }, "commits waiting for the standby")
+	} else {
+		testkit.Eventually(t, func() bool { return r.finals.Load() >= held+20 }, "20 answers while the standby lags")
+	}
+	lagged = r.finals.Load() - held
+	if took, err = pair.Fail(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return lagged, took
 }
 
 // failoverRun is the clients' record: the first final answer to each key,
@@ -240,14 +258,14 @@ func (r *failoverRun) audit(t *testing.T, url string) losses {
 			query, vars = payMutation, map[string]any{"k": key, "o": r.orders["o"+key[1:]]}
 		}
 		var again json.RawMessage
-		for {
+		testkit.Eventually(t, func() bool {
 			res, err := r.srv.do("acme", query, vars)
-			if retryable(res, err) == "" {
-				again = res.Data
-				break
+			if retryable(res, err) != "" {
+				return false
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			again = res.Data
+			return true
+		}, "a final answer to the replay of %s", key)
 		if !bytes.Equal(again, data) {
 			l.changed++
 			if l.changed <= 3 {
