@@ -43,6 +43,8 @@ type Admin struct {
 	// promised is, per record table, TableSweep.Promised of this Admin's
 	// last sweep (MetricSweepPromised).
 	promised map[string]int
+	// replicationReported: ReportReplication has logged.
+	replicationReported bool
 }
 
 // sweptKey names one mutation's records in one table.
@@ -327,6 +329,7 @@ func (a *Admin) mutationRetentions(entity string) []idem.MutationRetention {
 // RunSweeper sweeps every interval until ctx ends, and logs what it did and
 // any stuck or failed records, so that a human can act on them.
 func (a *Admin) RunSweeper(ctx context.Context, every time.Duration, opts SweepOptions) {
+	a.ReportReplication(ctx)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -574,6 +577,9 @@ type Stats struct {
 	// ArchivedRecords and ArchiveBytes measure the archive table.
 	ArchivedRecords int64 `json:"archivedRecords"`
 	ArchiveBytes    int64 `json:"archiveBytes"`
+	// Replication is what the PostgreSQL primary's settings keep through
+	// a failover (CheckReplication); nil on SQLite.
+	Replication *Replication `json:"replication,omitempty"`
 }
 
 // TableStats counts the records of one entity.
@@ -588,7 +594,8 @@ type TableStats struct {
 	OldestPending *time.Time `json:"oldestPending,omitempty"`
 }
 
-// Stats counts the records of every table, and measures the archive. It
+// Stats counts the records of every table, measures the archive, and
+// reads the replication settings (PostgreSQL). It
 // reads every row that has a key: an operator's command, not a hot path.
 func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
@@ -609,7 +616,9 @@ func (a *Admin) Stats(ctx context.Context) (Stats, error) {
 			return st, err
 		}
 	}
-	return st, nil
+	var err error
+	st.Replication, err = CheckReplication(ctx, a.cfg.Backend.DB(), a.cfg.Backend.Dialect())
+	return st, err
 }
 
 func info(recs *idembackend.RecordTable, r store.Row) RecordInfo {

@@ -514,6 +514,12 @@ var statsCmd = &subcommand{
 				} else {
 					fmt.Fprintln(w, "\nNo archive table: add an idemschema.Archive entity to the ent schema.")
 				}
+				if r := st.Replication; r != nil && r.Synchronous {
+					fmt.Fprintf(w, "\nReplication: synchronous (synchronous_commit %s, synchronous_standby_names %q, %d synchronous standbys streaming): a failover keeps every acknowledged answer.\n",
+						r.SynchronousCommit, r.SynchronousStandbyNames, r.SynchronousStandbys)
+				} else if r != nil {
+					fmt.Fprintf(w, "\nReplication: NOT synchronous: %s.\n", r.Warning)
+				}
 			})
 		}
 	},

@@ -450,6 +450,7 @@ type statsDoc struct {
 		OldestPending                          *time.Time
 	}
 	ArchivedRecords, ArchiveBytes int64
+	Replication                   *idemctl.Replication
 }
 
 func (s statsDoc) of(entity string) (pending, succeeded, failed, tombstones int64) {

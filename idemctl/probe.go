@@ -88,5 +88,8 @@ func (a *Admin) RegisterMetrics(mp metric.MeterProvider) error {
 		}
 		return nil
 	}, g, promised)
-	return err
+	if err != nil {
+		return err
+	}
+	return a.registerReplication(m)
 }

@@ -22,6 +22,7 @@ type dbConfig struct {
 	queryExecMode string
 	serverBin     string
 	keep          bool
+	failover      failoverConfig
 }
 
 func addDBFlags(fs *flag.FlagSet, c *dbConfig) {
@@ -34,6 +35,7 @@ func addDBFlags(fs *flag.FlagSet, c *dbConfig) {
 	fs.StringVar(&c.queryExecMode, "query-exec-mode", "", "the servers' pgx default_query_exec_mode (default: pgx's own, cache_statement; exec with -pgbouncer, where cache_statement fails)")
 	fs.StringVar(&c.serverBin, "server-bin", "", "example server binary (default: go build "+serverPackage+")")
 	fs.BoolVar(&c.keep, "keep", false, "keep the schema (or the private cluster, stopped) and the server logs")
+	addFailoverFlags(fs, &c.failover)
 }
 
 func (c *dbConfig) check() error {
@@ -42,6 +44,15 @@ func (c *dbConfig) check() error {
 		return errors.New("-pgbouncer runs in front of the private cluster: it excludes -database-url")
 	case c.schema != "" && c.databaseURL == "":
 		return errors.New("-schema needs -database-url")
+	case c.failover.mode != "" && c.databaseURL != "":
+		return errors.New("-failover runs on a private primary and standby: it excludes -database-url")
+	case c.failover.mode != "" && c.pgbouncer:
+		return errors.New("-failover and -pgbouncer: not supported (PgBouncer would need to follow the promotion)")
+	}
+	if c.failover.mode != "" {
+		if _, err := c.failover.replication(); err != nil {
+			return err
+		}
 	}
 	if c.pgbouncer && c.queryExecMode == "" {
 		c.queryExecMode = "exec"
@@ -125,12 +136,20 @@ func (e *runEnv) withTemp(keep bool, body func() error) error {
 func (e *runEnv) withDatabase(dc *dbConfig, cluster bool, body func() error) error {
 	var err error
 	if dc.databaseURL == "" {
-		var p private
 		var remove func(keep bool, logDir string)
-		if p, e.db, remove, err = startPrivate(e.ctx, dc); err != nil {
-			return fmt.Errorf("private PostgreSQL: %w", err)
+		if dc.failover.mode != "" {
+			var r *replicated
+			if r, e.db, remove, err = startReplicated(e.ctx, dc); err != nil {
+				return fmt.Errorf("replicated PostgreSQL: %w", err)
+			}
+			e.pg = r
+		} else {
+			var p private
+			if p, e.db, remove, err = startPrivate(e.ctx, dc); err != nil {
+				return fmt.Errorf("private PostgreSQL: %w", err)
+			}
+			e.pg = p
 		}
-		e.pg = p
 		defer func() {
 			logDir := ""
 			if dc.keep || err != nil {

@@ -232,6 +232,8 @@ func run() error {
 	}
 	// One Admin sweeps and reports: its metrics say what its sweeps kept.
 	admin := idemctl.New(hook)
+	// Once, at start: what a failover of the database would lose.
+	admin.ReportReplication(ctx)
 	if *sweepEvery > 0 {
 		go admin.RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
 	}
