@@ -379,8 +379,8 @@ func responseName(f *ast.Field) string {
 // happened to each idempotent field of the operation and reports it in the
 // response's extensions.idempotency (and, through Middleware, in headers).
 func (e *Engine) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	op := &operation{http: reqstate.From(ctx)}
-	resp := next(context.WithValue(ctx, operationKey{}, op))
+	ctx, op := withOperation(ctx, reqstate.From(ctx))
+	resp := next(ctx)
 	if resp == nil || len(op.fields) == 0 {
 		return resp
 	}
