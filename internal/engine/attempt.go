@@ -226,8 +226,15 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(actx, a.claim, r.spec, &a.secondRow), a))
 	res := next(fieldCtx)
 	a.stopRenewal()
-	errs := graphql.GetErrors(fieldCtx)
+	return e.conclude(ctx, actx, a, res, graphql.GetErrors(fieldCtx))
+}
 
+// conclude ends an attempt once the resolver has returned res and errs
+// (or never ran): it rolls back and releases the claim when the attempt
+// must not complete, and stores the result otherwise. ctx is the
+// request's, actx the attempt's own (run).
+func (e *Engine) conclude(ctx, actx context.Context, a *attempt, res graphql.Marshaler, errs gqlerror.List) ended {
+	r := a.req
 	if a.begun == nil || a.begun.kind != running {
 		return e.notRun(ctx, a, res, errs)
 	}
@@ -258,7 +265,14 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 		addErrors(ctx, e.releasedErrors(r, errs))
 		return answer(outcomeReleased, graphql.Null, nil)
 	}
+	return e.storeResult(ctx, actx, a, res, errs)
+}
 
+// storeResult stores the result of an attempt whose resolver ran to its end
+// (res with the final errors errs) with its writes, fenced by the attempt,
+// and answers with it.
+func (e *Engine) storeResult(ctx, actx context.Context, a *attempt, res graphql.Marshaler, errs gqlerror.List) ended {
+	r := a.req
 	status := record.StatusSucceeded
 	if len(errs) > 0 {
 		status = record.StatusFailed
