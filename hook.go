@@ -13,7 +13,12 @@ import (
 
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/internal/engine"
+	"github.com/goovo/idem/internal/extension"
 )
+
+// maxErrors is how many errors an answer without data shows
+// (extension.ErrorLimit), as graphql-js.
+const maxErrors = 100
 
 // Hook is the idempotency hook of one configuration. Its Handler makes a
 // gqlgen server's @idempotent mutations retry-safe; package idemctl's Admin
@@ -116,10 +121,13 @@ func (h *Hook) ReadSchema(es graphql.ExecutableSchema) error { return h.eng.Vali
 // edge on srv (idemhttp.Configure: the error presenter, put your own in
 // Config.ErrorPresenter; the recover function; the document and complexity
 // limits of Config.Limits; a query cache bounded in bytes, which replaces
-// one set before; a last transport for what no other takes), adds
-// the hook, wraps srv in idemhttp.Middleware (the body limit, the
-// Idempotency-Key header, the response headers), and starts the recoverer
-// when Config.RecoverAfter is set.
+// one set before; a last transport for what no other takes), adds the
+// hook's extensions (every operation, queries included, is refused when
+// it holds text the database cannot store, its answer without data shows
+// at most 100 errors, and its context carries the request's tenant,
+// Config.Tenant) and the hook, wraps srv in idemhttp.Middleware (the body
+// limit, the Idempotency-Key header, the response headers), and starts the
+// recoverer when Config.RecoverAfter is set.
 //
 //	srv := handler.New(graph.NewExecutableSchema(cfg))
 //	srv.AddTransport(transport.POST{})
@@ -150,6 +158,13 @@ func (h *Hook) Handler(srv *handler.Server) (_ http.Handler, err error) {
 	}()
 	cfg := h.cfg
 	idemhttp.Configure(srv, cfg.Limits, &idemhttp.Presenter{Logger: cfg.Logger, MapError: cfg.MapError, Next: cfg.ErrorPresenter})
+	// The checks of an operation run in the order installed: a malformed
+	// key header first, then text no database can store, then the
+	// engine's checks of the keys.
+	srv.Use(h.eng.KeyHeaderCheck())
+	srv.Use(extension.Text{})
+	srv.Use(extension.ErrorLimit{Max: maxErrors})
+	srv.Use(extension.Tenant{Of: cfg.Tenant})
 	srv.Use(h.eng)
 	hh := idemhttp.Middleware(srv, cfg.Limits)
 	h.eng.SetHandler(hh) // the recoverer runs abandoned claims through it

@@ -35,7 +35,8 @@ import (
 //
 // The JavaScript client classifies as idemcode does: the test fails when
 // its generated list (clients/js/src/codes.ts), or the compiled copy the
-// package ships (dist/codes.js), is stale.
+// package ships (dist/codes.js), is stale, and when its header and outcome
+// names (clients/js/src/wire.ts) are.
 func TestEveryEmittedCodeIsClassified(t *testing.T) {
 	checkJavaScriptCodes(t)
 
@@ -91,6 +92,19 @@ func checkJavaScriptCodes(t *testing.T) {
 	}
 	if !bytes.Equal(module, want) {
 		t.Errorf("%s is stale: run go generate ./idemcode, then npm run build in clients/js", jscodes.Module)
+	}
+	wireSrc, err := os.ReadFile("wire.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err = jscodes.RenderWire(wireSrc); err != nil {
+		t.Fatal(err)
+	}
+	if module, err = os.ReadFile(filepath.Join("..", jscodes.WireModule)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(module, want) {
+		t.Errorf("%s is stale: run go generate ./idemcode, then npm run build in clients/js", jscodes.WireModule)
 	}
 	var retryable []idemcode.Code
 	for _, c := range idemcode.All() {

@@ -209,9 +209,54 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 		return ts, err
 	}
 	now := reading.Now()
-	retention := store.RetentionOf(recs, a.cfg.Retention)
-	table := store.TableOf(recs)
-	expireBefore := now.Add(-retention)
+	at := sweepAt{reading: reading, now: now, expireBefore: now.Add(-store.RetentionOf(recs, a.cfg.Retention))}
+	for _, step := range a.sweepSteps(ctx, recs, archive, opts, &ts, at) {
+		if err := step.run(ctx, opts, func() {
+			if opts.Progress != nil {
+				opts.Progress(SweepProgress{Entity: recs.Entity, Archived: ts.Archived, Purged: ts.Purged, Elapsed: time.Since(start)})
+			}
+		}); err != nil {
+			return ts, err
+		}
+	}
+	// What this sweep's retention would have archived but the records'
+	// own expiry kept: its settings disagree with the server's.
+	n, until, err := a.store.Promised(ctx, store.PromisedQuery{Table: store.TableOf(recs), CompletedBefore: at.expireBefore, Now: reading.Now()})
+	if err != nil {
+		return ts, err
+	}
+	ts.Promised, ts.PromisedUntil = n, until
+	return ts, nil
+}
+
+// sweepAt is when a table's sweep runs: the database clock's reading, the
+// time it read (now), and the table's cutoff (now less its retention).
+type sweepAt struct {
+	reading      store.Reading
+	now          time.Time
+	expireBefore time.Time
+}
+
+// sweepStep is one kind of batch of a table's sweep, run until a batch
+// finds less than a full one to do.
+type sweepStep struct {
+	count *int // the report's count the step adds to
+	batch func(dryRun bool) (int, error)
+	done  func() // after the step's last batch, when all went well (not in a dry run)
+}
+
+// sweepSteps are the steps of the sweep of recs, in order, counted in ts:
+// archive what the table's retention has expired (before at.expireBefore),
+// then what each mutation with a shorter retention has,
+// then purge the tombstones and the abandoned claims past the horizon.
+//
+// A batch runs to its end once begun, even if ctx ends meanwhile: one
+// cancelled while its COMMIT is on the way may have committed, and would
+// then be missing from the report. ctx is checked between batches (and
+// during the pause) instead (sweepStep.run). A batch is one short
+// transaction.
+func (a *Admin) sweepSteps(ctx context.Context, recs *idembackend.RecordTable, archive string, opts SweepOptions, ts *TableSweep, at sweepAt) []sweepStep {
+	now, reading, table := at.now, at.reading, store.TableOf(recs)
 	// archived_at is after completion, so a tombstone archived before this
 	// completed before now - horizon, whichever sweeper archived it and by
 	// whichever retention (a sweeper that knows a mutation's shorter one
@@ -220,36 +265,43 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 	// A claim abandoned in pending is forgotten a horizon after its lease
 	// ran out.
 	abandonedBefore := now.Add(-a.cfg.TombstoneHorizon)
-	// A batch runs to its end once begun, even if ctx ends meanwhile: one
-	// cancelled while its COMMIT is on the way may have committed, and
-	// would then be missing from the report. ctx is checked between
-	// batches (and during the pause) instead. A batch is one short
-	// transaction.
 	batchCtx := context.WithoutCancel(ctx)
-	type step struct {
-		count *int
-		batch func(dryRun bool) (int, error)
-		done  func() // after the step's last batch, when all went well (not in a dry run)
-	}
-	steps := []step{
+	steps := []sweepStep{
 		{&ts.Archived, func(dryRun bool) (int, error) {
 			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
-				CompletedBefore: expireBefore, Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
+				CompletedBefore: at.expireBefore, Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
 		}, nil},
 	}
-	// Then the records of each mutation that replays for less than the
-	// table, completed since the table's cutoff (older ones went above),
-	// or since this Admin's last pass over them.
+	steps = append(steps, a.mutationSweepSteps(batchCtx, recs, archive, opts, ts, at)...)
+	return append(steps, []sweepStep{
+		{&ts.Purged, func(dryRun bool) (int, error) {
+			return a.store.PurgeBatch(batchCtx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
+				ArchivedBefore: purgeBefore, Limit: opts.BatchSize, DryRun: dryRun})
+		}, nil},
+		{&ts.Purged, func(dryRun bool) (int, error) {
+			return a.store.PurgeAbandoned(batchCtx, store.AbandonedBatch{Table: table,
+				LeaseEndedBefore: abandonedBefore, Limit: opts.BatchSize, DryRun: dryRun})
+		}, nil},
+	}...)
+}
+
+// mutationSweepSteps archive the records of each mutation of recs that
+// replays for less than the table, completed since the table's cutoff
+// (at.expireBefore: older ones go with the table's step), or since this
+// Admin's last pass over them.
+func (a *Admin) mutationSweepSteps(batchCtx context.Context, recs *idembackend.RecordTable, archive string, opts SweepOptions, ts *TableSweep, at sweepAt) []sweepStep {
+	now, reading, table := at.now, at.reading, store.TableOf(recs)
+	var steps []sweepStep
 	for _, m := range a.mutationRetentions(recs.Entity) {
 		key := sweptKey{table.Name, m.Mutation}
 		cutoff := now.Add(-m.Retention)
-		since := expireBefore
+		since := at.expireBefore
 		a.mu.Lock()
 		if last, ok := a.swept[key]; ok && last.Add(-sweptMargin).After(since) {
 			since = last.Add(-sweptMargin)
 		}
 		a.mu.Unlock()
-		steps = append(steps, step{&ts.Archived, func(dryRun bool) (int, error) {
+		steps = append(steps, sweepStep{&ts.Archived, func(dryRun bool) (int, error) {
 			return a.store.ArchiveBatch(batchCtx, store.ArchiveBatch{Table: table, Archive: archive,
 				CompletedBefore: cutoff, CompletedSince: since, FingerprintPrefix: fingerprint.Prefix(m.Mutation),
 				Now: reading.Now(), Limit: opts.BatchSize, DryRun: dryRun})
@@ -261,56 +313,39 @@ func (a *Admin) sweepTable(ctx context.Context, recs *idembackend.RecordTable, a
 			a.mu.Unlock()
 		}})
 	}
-	steps = append(steps, []step{
-		{&ts.Purged, func(dryRun bool) (int, error) {
-			return a.store.PurgeBatch(batchCtx, store.PurgeBatch{Table: table, RecordOnly: recs.RecordOnly,
-				ArchivedBefore: purgeBefore, Limit: opts.BatchSize, DryRun: dryRun})
-		}, nil},
-		{&ts.Purged, func(dryRun bool) (int, error) {
-			return a.store.PurgeAbandoned(batchCtx, store.AbandonedBatch{Table: table,
-				LeaseEndedBefore: abandonedBefore, Limit: opts.BatchSize, DryRun: dryRun})
-		}, nil},
-	}...)
-	for _, step := range steps {
-		if opts.DryRun {
-			n, err := step.batch(true)
-			if err != nil {
-				return ts, err
-			}
+	return steps
+}
+
+// run runs the step's batches, pausing opts.Pause between them and
+// calling progress after each; a dry run counts once.
+func (step sweepStep) run(ctx context.Context, opts SweepOptions, progress func()) error {
+	if opts.DryRun {
+		n, err := step.batch(true)
+		if err == nil {
 			*step.count += n
-			continue
 		}
-		for {
-			if err := ctx.Err(); err != nil {
-				return ts, err
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := step.batch(false)
+		if err != nil {
+			return err
+		}
+		*step.count += n
+		progress()
+		if n < opts.BatchSize {
+			if step.done != nil {
+				step.done()
 			}
-			n, err := step.batch(false)
-			if err != nil {
-				return ts, err
-			}
-			*step.count += n
-			if opts.Progress != nil {
-				opts.Progress(SweepProgress{Entity: recs.Entity, Archived: ts.Archived, Purged: ts.Purged, Elapsed: time.Since(start)})
-			}
-			if n < opts.BatchSize {
-				if step.done != nil {
-					step.done()
-				}
-				break
-			}
-			if err := timer.Sleep(ctx, opts.Pause); err != nil {
-				return ts, err
-			}
+			return nil
+		}
+		if err := timer.Sleep(ctx, opts.Pause); err != nil {
+			return err
 		}
 	}
-	// What this sweep's retention would have archived but the records'
-	// own expiry kept: its settings disagree with the server's.
-	n, until, err := a.store.Promised(ctx, store.PromisedQuery{Table: table, CompletedBefore: expireBefore, Now: reading.Now()})
-	if err != nil {
-		return ts, err
-	}
-	ts.Promised, ts.PromisedUntil = n, until
-	return ts, nil
 }
 
 // mutationRetentions are the mutations of entity whose retention is

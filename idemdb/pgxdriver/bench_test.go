@@ -19,6 +19,7 @@ import (
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemdb/pgxdriver"
 	"github.com/goovo/idem/idemtest"
+	"github.com/goovo/idem/internal/pgxpipe"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/pgproxy"
 )
@@ -109,8 +110,8 @@ func routes(tb testing.TB, dsn string) []route {
 		{
 			name: "pgx-pipelined",
 			tx: func(ctx context.Context) error {
-				var ptx *pgxdriver.Tx
-				tx, err := pgxClient.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+				var ptx pgxpipe.Tx
+				tx, err := pgxClient.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 				if err != nil {
 					return err
 				}

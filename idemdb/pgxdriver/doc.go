@@ -23,29 +23,19 @@
 // A transaction (Tx, from client.Tx or client.BeginTx) takes a connection
 // from the pool with its first statement and sends BEGIN in the same round
 // trip: a transaction costs no round trip of its own, and one that sends
-// nothing costs nothing. Statements queued with Tx.Queue travel ahead of the
-// transaction's next statement, COMMIT included: a SAVEPOINT goes with the
-// resolver's first write, the completion's UPDATE with COMMIT. Tx.SendBatch
-// sends the caller's own batch, with the queued statements, when it needs
-// results in the middle of a transaction. CaptureTx reaches the Tx of a
-// transaction begun through ent's generated client, which hides it.
-//
-// A statement queued with COMMIT cannot be looked at before COMMIT runs: one
-// that decides whether the transaction may commit (a completion fenced by
-// the attempt number) must fail by itself when it finds nothing to do, for
-// instance by casting a count of the rows it updated that is not 1 to an
-// integer. Its error stops COMMIT, and the transaction is rolled back.
+// nothing costs nothing. The idempotency hook's store queues its own
+// statements ahead of the transaction's next one, COMMIT included: a
+// SAVEPOINT goes with the resolver's first write, the completion's UPDATE
+// with COMMIT (how is internal to the module). Tx.SendBatch sends the
+// caller's own batch, with what is queued, when it needs results in the
+// middle of a transaction.
 //
 // # Outside transactions
 //
 // Outside a transaction each statement takes a pooled connection and gives
-// it back. Piggyback (WithPiggyback) lets statements travel with the next
-// statement sent under a context, ahead of it or behind it, with results
-// delivered to pgx's batch callbacks: code that cannot send a statement
-// itself, such as ent's generated claim insert, carries the caller's
-// lookup. A statement and its piggyback run in one implicit transaction:
-// they commit together or not at all. Driver.SendBatch sends a batch of
-// the caller's own.
+// it back; the hook's claim carries its lookup in the round trip of ent's
+// generated insert. Driver.SendBatch sends a batch of the caller's own, in
+// one implicit transaction: its statements commit together or not at all.
 //
 // # database/sql
 //

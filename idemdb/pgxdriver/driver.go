@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 
 	"entgo.io/ent/dialect"
 	entsql "entgo.io/ent/dialect/sql"
@@ -13,13 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/goovo/idem/internal/pgxpipe"
 )
 
 // Driver is an ent driver (dialect.Driver) that runs ent's statements on a
 // pgxpool.Pool through pgx itself, without database/sql. Its transactions
-// (Tx) send BEGIN with their first statement and let a caller add
-// statements of its own to a round trip; Piggyback does the same for
-// statements outside a transaction.
+// (Tx) send BEGIN with their first statement, and the idempotency hook's
+// store adds its statements to ent's round trips (internal/pgxpipe).
 //
 // A Driver is safe for concurrent use. Close it when done.
 type Driver struct {
@@ -124,7 +124,7 @@ func (d *Driver) Query(ctx context.Context, query string, args, v any) error {
 	if err != nil {
 		return err
 	}
-	sr, err := d.query(ctx, takePiggyback(ctx), query, argv)
+	sr, err := d.query(ctx, pgxpipe.Take(ctx), query, argv)
 	if err != nil {
 		return err
 	}
@@ -134,11 +134,11 @@ func (d *Driver) Query(ctx context.Context, query string, args, v any) error {
 
 // query runs query on a pooled connection, with pb's statements (nil:
 // none), and hands its rows out as *sql.Rows (asSQL).
-func (d *Driver) query(ctx context.Context, pb *Piggyback, query string, argv []any) (*sql.Rows, error) {
+func (d *Driver) query(ctx context.Context, pb *pgxpipe.Piggyback, query string, argv []any) (*sql.Rows, error) {
 	for try := 0; ; try++ {
 		conn, err := d.pool.Acquire(ctx)
 		if err != nil {
-			pb.fail(err)
+			pb.Fail(err)
 			return nil, err
 		}
 		r, finish, err := query1(ctx, conn.Conn(), trip{pb: pb}, query, argv)
@@ -147,12 +147,12 @@ func (d *Driver) query(ctx context.Context, pb *Piggyback, query string, argv []
 			if retry(err, try) {
 				continue
 			}
-			pb.fail(err)
+			pb.Fail(err)
 			return nil, err
 		}
 		rs, err := newRows(r, finish, conn.Release)
 		if err != nil {
-			pb.fail(err)
+			pb.Fail(err)
 			return nil, err
 		}
 		return asSQL(ctx, d.rows, rs)
@@ -175,8 +175,8 @@ func (d *Driver) ExecContext(ctx context.Context, query string, args ...any) (sq
 // feature), and so does the idempotency hook's lookup. Its rows are pgx's,
 // handed out as *sql.Rows as Query's are: through the database/sql view of
 // the pool (DB), every query would open a database/sql connection of its
-// own (acquire, wrap, close and release a pooled connection). It carries
-// no piggyback (WithPiggyback).
+// own (acquire, wrap, close and release a pooled connection). Nothing the
+// hook's store attaches to the context travels with it (internal/pgxpipe).
 func (d *Driver) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	return d.query(ctx, nil, query, args)
 }
@@ -216,28 +216,8 @@ func (d *Driver) BeginTx(ctx context.Context, opts *sql.TxOptions) (dialect.Tx, 
 	tx.mu.Lock()
 	tx.stop = context.AfterFunc(ctx, tx.cancelled)
 	tx.mu.Unlock()
-	if c, ok := ctx.Value(captureKey{}).(*capture); ok {
-		c.once.Do(func() { *c.dst = tx })
-	}
+	pgxpipe.Began(ctx, (*pipeTx)(tx))
 	return tx, nil
-}
-
-// CaptureTx returns a context under which the first transaction a Driver
-// begins is also stored in *dst. Code that begins its transactions through
-// ent's generated client (client.Tx(ctx)), which hides the driver's
-// transaction, reaches it this way to queue statements on it:
-//
-//	var ptx *pgxdriver.Tx
-//	tx, err := client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
-func CaptureTx(ctx context.Context, dst **Tx) context.Context {
-	return context.WithValue(ctx, captureKey{}, &capture{dst: dst})
-}
-
-type captureKey struct{}
-
-type capture struct {
-	once sync.Once
-	dst  **Tx
 }
 
 // beginSQL maps database/sql's options onto PostgreSQL's BEGIN, as pgx's
@@ -270,11 +250,11 @@ func beginSQL(opts *sql.TxOptions) (string, error) {
 // connection when the first could not send it (a connection that died
 // while it sat in the pool), as database/sql does.
 func (d *Driver) exec(ctx context.Context, query string, args []any) (pgconn.CommandTag, error) {
-	pb := takePiggyback(ctx)
+	pb := pgxpipe.Take(ctx)
 	for try := 0; ; try++ {
 		conn, err := d.pool.Acquire(ctx)
 		if err != nil {
-			pb.fail(err)
+			pb.Fail(err)
 			return pgconn.CommandTag{}, err
 		}
 		tag, err := exec1(ctx, conn.Conn(), trip{pb: pb}, query, args)
@@ -282,7 +262,7 @@ func (d *Driver) exec(ctx context.Context, query string, args []any) (pgconn.Com
 		if err != nil && retry(err, try) {
 			continue
 		}
-		pb.fail(err)
+		pb.Fail(err)
 		return tag, err
 	}
 }

@@ -15,9 +15,8 @@ import (
 )
 
 // A transaction in two round trips: BEGIN travels with ent's insert, and
-// the completion, queued, with COMMIT. The completion fails by itself when
-// its attempt was fenced out, which stops COMMIT.
-func ExampleTx_Queue() {
+// COMMIT goes alone; a transaction that sends nothing costs none.
+func ExampleDriver() {
 	ctx := context.Background()
 	db, err := idemtest.Connect(ctx, idemtest.Postgres) // a fresh schema
 	if err != nil {
@@ -34,8 +33,7 @@ func ExampleTx_Queue() {
 	}
 	client := ent.NewClient(ent.Driver(drv))
 
-	var ptx *pgxdriver.Tx
-	tx, err := client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+	tx, err := client.Tx(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,11 +42,9 @@ func ExampleTx_Queue() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ptx.Queue(`WITH done AS (UPDATE orders SET paid = true WHERE id = $1 AND idempotency_attempt = $2 RETURNING 1)
-		SELECT CASE WHEN count(*) = 1 THEN 1 ELSE ('fenced out: ' || count(*))::int END FROM done`, o.ID, 1)
-	if err := tx.Commit(); err != nil { // round trip 2: UPDATE, COMMIT
+	if err := tx.Commit(); err != nil { // round trip 2: COMMIT
 		log.Fatal(err)
 	}
-	fmt.Println("paid:", client.Order.GetX(ctx, o.ID).Paid)
-	// Output: paid: true
+	fmt.Println("amount:", client.Order.GetX(ctx, o.ID).Amount)
+	// Output: amount: 1200
 }

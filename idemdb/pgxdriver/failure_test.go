@@ -14,7 +14,7 @@ import (
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
-	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/internal/pgxpipe"
 	"github.com/goovo/idem/internal/testkit"
 )
 
@@ -45,8 +45,8 @@ func (e *env) idle() int {
 func TestFencedCompletionRollsBack(t *testing.T) {
 	e := newEnv(t, oneConn)
 	ctx := context.Background()
-	var ptx *pgxdriver.Tx
-	tx, err := e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+	var ptx pgxpipe.Tx
+	tx, err := e.client.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 	must(t, err)
 	o, err := newOrder(ctx, tx.Client(), 501)
 	must(t, err)
@@ -63,7 +63,7 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 		t.Errorf("%d idle connections after the rollback, want the one connection back", n)
 	}
 	// The same, completing the right attempt, commits.
-	tx, err = e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+	tx, err = e.client.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 	must(t, err)
 	o, err = newOrder(ctx, tx.Client(), 502)
 	must(t, err)
@@ -79,8 +79,8 @@ func TestFencedCompletionRollsBack(t *testing.T) {
 func TestQueuedAndPiggybackedStatementsFailWithTheirStatement(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	var ptx *pgxdriver.Tx
-	tx, err := e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+	var ptx pgxpipe.Tx
+	tx, err := e.client.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 	must(t, err)
 	ptx.Queue("SELECT 1/0")
 	if _, err := newOrder(ctx, tx.Client(), 601); err == nil || !strings.Contains(err.Error(), "division by zero") {
@@ -91,7 +91,7 @@ func TestQueuedAndPiggybackedStatementsFailWithTheirStatement(t *testing.T) {
 	}
 
 	// Unqueue drops a statement that was not sent yet.
-	tx, err = e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+	tx, err = e.client.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 	must(t, err)
 	q := ptx.Queue("SELECT 1/0")
 	if !ptx.Unqueue(q) || ptx.Unqueue(q) {
@@ -105,8 +105,8 @@ func TestQueuedAndPiggybackedStatementsFailWithTheirStatement(t *testing.T) {
 	// implicit transaction: a piggyback that fails undoes the statement.
 	after := &pgx.Batch{}
 	after.Queue("SELECT 1/0")
-	pb := &pgxdriver.Piggyback{After: after}
-	if _, err := newOrder(pgxdriver.WithPiggyback(ctx, pb), e.client, 603); err == nil || pb.Err() == nil {
+	pb := &pgxpipe.Piggyback{After: after}
+	if _, err := newOrder(pgxpipe.With(ctx, pb), e.client, 603); err == nil || pb.Err() == nil {
 		t.Errorf("insert with a failing piggyback: %v (piggyback %v), want the piggyback's error", err, pb.Err())
 	}
 	if n := e.count(603); n != 0 {
@@ -116,8 +116,8 @@ func TestQueuedAndPiggybackedStatementsFailWithTheirStatement(t *testing.T) {
 	// undoes nothing.
 	after = &pgx.Batch{}
 	after.Queue("SELECT 1").Exec(func(pgconn.CommandTag) error { return errors.New("callback") })
-	pb = &pgxdriver.Piggyback{Before: []pgxdriver.Statement{{SQL: "SET LOCAL lock_timeout = '1s'"}}, After: after}
-	pctx := pgxdriver.WithPiggyback(ctx, pb)
+	pb = &pgxpipe.Piggyback{Before: []pgxpipe.Statement{{SQL: "SET LOCAL lock_timeout = '1s'"}}, After: after}
+	pctx := pgxpipe.With(ctx, pb)
 	if _, err := newOrder(pctx, e.client, 604); err != nil || pb.Err() == nil || pb.Err().Error() != "callback" {
 		t.Errorf("insert with a failing callback: %v (piggyback %v), want success and the callback's error", err, pb.Err())
 	}
@@ -188,8 +188,8 @@ func TestCancelledTransaction(t *testing.T) {
 func TestRollbackLater(t *testing.T) {
 	e := newEnv(t, oneConn)
 	ctx := context.Background()
-	var ptx *pgxdriver.Tx
-	tx, err := e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+	var ptx pgxpipe.Tx
+	tx, err := e.client.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 	must(t, err)
 	_, err = newOrder(ctx, tx.Client(), 801)
 	must(t, err)
@@ -371,8 +371,8 @@ func TestPipelineTransactions(t *testing.T) {
 	var inside string
 	after := &pgx.Batch{}
 	after.Queue("SELECT current_setting('synchronous_commit')").QueryRow(func(row pgx.Row) error { return row.Scan(&inside) })
-	pb := &pgxdriver.Piggyback{Before: []pgxdriver.Statement{{SQL: "SET LOCAL synchronous_commit = off"}}, After: after}
-	_, err := newOrder(pgxdriver.WithPiggyback(ctx, pb), e.client, 1101)
+	pb := &pgxpipe.Piggyback{Before: []pgxpipe.Statement{{SQL: "SET LOCAL synchronous_commit = off"}}, After: after}
+	_, err := newOrder(pgxpipe.With(ctx, pb), e.client, 1101)
 	must(t, err)
 	must(t, pb.Err())
 	var later string

@@ -64,7 +64,7 @@ func (t pgxTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	}
 	rs, err := newRows(r, finish, t.tx.rowsClosed)
 	if err != nil {
-		pb.fail(err)
+		pb.Fail(err)
 		return nil, err
 	}
 	return pgxRows{rs}, nil

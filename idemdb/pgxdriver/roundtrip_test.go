@@ -13,7 +13,7 @@ import (
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
-	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/internal/pgxpipe"
 )
 
 // oneConn makes the pool a single connection that is never pinged, so
@@ -72,8 +72,8 @@ func TestRoundTrips(t *testing.T) {
 	}
 
 	txPipelined := func() {
-		var ptx *pgxdriver.Tx
-		tx, err := e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+		var ptx pgxpipe.Tx
+		tx, err := e.client.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 		must(t, err)
 		o := create(tx.Client())
 		ptx.Queue(complete, o.ID, 1)
@@ -96,8 +96,8 @@ func TestRoundTrips(t *testing.T) {
 	// Atomic mode's first round trip: BEGIN, the claim (ent's insert) and
 	// SAVEPOINT after it; the savepoint travels with the next statement.
 	atomic := func() {
-		var ptx *pgxdriver.Tx
-		tx, err := e.client.Tx(pgxdriver.CaptureTx(ctx, &ptx))
+		var ptx pgxpipe.Tx
+		tx, err := e.client.Tx(pgxpipe.CaptureTx(ctx, &ptx))
 		must(t, err)
 		o := create(tx.Client())
 		ptx.Queue("SAVEPOINT idem_resolver")
@@ -120,21 +120,21 @@ func TestRoundTrips(t *testing.T) {
 	_, err := e.client.Order.Create().SetTenantID("t").SetIdempotencyKey("k").SetAmount(1).SetCurrency("EUR").
 		SetIdempotencyAttempt(1).Save(ctx)
 	must(t, err)
-	claim := func() (*pgxdriver.Piggyback, int, error) {
+	claim := func() (*pgxpipe.Piggyback, int, error) {
 		var attempt int
 		lookup := &pgx.Batch{}
 		lookup.Queue("SELECT idempotency_attempt FROM orders WHERE tenant_id = $1 AND idempotency_key = $2", "t", "k").
 			QueryRow(func(row pgx.Row) error { return row.Scan(&attempt) })
-		pb := &pgxdriver.Piggyback{After: lookup}
+		pb := &pgxpipe.Piggyback{After: lookup}
 		c := e.client.Order.Create().SetTenantID("t").SetIdempotencyKey("k").SetAmount(1).SetCurrency("EUR")
 		c.OnConflictColumns(order.FieldTenantID, order.FieldIdempotencyKey).DoNothing()
-		_, err := c.Save(pgxdriver.WithPiggyback(ctx, pb))
+		_, err := c.Save(pgxpipe.With(ctx, pb))
 		return pb, attempt, err
 	}
 	warm(func() { claim() })
 	var (
 		claimErr error
-		pb       *pgxdriver.Piggyback
+		pb       *pgxpipe.Piggyback
 		attempt  int
 	)
 	trips, _ = e.roundTrips(func() { pb, attempt, claimErr = claim() })

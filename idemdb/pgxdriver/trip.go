@@ -3,116 +3,18 @@ package pgxdriver
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/goovo/idem/internal/pgxpipe"
 )
-
-// Statement is an SQL statement and its arguments.
-type Statement struct {
-	SQL  string
-	Args []any
-}
-
-// Piggyback holds statements that travel in the round trip of the next
-// statement a Driver sends under a context made by WithPiggyback, on the
-// pool or in a transaction: Before are sent ahead of that statement, After
-// behind it. It lets code that cannot send a statement itself, such as
-// ent's generated code, carry someone else's statements: the claim's
-// INSERT of a generated create, built by ent, can carry the lookup that
-// reads the key's record when the key turns out to be taken.
-//
-// All of them succeed or fail together with the statement. On the pool
-// they run in one implicit transaction: if one fails, none of them
-// commits, and the statement reports that error. In a transaction, a
-// failure aborts the transaction. The results of Before statements are not
-// delivered; those of After statements go to the callbacks of After's
-// queued queries (pgx.QueuedQuery.Exec, QueryRow, Query), called once the
-// statement's own result has been read.
-//
-// A Piggyback travels once, with the first statement sent under the
-// context; later statements go alone.
-//
-// First are sent ahead of everything else in the round trip, a
-// transaction's BEGIN included, and their results go to the callbacks of
-// First's queued queries as they arrive, before the statement's. If one of
-// them fails (or its callback returns an error), nothing after it runs:
-// on a transaction's first round trip, the transaction is not begun. A
-// check that must see the database before a transaction begins, and keep
-// it from beginning, goes there.
-type Piggyback struct {
-	First  *pgx.Batch
-	Before []Statement
-	After  *pgx.Batch
-
-	mu   sync.Mutex
-	sent bool
-	err  error
-}
-
-// WithPiggyback returns a context under which the next statement the
-// driver sends carries p's statements: the next Exec or Query (ent's
-// statements) or ExecContext; QueryContext, which goes through
-// database/sql, does not carry it.
-func WithPiggyback(ctx context.Context, p *Piggyback) context.Context {
-	return context.WithValue(ctx, piggybackKey{}, p)
-}
-
-type piggybackKey struct{}
-
-// Sent reports whether p's statements were sent: whether a statement was
-// sent under the context since p was attached.
-func (p *Piggyback) Sent() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.sent
-}
-
-// Err returns the first error of the round trip p travelled in: the
-// statement's own, one of p's statements', or one returned by one of
-// After's callbacks (which fails nothing in the database). It is nil until
-// the round trip is over: for a query, until its rows are read or closed.
-func (p *Piggyback) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
-}
-
-// takePiggyback returns the piggyback of ctx if it has not travelled yet,
-// and marks it taken; nil otherwise.
-func takePiggyback(ctx context.Context) *Piggyback {
-	p, _ := ctx.Value(piggybackKey{}).(*Piggyback)
-	if p == nil {
-		return nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.sent {
-		return nil
-	}
-	p.sent = true
-	return p
-}
-
-// fail ends p's round trip with err. A piggyback whose statement could not
-// be sent (no connection) counts as sent: the caller learns it from Err.
-func (p *Piggyback) fail(err error) {
-	if p == nil || err == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err == nil {
-		p.err = err
-	}
-}
 
 // trip is one statement and what travels with it: the statements a
 // transaction queued (BEGIN first) and a piggyback.
 type trip struct {
-	before []Statement
-	pb     *Piggyback
+	before []pgxpipe.Statement
+	pb     *pgxpipe.Piggyback
 }
 
 func (t trip) alone() bool { return len(t.before) == 0 && t.pb == nil }
@@ -129,7 +31,7 @@ type lead struct {
 // where the database's own errors would otherwise go unseen.
 func (t trip) batch(query string, args []any) (b *pgx.Batch, leads []lead) {
 	b = &pgx.Batch{}
-	queue := func(ss []Statement) {
+	queue := func(ss []pgxpipe.Statement) {
 		for _, s := range ss {
 			b.Queue(s.SQL, s.Args...)
 			leads = append(leads, lead{})
@@ -151,7 +53,7 @@ func (t trip) batch(query string, args []any) (b *pgx.Batch, leads []lead) {
 			q := b.Queue(qq.SQL, qq.Arguments...)
 			if fn := qq.Fn; fn != nil {
 				q.Fn = func(br pgx.BatchResults) error {
-					t.pb.fail(fn(br))
+					t.pb.Fail(fn(br))
 					return nil
 				}
 			}
@@ -227,7 +129,7 @@ func (t trip) end(br pgx.BatchResults, err error) error {
 		err = cerr
 	}
 	if !pgconn.SafeToRetry(err) { // else the caller tries again, or records it
-		t.pb.fail(err)
+		t.pb.Fail(err)
 	}
 	return err
 }

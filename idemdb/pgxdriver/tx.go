@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/goovo/idem/internal/pgxpipe"
 )
 
 // rollbackTimeout bounds the ROLLBACK of a transaction, which is sent even
@@ -24,10 +26,10 @@ const rollbackTimeout = 5 * time.Second
 //
 // It takes a connection from the pool with its first statement, not
 // before, and sends BEGIN in the same round trip as that statement.
-// Statements queued with Queue travel the same way, ahead of the next
-// statement the transaction sends, COMMIT included, so that a caller can
-// put its own statements into ent's round trips ("SAVEPOINT" before the
-// resolver's first write, the completion's UPDATE with COMMIT).
+// Statements the hook's store queues (internal/pgxpipe) travel the same
+// way, ahead of the next statement the transaction sends, COMMIT included:
+// "SAVEPOINT" before the resolver's first write, the completion's UPDATE
+// with COMMIT.
 //
 // When the context given to BeginTx ends before Commit, the transaction is
 // rolled back and its connection returned to the pool, as with
@@ -48,37 +50,39 @@ type Tx struct {
 	begun    bool // BEGIN reached the server: the connection is in the transaction
 	rowsOpen bool
 	done     bool
-	ending   bool        // RollbackLater ended it for its callers; the ROLLBACK is on its way
+	ending   bool        // rollbackLater ended it for its callers; the ROLLBACK is on its way
 	over     atomic.Bool // done, for Done, which must not wait for tx.mu
-	queue    []*Queued
+	queue    []*pgxpipe.Queued
 	sqlDB    *sql.DB // the database/sql view for QueryContext, made on first use
 }
 
-// Queued is a statement queued on a transaction by Queue.
-type Queued struct{ stmt Statement }
+// pipeTx is a Tx as the hook's store sees it (pgxpipe.Tx): Queue,
+// Unqueue, RollbackLater and Done are the protocol's, not an
+// application's (see pgxpipe.Tx for each).
+type pipeTx Tx
 
-// Queue queues a statement that is sent ahead of the transaction's next
-// statement (or COMMIT), in the same round trip. Its result is not
-// delivered; if it fails, the statement it travels with does not run and
-// reports its error, and the transaction is aborted, as with any failed
-// statement. Queued statements are dropped by Rollback.
-//
-// A statement that decides whether the transaction may commit, such as a
-// completion UPDATE fenced by an attempt number, must fail by itself (raise
-// an error) when it finds nothing to do: queued with COMMIT, it gets no
-// chance to be looked at before COMMIT runs.
-func (tx *Tx) Queue(query string, args ...any) *Queued {
-	q := &Queued{stmt: Statement{SQL: query, Args: args}}
+var _ pgxpipe.Tx = (*pipeTx)(nil)
+
+func (p *pipeTx) Queue(query string, args ...any) *pgxpipe.Queued {
+	return (*Tx)(p).queueStmt(query, args)
+}
+func (p *pipeTx) Unqueue(q *pgxpipe.Queued) bool { return (*Tx)(p).unqueue(q) }
+func (p *pipeTx) RollbackLater() error           { return (*Tx)(p).rollbackLater() }
+func (p *pipeTx) Done() bool                     { return (*Tx)(p).over.Load() }
+
+// queueStmt queues a statement that is sent ahead of the transaction's
+// next statement (or COMMIT), in the same round trip (pgxpipe.Tx.Queue).
+func (tx *Tx) queueStmt(query string, args []any) *pgxpipe.Queued {
+	q := &pgxpipe.Queued{Statement: pgxpipe.Statement{SQL: query, Args: args}}
 	tx.mu.Lock()
 	tx.queue = append(tx.queue, q)
 	tx.mu.Unlock()
 	return q
 }
 
-// Unqueue removes q if it has not been sent yet, and reports whether it
-// had not: a SAVEPOINT still queued when the work it marks turns out to
-// need undoing is dropped rather than sent and rolled back to.
-func (tx *Tx) Unqueue(q *Queued) bool {
+// unqueue removes q if it has not been sent yet, and reports whether it
+// had not (pgxpipe.Tx.Unqueue).
+func (tx *Tx) unqueue(q *pgxpipe.Queued) bool {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	i := slices.Index(tx.queue, q)
@@ -117,18 +121,18 @@ func (tx *Tx) exec(ctx context.Context, query string, args []any) (pgconn.Comman
 		return pgconn.CommandTag{}, err
 	}
 	defer tx.mu.Unlock()
-	pb := takePiggyback(ctx)
+	pb := pgxpipe.Take(ctx)
 	for try := 0; ; try++ {
 		conn, err := tx.connFor(ctx)
 		if err != nil {
-			pb.fail(err)
+			pb.Fail(err)
 			return pgconn.CommandTag{}, err
 		}
 		tag, err := exec1(ctx, conn, trip{before: tx.prelude(), pb: pb}, query, args)
 		if tx.sent(err, try) {
 			continue
 		}
-		pb.fail(err)
+		pb.Fail(err)
 		return tag, err
 	}
 }
@@ -151,7 +155,7 @@ func (tx *Tx) Query(ctx context.Context, query string, args, v any) error {
 	// first row may end them, which takes tx.mu: it is not held here.
 	rs, err := newRows(r, finish, tx.rowsClosed)
 	if err != nil {
-		pb.fail(err)
+		pb.Fail(err)
 		return err
 	}
 	sr, err := asSQL(ctx, tx.d.rows, rs)
@@ -163,16 +167,16 @@ func (tx *Tx) Query(ctx context.Context, query string, args, v any) error {
 }
 
 // query sends a query and marks the transaction's rows open.
-func (tx *Tx) query(ctx context.Context, query string, args []any) (pgx.Rows, func() error, *Piggyback, error) {
+func (tx *Tx) query(ctx context.Context, query string, args []any) (pgx.Rows, func() error, *pgxpipe.Piggyback, error) {
 	if err := tx.lock(); err != nil {
 		return nil, nil, nil, err
 	}
 	defer tx.mu.Unlock()
-	pb := takePiggyback(ctx)
+	pb := pgxpipe.Take(ctx)
 	for try := 0; ; try++ {
 		conn, err := tx.connFor(ctx)
 		if err != nil {
-			pb.fail(err)
+			pb.Fail(err)
 			return nil, nil, nil, err
 		}
 		r, finish, err := query1(ctx, conn, trip{before: tx.prelude(), pb: pb}, query, args)
@@ -180,7 +184,7 @@ func (tx *Tx) query(ctx context.Context, query string, args []any) (pgx.Rows, fu
 			continue
 		}
 		if err != nil {
-			pb.fail(err)
+			pb.Fail(err)
 			return nil, nil, nil, err
 		}
 		tx.rowsOpen = true
@@ -282,11 +286,6 @@ func (tx *Tx) Commit() error {
 	return nil
 }
 
-// Done reports whether the transaction is over: committed, rolled back,
-// or rolled back because its context ended.
-// It does not wait for a statement in flight.
-func (tx *Tx) Done() bool { return tx.over.Load() }
-
 // Rollback rolls the transaction back and drops the statements queued. It
 // returns sql.ErrTxDone if the transaction is over (committed, rolled
 // back, or rolled back because its context ended).
@@ -298,15 +297,9 @@ func (tx *Tx) Rollback() error {
 	return tx.rollback()
 }
 
-// RollbackLater ends the transaction for its callers at once, and rolls
-// it back in the background: from its return on, Commit, Rollback and
-// every statement fail with sql.ErrTxDone, while ROLLBACK (when the
-// transaction reached the server) travels on its own and the connection
-// then goes back to the pool. For a transaction that wrote nothing, whose
-// caller need not wait a round trip for its end. It returns sql.ErrTxDone
-// when the transaction is over already, and fails as a statement would
-// while a query's rows are open.
-func (tx *Tx) RollbackLater() error {
+// rollbackLater ends the transaction for its callers at once, and rolls
+// it back in the background (pgxpipe.Tx.RollbackLater).
+func (tx *Tx) rollbackLater() error {
 	if err := tx.lock(); err != nil {
 		return err
 	}
@@ -322,7 +315,7 @@ func (tx *Tx) RollbackLater() error {
 }
 
 // lock takes the transaction for one operation; it fails when the
-// transaction is over (or ending: RollbackLater) or a query's rows are
+// transaction is over (or ending: rollbackLater) or a query's rows are
 // open.
 func (tx *Tx) lock() error {
 	tx.mu.Lock()
@@ -352,13 +345,13 @@ func (tx *Tx) connFor(ctx context.Context) (*pgx.Conn, error) {
 
 // prelude returns what must precede the next statement: BEGIN, if it has
 // not been sent, and the queued statements.
-func (tx *Tx) prelude() []Statement {
-	var ss []Statement
+func (tx *Tx) prelude() []pgxpipe.Statement {
+	var ss []pgxpipe.Statement
 	if !tx.begun {
-		ss = append(ss, Statement{SQL: tx.begin})
+		ss = append(ss, pgxpipe.Statement{SQL: tx.begin})
 	}
 	for _, q := range tx.queue {
-		ss = append(ss, q.stmt)
+		ss = append(ss, q.Statement)
 	}
 	return ss
 }

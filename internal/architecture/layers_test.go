@@ -119,8 +119,9 @@ func rel(importPath string) string {
 // The packages layer as docs/architecture.md says: each is in a layer of
 // its table, and imports only packages of strictly lower layers (the top
 // layer, applications and tests, imports anything, each other included).
-// So nothing below the hook imports the hook, opening a database sits below
-// the record store, and the operator's tools sit above the hook. A new
+// So nothing below the hook imports the hook, the pgx driver's seam with
+// the record store is internal, and the operator's tools sit above the
+// hook. A new
 // package fails here until the table names its layer.
 func TestLayersDoNotClimb(t *testing.T) {
 	layers := layerTable(t)

@@ -43,7 +43,7 @@ const completionTimeout = 5 * time.Second
 // interceptor (run), the field interceptor (begin, observe) and the
 // resolver (through its context) share.
 type attempt struct {
-	ext     *Engine
+	eng     *Engine
 	req     *request
 	claim   *idembackend.Claim
 	fresh   bool // a new claim, to insert; else one taken over, already held
@@ -66,8 +66,10 @@ type attempt struct {
 	// begun is what became of the claim when the field reached its
 	// resolver; nil if it never did. Set once, on the resolver's
 	// goroutine, before the resolver runs; read after gqlgen's next
-	// returns.
-	begun *begun
+	// returns. So is committed: this attempt committed its claim by itself
+	// (lease mode), which it must release if it goes no further.
+	begun     *begun
+	committed bool
 
 	// stopRenewal ends the lease renewals, if any, and waits for the last.
 	stopRenewal func()
@@ -89,20 +91,44 @@ type attempt struct {
 	guard *tenancy.Guard
 }
 
-// begun is the typed result of an attempt's start: either the transaction
-// the resolver writes in, or why there is none.
+// begun is how an attempt's start ended: its kind, and what goes with it.
 type begun struct {
-	// tx is the attempt's transaction; nil when the resolver did not run.
+	kind beginKind
+	// tx is the attempt's transaction (running).
 	tx idembackend.Tx
-	// claimed: this attempt committed its claim (lease mode), which it must
-	// release if it goes no further.
-	claimed bool
 	// lost is the record another request claimed the key with, between
-	// the lookup and this attempt's claim.
+	// the lookup and this attempt's claim (keyTaken).
 	lost *store.Claimed
-	// err is why the attempt could not start: the input breaks the
-	// record entity's rules (an *Error), or the store failed.
+	// err is why the attempt could not start (failed): the input breaks
+	// the record entity's rules (an *idemcode.Error), the store failed, or
+	// the client had gone.
 	err error
+}
+
+// beginKind is how an attempt's start ended.
+type beginKind uint8
+
+const (
+	// running: the transaction is open, the resolver runs in it.
+	running beginKind = iota + 1
+	// keyTaken: another request claimed the key first.
+	keyTaken
+	// failed: the attempt could not start.
+	failed
+)
+
+func beganRunning(tx idembackend.Tx) *begun { return &begun{kind: running, tx: tx} }
+
+// beganFailing is the start that ended with lost (the key taken) or err,
+// or nil when it did not.
+func beganFailing(lost *store.Claimed, err error) *begun {
+	switch {
+	case lost != nil:
+		return &begun{kind: keyTaken, lost: lost}
+	case err != nil:
+		return &begun{kind: failed, err: err}
+	}
+	return nil
 }
 
 // newAttempt prepares a fresh claim of r's key at the time of seen
@@ -111,7 +137,7 @@ type begun struct {
 func (e *Engine) newAttempt(r *request, seen *sight) *attempt {
 	now := seen.now
 	return &attempt{
-		ext: e, req: r, fresh: true, reading: seen.reading, mode: modes[r.spec.mode],
+		eng: e, req: r, fresh: true, reading: seen.reading, mode: modes[r.spec.mode],
 		stopRenewal: func() {},
 		claim: &idembackend.Claim{
 			Tenant:         r.tenant,
@@ -136,19 +162,41 @@ func (a *attempt) takenOver(rec *record.Record) {
 // holdsClaim reports whether the claim is committed and this attempt's:
 // taken over, or claimed by itself in lease mode. Such a claim must be
 // released when the attempt does not complete.
-func (a *attempt) holdsClaim() bool { return !a.fresh || (a.begun != nil && a.begun.claimed) }
+func (a *attempt) holdsClaim() bool { return !a.fresh || a.committed }
 
-// ended is how an attempt ended.
+// ended is how an attempt ended: its kind, and what goes with it.
 type ended struct {
-	res    graphql.Marshaler
-	report string // idemcode.OutcomeExecuted, idemcode.OutcomeReleased or idemcode.OutcomeRefused
-	err    error
-	// again: look at the key again; lost, when set, is what the claim that
-	// lost read, to decide on in place of a lookup.
-	again bool
-	lost  *sight
-	ran   bool // the resolver ran (its writes were rolled back)
+	kind endKind
+	// outcome, res and err answer the request (answered).
+	outcome fieldOutcome
+	res     graphql.Marshaler
+	err     error
+	// lost is what the claim that lost read (claimLost), to decide on in
+	// place of a lookup.
+	lost *sight
 }
+
+// endKind is how an attempt ended.
+type endKind uint8
+
+const (
+	// answered: the attempt answers the request.
+	answered endKind = iota + 1
+	// fencedOut: the resolver ran, but another attempt took the claim over
+	// meanwhile, and this one's writes were rolled back: look at the key
+	// again.
+	fencedOut
+	// claimLost: the claim found the key taken, before the resolver ran.
+	claimLost
+)
+
+// answer is the end of an attempt that answers with res or err.
+func answer(outcome fieldOutcome, res graphql.Marshaler, err error) ended {
+	return ended{kind: answered, outcome: outcome, res: res, err: err}
+}
+
+// refused is the end of an attempt that answers with err.
+func refused(err error) ended { return answer(outcomeRefused, nil, err) }
 
 // run runs the resolver once under a's claim and stores its result.
 //
@@ -164,7 +212,7 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 		if a.holdsClaim() {
 			e.release(ctx, r, a.claim.Attempt)
 		}
-		return ended{err: refusal.Errorf(idemcode.Unavailable, r.key, "the server is shutting down; the mutation was not applied, retry with the same key")}
+		return refused(refusal.Errorf(idemcode.Unavailable, r.key, "the server is shutting down; the mutation was not applied, retry with the same key"))
 	}
 	defer end()
 	a.client, a.abort = ctx, abort
@@ -178,22 +226,29 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(actx, a.claim, r.spec, &a.secondRow), a))
 	res := next(fieldCtx)
 	a.stopRenewal()
-	errs := graphql.GetErrors(fieldCtx)
+	return e.conclude(ctx, actx, a, res, graphql.GetErrors(fieldCtx))
+}
 
-	if a.begun == nil || a.begun.tx == nil {
+// conclude ends an attempt once the resolver has returned res and errs
+// (or never ran): it rolls back and releases the claim when the attempt
+// must not complete, and stores the result otherwise. ctx is the
+// request's, actx the attempt's own (run).
+func (e *Engine) conclude(ctx, actx context.Context, a *attempt, res graphql.Marshaler, errs gqlerror.List) ended {
+	r := a.req
+	if a.begun == nil || a.begun.kind != running {
 		return e.notRun(ctx, a, res, errs)
 	}
 	if a.secondRow.Load() {
 		a.rollback(ctx)
 		e.release(actx, r, a.claim.Attempt)
 		e.tel.failed(ctx, r, "retryable")
-		return ended{err: e.secondRow(ctx, r)}
+		return refused(e.secondRow(ctx, r))
 	}
 	if write := a.guard.Refused(); write != "" {
 		a.rollback(ctx)
 		e.release(actx, r, a.claim.Attempt)
 		e.tel.failed(ctx, r, "retryable")
-		return ended{err: e.writeOutsideClaim(ctx, r, write)}
+		return refused(e.writeOutsideClaim(ctx, r, write))
 	}
 	if a.retryable || len(errs) > a.finals || actx.Err() != nil {
 		// A transient failure, or the attempt's end (its deadline, its
@@ -208,31 +263,38 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 		}
 		e.log(ctx, slog.LevelInfo, "idempotent mutation failed with a retryable error; claim released", r, attrs...)
 		addErrors(ctx, e.releasedErrors(r, errs))
-		return ended{res: graphql.Null, report: idemcode.OutcomeReleased}
+		return answer(outcomeReleased, graphql.Null, nil)
 	}
+	return e.storeResult(ctx, actx, a, res, errs)
+}
 
+// storeResult stores the result of an attempt whose resolver ran to its end
+// (res with the final errors errs) with its writes, fenced by the attempt,
+// and answers with it.
+func (e *Engine) storeResult(ctx, actx context.Context, a *attempt, res graphql.Marshaler, errs gqlerror.List) ended {
+	r := a.req
 	status := record.StatusSucceeded
 	if len(errs) > 0 {
 		status = record.StatusFailed
 	}
-	answer, response, tooLarge, err := encodeResponse(res, errs, e.cfg.MaxResponseBytes, recovering(ctx))
+	stored, response, tooLarge, err := encodeResponse(res, errs, e.cfg.MaxResponseBytes, recovering(ctx))
 	if err != nil {
 		a.rollback(ctx)
 		e.release(actx, r, a.claim.Attempt)
-		return ended{err: e.unavailable(r, err)}
+		return refused(e.unavailable(r, err))
 	}
 	ok, err := a.mode.complete(actx, a, status, response)
 	if err != nil {
 		// The release is fenced: if the commit did happen after all, it
 		// changes nothing, and the retry replays the result.
 		e.release(actx, r, a.claim.Attempt)
-		return ended{err: e.unconfirmed(r, err)}
+		return refused(e.unconfirmed(r, err))
 	}
 	if !ok {
 		// Another attempt took the claim over while this one ran: its result
 		// is the only one; this attempt's writes are rolled back.
 		e.log(ctx, slog.LevelWarn, "idempotent attempt lost its claim; its writes were rolled back", r, slog.Int("attempt", a.claim.Attempt))
-		return ended{again: true, ran: true}
+		return ended{kind: fencedOut}
 	}
 	e.tel.responseSize.Record(ctx, int64(len(response)), r.spec.tel.field)
 	if status == record.StatusFailed {
@@ -244,7 +306,7 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 	}
 	addErrors(ctx, errs)
 	r.expiresAt = a.completedAt.Add(r.spec.retention)
-	return ended{res: answer.marshaler(), report: idemcode.OutcomeExecuted}
+	return answer(outcomeExecuted, stored.marshaler(), nil)
 }
 
 // releasedErrors are the errors of a released attempt as its client gets
@@ -284,20 +346,20 @@ func (e *Engine) notRun(ctx context.Context, a *attempt, res graphql.Marshaler, 
 		e.release(ctx, a.req, a.claim.Attempt)
 	}
 	if b := a.begun; b != nil {
-		var refused *idemcode.Error
+		var input *idemcode.Error
 		switch {
-		case b.lost != nil:
-			return ended{again: true, lost: &sight{rec: b.lost.Holder, reading: b.lost.Reading, now: b.lost.Reading.Now()}}
-		case errors.As(b.err, &refused):
-			return ended{err: refused}
-		case b.err != nil:
-			return ended{err: e.unavailable(a.req, b.err)}
+		case b.kind == keyTaken:
+			return ended{kind: claimLost, lost: &sight{rec: b.lost.Holder, reading: b.lost.Reading, now: b.lost.Reading.Now()}}
+		case errors.As(b.err, &input):
+			return refused(input)
+		case b.kind == failed:
+			return refused(e.unavailable(a.req, b.err))
 		}
 	}
 	// gqlgen refused the field before its resolver (argument coercion):
 	// the same request would be refused again.
 	addErrors(ctx, errs)
-	return ended{res: res, report: idemcode.OutcomeRefused}
+	return answer(outcomeRefused, res, nil)
 }
 
 // mode is how an attempt commits its claim and its writes: lease or atomic.
@@ -319,30 +381,27 @@ var modes = map[string]mode{modeLease: leaseMode{}, modeAtomic: atomicMode{}}
 type leaseMode struct{}
 
 func (leaseMode) begin(ctx context.Context, a *attempt, args map[string]any) (context.Context, *begun) {
-	b := &begun{}
 	if a.fresh {
 		// The claim commits by itself: detached from the request, so that
 		// a client going away cannot leave it committed but unknown to us
 		// (and so unreleased).
 		dctx, cancel := detached(ctx)
-		b.lost, b.err = a.insertClaim(dctx, nil, args)
+		lost, err := a.insertClaim(dctx, nil, args)
 		cancel()
-		if b.lost != nil || b.err != nil {
+		if b := beganFailing(lost, err); b != nil {
 			return ctx, b
 		}
-		b.claimed = true
+		a.committed = true
 		a.started.Store(true)
 	}
-	txCtx, tx, err := a.ext.store.Begin(ctx)
+	txCtx, tx, err := a.eng.store.Begin(ctx)
 	if err != nil {
-		b.err = err
-		return ctx, b
+		return ctx, beganFailing(nil, err)
 	}
-	b.tx = tx
-	if a.ext.store.Traits().RenewLeases {
+	if a.eng.store.Traits().RenewLeases {
 		a.startRenewal(ctx)
 	}
-	return txCtx, b
+	return txCtx, beganRunning(tx)
 }
 
 func (leaseMode) complete(ctx context.Context, a *attempt, status string, response []byte) (bool, error) {
@@ -357,7 +416,7 @@ func (leaseMode) complete(ctx context.Context, a *attempt, status string, respon
 		ctx, cancel = detached(ctx)
 		defer cancel()
 	}
-	return a.ext.store.Complete(ctx, tx, a.completion(status, response, false))
+	return a.eng.store.Complete(ctx, tx, a.completion(status, response, false))
 }
 
 // atomicMode makes the claim the transaction's first write: claim, writes
@@ -367,30 +426,26 @@ func (leaseMode) complete(ctx context.Context, a *attempt, status string, respon
 type atomicMode struct{}
 
 func (atomicMode) begin(ctx context.Context, a *attempt, args map[string]any) (context.Context, *begun) {
-	b := &begun{}
-	txCtx, tx, err := a.ext.store.Begin(ctx)
+	txCtx, tx, err := a.eng.store.Begin(ctx)
 	if err != nil {
-		b.err = err
-		return ctx, b
+		return ctx, beganFailing(nil, err)
 	}
 	if a.fresh {
 		// A claim that does not win rolls the transaction back.
-		if b.lost, b.err = a.insertClaim(txCtx, tx, args); b.lost != nil || b.err != nil {
+		if b := beganFailing(a.insertClaim(txCtx, tx, args)); b != nil {
 			return ctx, b
 		}
 		a.started.Store(true)
 	}
-	if err := a.ext.store.Savepoint(txCtx, tx); err != nil {
+	if err := a.eng.store.Savepoint(txCtx, tx); err != nil {
 		_ = tx.Rollback()
-		b.err = err
-		return ctx, b
+		return ctx, beganFailing(nil, err)
 	}
-	b.tx = tx
-	return txCtx, b
+	return txCtx, beganRunning(tx)
 }
 
 func (atomicMode) complete(ctx context.Context, a *attempt, status string, response []byte) (bool, error) {
-	return a.ext.store.Complete(ctx, a.begun.tx, a.completion(status, response, status == record.StatusFailed))
+	return a.eng.store.Complete(ctx, a.begun.tx, a.completion(status, response, status == record.StatusFailed))
 }
 
 func (a *attempt) completion(status string, response []byte, discardWrites bool) store.Completion {
@@ -407,17 +462,17 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 	if a.fresh && a.client != nil && a.client.Err() != nil {
 		// The client hung up before the key was claimed: nothing started,
 		// and nobody asks for it any more.
-		a.begun = &begun{err: context.Cause(a.client)}
+		a.begun = beganFailing(nil, context.Cause(a.client))
 		return ctx, errNotRun()
 	}
 	txCtx, b := a.mode.begin(ctx, a, args)
 	a.begun = b
-	if b.tx == nil {
+	if b.kind != running {
 		return ctx, errNotRun()
 	}
 	r := a.req
 	txCtx = a.guardWrites(txCtx)
-	return effects.With(txCtx, &effects.Scope{Dialect: a.ext.cfg.Backend.Dialect(),
+	return effects.With(txCtx, &effects.Scope{Dialect: a.eng.cfg.Backend.Dialect(),
 		Table: r.spec.table.Name, Tenant: r.tenant, Key: r.key, Tx: claimctx.DriverTx(txCtx)}), nil
 }
 
@@ -426,8 +481,8 @@ func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Conte
 // when the key was taken; err is a refusal of the input (*idemcode.Error)
 // or a store failure.
 func (a *attempt) insertClaim(ctx context.Context, tx idembackend.Tx, args map[string]any) (lost *store.Claimed, err error) {
-	tel, r := a.ext.tel, a.req
-	claimed, err := a.ext.store.Claim(ctx, store.Claim{Ref: r.ref(), Tx: tx,
+	tel, r := a.eng.tel, a.req
+	claimed, err := a.eng.store.Claim(ctx, store.Claim{Ref: r.ref(), Tx: tx,
 		Insert: func(ctx context.Context, tx idembackend.Tx) (bool, error) {
 			start := time.Now()
 			defer func() { tel.claimed(ctx, r, time.Since(start)) }()
@@ -452,7 +507,7 @@ func (a *attempt) insertClaim(ctx context.Context, tx idembackend.Tx, args map[s
 // not taken over (and fenced out) by every retry: only a dead attempt's
 // lease runs out.
 func (a *attempt) startRenewal(ctx context.Context) {
-	e, r := a.ext, a.req
+	e, r := a.eng, a.req
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -505,7 +560,7 @@ func (a *attempt) rollback(ctx context.Context) {
 	// A transaction whose request was cancelled is already rolled back
 	// (database/sql does it when the context ends): ErrTxDone is expected.
 	if err := a.begun.tx.Rollback(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, sql.ErrTxDone) {
-		a.ext.log(ctx, slog.LevelDebug, "rollback failed", a.req, slog.Any("error", err))
+		a.eng.log(ctx, slog.LevelDebug, "rollback failed", a.req, slog.Any("error", err))
 	}
 }
 

@@ -21,14 +21,12 @@ import (
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/directive"
-	"github.com/goovo/idem/internal/document"
 	"github.com/goovo/idem/internal/fingerprint"
 	"github.com/goovo/idem/internal/idemkey"
 	"github.com/goovo/idem/internal/record"
 	"github.com/goovo/idem/internal/refusal"
 	"github.com/goovo/idem/internal/reqstate"
 	"github.com/goovo/idem/internal/store"
-	"github.com/goovo/idem/internal/tenancy"
 )
 
 // Config is what the engine runs with: idem.Config, checked and with its
@@ -141,11 +139,11 @@ type fieldSpec struct {
 
 var (
 	_ graphql.HandlerExtension        = (*Engine)(nil)
+	_ graphql.OperationContextMutator = keyHeaderCheck{}
 	_ graphql.OperationContextMutator = (*Engine)(nil)
 	_ graphql.ResponseInterceptor     = (*Engine)(nil)
 	_ graphql.RootFieldInterceptor    = (*Engine)(nil)
 	_ graphql.FieldInterceptor        = (*Engine)(nil)
-	_ graphql.OperationInterceptor    = (*Engine)(nil)
 )
 
 // New returns the engine of cfg, which package idem has checked.
@@ -290,29 +288,14 @@ func (e *Engine) retentionOf(spec *fieldSpec, rec *record.Record) time.Duration 
 }
 
 // MutateOperationContext implements graphql.OperationContextMutator: it
-// checks the operation's text and keys before anything runs. Text the
-// database cannot store (a NUL character or bytes that are not UTF-8, in
-// a variable, a literal argument or a JSON body) refuses any operation,
-// on every backend alike (BAD_USER_INPUT; see internal/document). A malformed
-// Idempotency-Key header (with Config.KeyHeader) refuses any operation; the
-// header names the key of the operation's only idempotent field, and must
-// agree with that field's argument if both are sent; and no two idempotent
-// fields of one operation may name the same key, whatever their record
-// entities: one key is one intent (all IDEMPOTENCY_KEY_INVALID).
+// checks the keys of a mutation's idempotent fields before anything runs.
+// The Idempotency-Key header (with Config.KeyHeader) names the key of the
+// operation's only idempotent field, and must agree with that field's
+// argument if both are sent; and no two idempotent fields of one operation
+// may name the same key, whatever their record entities: one key is one
+// intent (all IDEMPOTENCY_KEY_INVALID). A malformed header refuses any
+// operation, before this runs (KeyHeaderCheck).
 func (e *Engine) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
-	st := reqstate.From(ctx)
-	header := e.cfg.KeyHeader && st != nil && st.HasKey
-	if header && st.KeyErr != nil {
-		var ie *idemcode.Error
-		errors.As(st.KeyErr, &ie)
-		return refusal.GQL(ie)
-	}
-	if st != nil && st.Body != nil && st.Body.Invalid() {
-		return document.BodyNotUTF8()
-	}
-	if err := document.Arguments(oc); err != nil {
-		return err
-	}
 	if oc.Operation == nil || oc.Operation.Operation != ast.Mutation {
 		return nil
 	}
@@ -325,7 +308,7 @@ func (e *Engine) MutateOperationContext(ctx context.Context, oc *graphql.Operati
 	if len(fields) == 0 {
 		return nil
 	}
-	if header {
+	if st := reqstate.From(ctx); e.cfg.KeyHeader && st != nil && st.HasKey {
 		refuse := func(format string, args ...any) *gqlerror.Error {
 			return refusal.GQL(refusal.Errorf(idemcode.KeyInvalid, st.Key, format, args...))
 		}
@@ -339,6 +322,29 @@ func (e *Engine) MutateOperationContext(ctx context.Context, oc *graphql.Operati
 		return nil
 	}
 	return sharedKey(oc, fields)
+}
+
+// KeyHeaderCheck is the extension that refuses any operation, queries
+// included, whose Idempotency-Key header (with Config.KeyHeader) is
+// malformed (IDEMPOTENCY_KEY_INVALID). Hook.Handler installs it ahead of
+// the other checks of an operation, so that a malformed header is the
+// refusal a request gets whatever else is wrong with it.
+func (e *Engine) KeyHeaderCheck() graphql.HandlerExtension {
+	return keyHeaderCheck{keyHeader: e.cfg.KeyHeader}
+}
+
+type keyHeaderCheck struct{ keyHeader bool }
+
+func (keyHeaderCheck) ExtensionName() string                   { return "IdempotencyKeyHeader" }
+func (keyHeaderCheck) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (c keyHeaderCheck) MutateOperationContext(ctx context.Context, _ *graphql.OperationContext) *gqlerror.Error {
+	if st := reqstate.From(ctx); c.keyHeader && st != nil && st.HasKey && st.KeyErr != nil {
+		var ie *idemcode.Error
+		errors.As(st.KeyErr, &ie)
+		return refusal.GQL(ie)
+	}
+	return nil
 }
 
 // sharedKey refuses an operation in which two idempotent fields name the
@@ -372,22 +378,9 @@ func responseName(f *ast.Field) string {
 // InterceptResponse implements graphql.ResponseInterceptor: it collects what
 // happened to each idempotent field of the operation and reports it in the
 // response's extensions.idempotency (and, through Middleware, in headers).
-//
-// An answer without data and with more than maxRequestErrors errors (a
-// document that breaks a validation rule thousands of times: each repeated
-// directive, each unused variable is an error) keeps the first of them and
-// says how many more there were, as graphql-js stops at 100.
 func (e *Engine) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	op := &operation{http: reqstate.From(ctx)}
-	resp := next(context.WithValue(ctx, operationKey{}, op))
-	if resp != nil && len(resp.Data) == 0 && len(resp.Errors) > maxRequestErrors {
-		more := len(resp.Errors) - maxRequestErrors
-		last := resp.Errors[maxRequestErrors-1]
-		resp.Errors = append(resp.Errors[:maxRequestErrors:maxRequestErrors], &gqlerror.Error{
-			Message:    fmt.Sprintf("%d more errors not shown", more),
-			Extensions: map[string]any{"code": last.Extensions["code"]},
-		})
-	}
+	ctx, op := withOperation(ctx, reqstate.From(ctx))
+	resp := next(ctx)
 	if resp == nil || len(op.fields) == 0 {
 		return resp
 	}
@@ -398,9 +391,6 @@ func (e *Engine) InterceptResponse(ctx context.Context, next graphql.ResponseHan
 	op.report()
 	return resp
 }
-
-// maxRequestErrors is how many errors an answer without data shows.
-const maxRequestErrors = 100
 
 // InterceptRootField implements graphql.RootFieldInterceptor: it runs the
 // claim / replay protocol around each idempotent mutation field.
@@ -459,18 +449,4 @@ func (e *Engine) InterceptField(ctx context.Context, next graphql.Resolver) (any
 		a.observe(err, false)
 	}
 	return res, err
-}
-
-// InterceptOperation implements graphql.OperationInterceptor: it puts the
-// request's tenant (Config.Tenant) into the context of every operation,
-// queries included, where the interceptors of isolated entities find it. A
-// request without a tenant gets none, and those queries fail rather than
-// read every tenant's rows.
-func (e *Engine) InterceptOperation(ctx context.Context, next graphql.OperationHandler) graphql.ResponseHandler {
-	if _, ok := tenancy.Tenant(ctx); !ok {
-		if t, err := e.cfg.Tenant(ctx); err == nil && t != "" {
-			ctx = tenancy.WithTenant(ctx, t)
-		}
-	}
-	return next(ctx)
 }

@@ -25,59 +25,59 @@ import (
 // not at all when the field has an error. Each such call is counted
 // (MetricKeyless) and logged, so that the rollout can tell when no client
 // is left without a key.
-func (e *Engine) runKeyless(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, string, error) {
+func (e *Engine) runKeyless(ctx context.Context, r *request, next graphql.RootResolver) (graphql.Marshaler, fieldOutcome, error) {
 	tenant, err := e.tenant(ctx, "")
 	if err != nil {
-		return nil, idemcode.OutcomeRefused, err
+		return nil, outcomeRefused, err
 	}
 	r.tenant = tenant
 	e.tel.add(ctx, e.tel.keyless, r)
 	e.log(ctx, slog.LevelInfo, "idempotent mutation called without a key while its key is optional; it ran without idempotency", r)
 
-	k := &keylessCall{ext: e, req: r}
+	k := &keylessCall{eng: e, req: r}
 	fieldCtx := graphql.WithFreshResponseContext(withKeyless(ctx, k))
 	res := next(fieldCtx)
 	errs := graphql.GetErrors(fieldCtx)
-	if k.refusal != nil {
+	if k.refused != nil {
 		if k.tx != nil {
 			_ = k.tx.Rollback()
 		}
-		return nil, idemcode.OutcomeRefused, k.refusal
+		return nil, outcomeRefused, k.refused
 	}
 	if k.tx == nil {
 		// gqlgen refused the field before its resolver (argument coercion).
 		addErrors(ctx, errs)
-		return res, idemcode.OutcomeRefused, nil
+		return res, outcomeRefused, nil
 	}
 	if k.secondRow.Load() {
 		_ = k.tx.Rollback()
-		return nil, idemcode.OutcomeRefused, e.secondRow(ctx, r)
+		return nil, outcomeRefused, e.secondRow(ctx, r)
 	}
 	if len(errs) > 0 || k.panicked() || ctx.Err() != nil {
 		if err := k.tx.Rollback(); err != nil {
 			e.log(ctx, slog.LevelDebug, "rollback failed", r, slog.Any("error", err))
 		}
 		addErrors(ctx, errs)
-		return graphql.Null, idemcode.OutcomeKeyless, nil
+		return graphql.Null, outcomeKeyless, nil
 	}
 	if err := k.tx.Commit(); err != nil {
 		e.log(ctx, slog.LevelError, "commit of a keyless call failed", r, slog.Any("error", err))
-		return nil, idemcode.OutcomeKeyless, refusal.Errorf(idemcode.Unavailable, "",
+		return nil, outcomeKeyless, refusal.Errorf(idemcode.Unavailable, "",
 			"the database failed while committing the mutation, which may or may not have been applied; send an %s to make retries safe", directive.KeyArgument)
 	}
-	return res, idemcode.OutcomeKeyless, nil
+	return res, outcomeKeyless, nil
 }
 
 // keylessCall is the state a keyless call shares between the root
 // interceptor and the field interceptor.
 type keylessCall struct {
-	ext *Engine
+	eng *Engine
 	req *request
 
 	// Set by begin, on the resolver's goroutine, before the resolver runs.
 	started bool
 	tx      idembackend.Tx
-	refusal error
+	refused error // why the call did not run, when it did not
 
 	// oneAtATime serialises the field tree's resolvers, which share the
 	// transaction's connection, as an attempt's do (see InterceptField).
@@ -134,10 +134,10 @@ func (k *keylessCall) panicked() bool {
 // begin opens the call's transaction and inserts its row, unless the record
 // entity holds nothing but records (idemschema.Record).
 func (k *keylessCall) begin(ctx context.Context, args map[string]any) (context.Context, error) {
-	e, r := k.ext, k.req
+	e, r := k.eng, k.req
 	txCtx, tx, err := e.store.Begin(ctx)
 	if err != nil {
-		k.refusal = e.unavailable(r, err)
+		k.refused = e.unavailable(r, err)
 		return ctx, errNotRun()
 	}
 	k.tx = tx
@@ -146,9 +146,9 @@ func (k *keylessCall) begin(ctx context.Context, args map[string]any) (context.C
 		if _, err := r.spec.records.Insert(tenancy.WithClaimInsert(txCtx), tx, c, args); err != nil {
 			var in *idembackend.InputError
 			if errors.As(err, &in) {
-				k.refusal = refusal.Errorf(idemcode.BadUserInput, "", "%s", in.Message)
+				k.refused = refusal.Errorf(idemcode.BadUserInput, "", "%s", in.Message)
 			} else {
-				k.refusal = e.unavailable(r, err)
+				k.refused = e.unavailable(r, err)
 			}
 			return ctx, errNotRun()
 		}

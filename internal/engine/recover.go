@@ -236,24 +236,24 @@ func (e *Engine) recoverClaim(ctx context.Context, h http.Handler, t recoveryTab
 		rep.Waiting++
 		return
 	}
-	outcome := outcomeUnrunnable
+	run := storedRun{end: unrunnable}
 	// A field that opted out since the claim was made is not run either.
 	if spec := e.fields[field]; len(c.Operation) > 0 && (spec == nil || spec.recoverable) {
-		outcome = e.runStored(ctx, h, c)
+		run = e.runStored(ctx, h, c)
 	}
 	switch {
-	case outcome.outcome == idemcode.OutcomeExecuted:
+	case run.outcome == outcomeExecuted:
 		e.recovery.forget(id)
 		rep.Recovered++
 		e.tel.recovered.Add(ctx, 1, metric.WithAttributes(attrField.String(field)))
-		if outcome.code != "" {
+		if run.code != "" {
 			rep.Compensated++
 			e.tel.compensated.Add(ctx, 1, metric.WithAttributes(attrField.String(field)))
 		}
-		e.logClaim(ctx, slog.LevelInfo, "idempotency claim recovered", field, c, slog.String("code", outcome.code))
-	case outcome.outcome == idemcode.OutcomeReplayed:
+		e.logClaim(ctx, slog.LevelInfo, "idempotency claim recovered", field, c, slog.String("code", run.code))
+	case run.outcome == outcomeReplayed:
 		e.recovery.forget(id) // finished meanwhile
-	case outcome.code == string(idemcode.InProgress):
+	case run.code == string(idemcode.InProgress):
 		// Another process runs it now.
 	default:
 		e.recovery.failed(id, now, e.cfg.RecoverAfter)
@@ -265,7 +265,7 @@ func (e *Engine) recoverClaim(ctx context.Context, h http.Handler, t recoveryTab
 		// here.
 		e.requeue(ctx, t, c, field, reading, cutoff)
 		rep.Waiting++
-		e.logClaim(ctx, slog.LevelDebug, "idempotency claim not recovered yet", field, c, slog.String("outcome", outcome.outcome), slog.String("code", outcome.code))
+		e.logClaim(ctx, slog.LevelDebug, "idempotency claim not recovered yet", field, c, slog.String("outcome", run.String()), slog.String("code", run.code))
 	}
 }
 
@@ -297,34 +297,61 @@ func (e *Engine) abandonClaim(ctx context.Context, t recoveryTable, c store.Aban
 	}
 }
 
-// storedOutcome is what became of a claim's run: the hook's outcome of the
-// field, and the code of its error, if any.
-type storedOutcome struct{ outcome, code string }
+// storedRun is what became of a claim's run: how it ended and, when the
+// handler answered, the hook's outcome of the field and the code of its
+// first error, if any.
+type storedRun struct {
+	end     runEnd
+	outcome fieldOutcome
+	code    string
+}
 
-var outcomeUnrunnable = storedOutcome{outcome: "unrunnable"}
+// runEnd is how the recoverer's run of a claim ended.
+type runEnd uint8
+
+const (
+	// runAnswered: the handler answered; see the outcome and the code.
+	runAnswered runEnd = iota
+	// unrunnable: the claim kept no operation that can be sent.
+	unrunnable
+	// unreadable: the handler's answer could not be read.
+	unreadable
+)
+
+// String names the run in the recoverer's log: its outcome when the
+// handler answered, else why there is none.
+func (r storedRun) String() string {
+	switch r.end {
+	case unrunnable:
+		return "unrunnable"
+	case unreadable:
+		return "unreadable"
+	}
+	return r.outcome.String()
+}
 
 // runStored sends the claim's operation through the server's handler as
 // its caller (or its tenant alone), and reads what the hook did with the
 // field.
-func (e *Engine) runStored(ctx context.Context, h http.Handler, c store.AbandonedClaim) storedOutcome {
+func (e *Engine) runStored(ctx context.Context, h http.Handler, c store.AbandonedClaim) storedRun {
 	var op storedOperation
 	if err := json.Unmarshal(c.Operation, &op); err != nil || op.Query == "" {
-		return outcomeUnrunnable
+		return storedRun{end: unrunnable}
 	}
 	// The caller stays here: the request carries the query and variables,
 	// as they were kept (numbers as they were written).
 	body, err := json.Marshal(storedOperation{Query: op.Query, Variables: op.Variables})
 	if err != nil {
-		return outcomeUnrunnable
+		return storedRun{end: unrunnable}
 	}
 	runCtx, err := e.runAs(ctx, c.Tenant, op.Caller)
 	if err != nil {
 		e.logClaim(ctx, slog.LevelInfo, "idempotency claim's caller refused by Config.CallerContext", fieldName(c.Fingerprint), c, slog.Any("error", err))
-		return storedOutcome{outcome: idemcode.OutcomeRefused}
+		return storedRun{outcome: outcomeRefused}
 	}
 	req, err := http.NewRequestWithContext(withRecovering(runCtx), http.MethodPost, "/", bytes.NewReader(body))
 	if err != nil {
-		return outcomeUnrunnable
+		return storedRun{end: unrunnable}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	// The claim exists: the hook looks it up first (a claim would send an
@@ -347,11 +374,11 @@ func (e *Engine) runStored(ctx context.Context, h http.Handler, c store.Abandone
 		} `json:"extensions"`
 	}
 	if err := json.Unmarshal(w.body.Bytes(), &resp); err != nil {
-		return storedOutcome{outcome: "unreadable"}
+		return storedRun{end: unreadable}
 	}
-	var out storedOutcome
+	var out storedRun
 	for _, f := range resp.Extensions.Idempotency {
-		out.outcome = f.Outcome
+		out.outcome = parseOutcome(f.Outcome)
 	}
 	for _, e := range resp.Errors {
 		if code, _ := e.Extensions["code"].(string); code != "" {

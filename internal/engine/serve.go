@@ -79,7 +79,7 @@ func (e *Engine) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Operati
 	ctx, span := e.tel.startSpan(ctx, r)
 	var (
 		res     graphql.Marshaler
-		outcome string
+		outcome fieldOutcome
 	)
 	start := time.Now()
 	err := e.validate(ctx, r, oc)
@@ -95,14 +95,14 @@ func (e *Engine) serve(ctx context.Context, spec *fieldSpec, oc *graphql.Operati
 			defer leave()
 		}
 		res, outcome, err = e.settle(ctx, r, queued, next)
-		if err == nil && (outcome == idemcode.OutcomeExecuted || outcome == idemcode.OutcomeReplayed) {
+		if err == nil && (outcome == outcomeExecuted || outcome == outcomeReplayed) {
 			e.finished.add(r.id)
 		}
 	}
 	if err != nil {
-		outcome = idemcode.OutcomeRefused
+		outcome = outcomeRefused
 	}
-	if outcome == idemcode.OutcomeExecuted {
+	if outcome == outcomeExecuted {
 		spec.pace.observe(time.Since(start))
 	}
 	finishSpan(span, r, outcome, err)

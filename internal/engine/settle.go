@@ -45,7 +45,7 @@ type sight struct {
 // round, and after maxRounds the request is answered
 // IDEMPOTENCY_IN_PROGRESS. queued: r waited behind an identical request of
 // this process (admit).
-func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graphql.RootResolver) (graphql.Marshaler, string, error) {
+func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graphql.RootResolver) (graphql.Marshaler, fieldOutcome, error) {
 	waitUntil := time.Now().Add(e.cfg.WaitForInFlight)
 	var seen *sight // what the next round decides on; nil: look the key up
 	if !e.looksFirst(ctx, r, queued) {
@@ -53,7 +53,7 @@ func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graph
 		// as a key without a record).
 		reading, err := e.store.Now(ctx)
 		if err != nil {
-			return nil, "", e.unavailable(r, err)
+			return nil, outcomeRefused, e.unavailable(r, err)
 		}
 		seen = &sight{reading: reading, now: reading.Now()}
 	}
@@ -65,7 +65,7 @@ func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graph
 		)
 		seen, d, err = e.decide(ctx, r, seen, ran, waitUntil, round)
 		if err != nil {
-			return nil, "", e.unavailable(r, err)
+			return nil, outcomeRefused, e.unavailable(r, err)
 		}
 		var end ended
 		switch d.Kind {
@@ -74,18 +74,18 @@ func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graph
 			if err == nil {
 				e.tel.add(ctx, e.tel.replays, r)
 			}
-			return res, idemcode.OutcomeReplayed, err
+			return res, outcomeReplayed, err
 		case protocol.Refuse:
-			return nil, "", e.refusal(r, d, seen.rec)
+			return nil, outcomeRefused, e.keyRefusal(r, d, seen.rec)
 		case protocol.InProgress:
-			return nil, "", e.inProgress(r, seen.rec, seen.now)
+			return nil, outcomeRefused, e.inProgress(r, seen.rec, seen.now)
 		case protocol.Claim:
 			end = e.claim(ctx, r, seen, next)
 		case protocol.TakeOver:
 			a := e.newAttempt(r, seen)
 			ok, err := e.takeOver(ctx, r, seen, a)
 			if err != nil {
-				return nil, "", e.unavailable(r, err)
+				return nil, outcomeRefused, e.unavailable(r, err)
 			}
 			if !ok {
 				seen = nil // another request changed the record first: look again
@@ -93,13 +93,16 @@ func (e *Engine) settle(ctx context.Context, r *request, queued bool, next graph
 			}
 			end = e.run(ctx, a, next)
 		}
-		if !end.again {
-			return end.res, end.report, end.err
+		switch end.kind {
+		case answered:
+			return end.res, end.outcome, end.err
+		case fencedOut:
+			ran, seen = true, nil // look again
+		case claimLost:
+			seen = end.lost // decide on what the claim that lost read
 		}
-		ran = ran || end.ran
-		seen = end.lost // what the claim that lost read; nil: look again
 	}
-	return nil, "", e.inProgress(r, nil, time.Time{})
+	return nil, outcomeRefused, e.inProgress(r, nil, time.Time{})
 }
 
 // looksFirst reports whether r reads its key's record before claiming it.
@@ -163,13 +166,14 @@ func (e *Engine) decide(ctx context.Context, r *request, seen *sight, ran bool, 
 // (InterceptField → attempt.begin → mode.begin → attempt.insertClaim), by
 // itself in lease mode, as its transaction's first statement in atomic
 // mode. A claim that finds the key taken ends the attempt with what it
-// read (ended.lost), and settle decides on that.
+// read (claimLost), and settle decides on that.
 func (e *Engine) claim(ctx context.Context, r *request, seen *sight, next graphql.RootResolver) ended {
 	return e.run(ctx, e.newAttempt(r, seen), next)
 }
 
-// refusal is the error of a Refuse decision on rec.
-func (e *Engine) refusal(r *request, d protocol.Decision, rec *record.Record) error {
+// keyRefusal is the error of a Refuse decision on rec: the key is
+// another's, expired, or reused.
+func (e *Engine) keyRefusal(r *request, d protocol.Decision, rec *record.Record) error {
 	switch {
 	case d.Code == idemcode.KeyForbidden:
 		return refusal.Errorf(idemcode.KeyForbidden, r.key,

@@ -192,9 +192,9 @@ func (t *telemetry) claimed(ctx context.Context, r *request, took time.Duration)
 // finish records the outcome on the span and ends it. A span that records
 // nothing (no tracer configured) is not given attributes, whose key hash
 // would be computed for nothing.
-func finishSpan(span trace.Span, r *request, outcome string, err error) {
+func finishSpan(span trace.Span, r *request, outcome fieldOutcome, err error) {
 	if span.IsRecording() {
-		span.SetAttributes(attrOutcome.String(outcome), attrKeyHash.String(idemkey.Hash(r.key)), attrTenant.String(r.tenant))
+		span.SetAttributes(attrOutcome.String(outcome.String()), attrKeyHash.String(idemkey.Hash(r.key)), attrTenant.String(r.tenant))
 	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/idemdb/pgxdriver"
+	"github.com/goovo/idem/internal/pgxpipe"
 	"github.com/goovo/idem/internal/record"
 )
 
@@ -43,8 +43,8 @@ type pipelined struct {
 
 // pipeTx is a transaction of the protocol on pgx.
 type pipeTx struct {
-	tx        *pgxdriver.Tx
-	savepoint *pgxdriver.Queued // the SAVEPOINT, while it may still be queued
+	tx        pgxpipe.Tx
+	savepoint *pgxpipe.Queued // the SAVEPOINT, while it may still be queued
 }
 
 // divisionByZero is the SQLSTATE of the failure stmtCompleteOrFail raises
@@ -58,8 +58,8 @@ func newPipelined(d *sqlDriver) *pipelined {
 // Begin begins a transaction; on pgx nothing is sent until its first
 // statement, which carries BEGIN.
 func (d *pipelined) Begin(ctx context.Context) (context.Context, idembackend.Tx, error) {
-	var ptx *pgxdriver.Tx
-	txCtx, tx, err := d.conn.BeginTx(pgxdriver.CaptureTx(ctx, &ptx))
+	var ptx pgxpipe.Tx
+	txCtx, tx, err := d.conn.BeginTx(pgxpipe.CaptureTx(ctx, &ptx))
 	if err != nil {
 		return ctx, nil, d.err("begin", err)
 	}
@@ -106,8 +106,8 @@ func (d *pipelined) Claim(ctx context.Context, c Claim) (Claimed, error) {
 		looked = err == nil
 		return err
 	})
-	pb := &pgxdriver.Piggyback{First: first}
-	won, err := c.Insert(pgxdriver.WithPiggyback(ctx, pb), c.Tx)
+	pb := &pgxpipe.Piggyback{First: first}
+	won, err := c.Insert(pgxpipe.With(ctx, pb), c.Tx)
 	switch {
 	case !pb.Sent():
 		return d.inserted(ctx, c, won, err)

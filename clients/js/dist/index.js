@@ -7,5 +7,6 @@ export { allCodes, Code, retryableCodes } from "./codes.js";
 export { createFetch, ResponseError, } from "./fetch.js";
 export { Intent, IntentDefaults, Intents } from "./intents.js";
 export { Header, keyHeaderValue, newKey } from "./key.js";
+export { Outcome } from "./wire.js";
 export { classify, Defaults, idempotencyReports, isFinalCode, isKnownCode, isReplayed, isRetryableCode, RetriesExhaustedError, } from "./retry.js";
 export { defaultStorage, indexedDBStorage, memoryStorage, webStorage, } from "./storage.js";

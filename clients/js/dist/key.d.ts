@@ -16,7 +16,7 @@ export declare function newKey(): string;
  * escaped. The quotes are not part of the key.
  */
 export declare function keyHeaderValue(key: string): string;
-/** HTTP header names of the protocol. */
+/** HTTP header names of the protocol (their names come from Go's idemcode). */
 export declare const Header: {
     /** Carries the key when the client sends it in a header (`keyIn: "header"`). */
     readonly Key: "Idempotency-Key";

@@ -90,7 +90,7 @@ export interface GraphQLBody {
 export interface FieldReport {
     /** The field's idempotency key. */
     key: string;
-    /** "executed", "replayed", "released" or "refused". */
+    /** One of {@link Outcome}: "executed", "replayed", "released", "refused" or "keyless". */
     outcome: string;
     /** outcome === "replayed": the stored result of an earlier request. */
     replayed: boolean;

@@ -3,6 +3,7 @@
 // to wait. It mirrors Go's idemclient.Client.Do.
 import { allCodes, Code, retryableCodes } from "./codes.js";
 import { Header } from "./key.js";
+import { Outcome } from "./wire.js";
 /** Defaults of {@link RetryOptions}. */
 export const Defaults = {
     /** Attempts of one send, the first included: the first and seven retries. */
@@ -71,7 +72,7 @@ export function isReplayed(extensions, headers) {
     if (headers?.get(Header.Replayed)?.toLowerCase() === "true")
         return true;
     const reports = Object.values(idempotencyReports(extensions));
-    return reports.length > 0 && reports.every((r) => r.outcome === "replayed");
+    return reports.length > 0 && reports.every((r) => r.outcome === Outcome.Replayed);
 }
 /**
  * Reads one reply: the reason to retry it, or none when it is final. A
@@ -114,7 +115,7 @@ export function classify(reply) {
     if (reason)
         return { reason, code, hint };
     for (const r of Object.values(idempotencyReports(body.extensions))) {
-        if (r?.outcome === "released")
+        if (r?.outcome === Outcome.Released)
             return { reason: "released", hint };
     }
     if (code !== undefined)

@@ -17,6 +17,7 @@ export {
 } from "./fetch.js";
 export { Intent, IntentDefaults, Intents, type IntentInit, type IntentsOptions } from "./intents.js";
 export { Header, keyHeaderValue, newKey } from "./key.js";
+export { Outcome } from "./wire.js";
 export {
   classify,
   Defaults,

@@ -1,5 +1,7 @@
 // Keys and the HTTP form they travel in.
 
+import { Header as wire } from "./wire.js";
+
 const base32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
 
 /**
@@ -30,17 +32,17 @@ export function keyHeaderValue(key: string): string {
   return `"${key.replace(/[\\"]/g, "\\$&")}"`;
 }
 
-/** HTTP header names of the protocol. */
+/** HTTP header names of the protocol (their names come from Go's idemcode). */
 export const Header = {
   /** Carries the key when the client sends it in a header (`keyIn: "header"`). */
-  Key: "Idempotency-Key",
+  Key: wire.Key,
   /**
    * Numbers the retries of one send (1 on the second attempt); the first
    * attempt does not carry it. The server then looks the key up before
    * claiming it, the cheaper way for a retry that reaches another server
    * process. A hint: the answer is the same without it.
    */
-  Retry: "Idempotency-Retry",
+  Retry: wire.Retry,
   /** "true" on a response in which every idempotent field was replayed. */
-  Replayed: "Idempotent-Replayed",
+  Replayed: wire.Replayed,
 } as const;

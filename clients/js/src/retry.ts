@@ -4,6 +4,7 @@
 
 import { allCodes, Code, retryableCodes } from "./codes.js";
 import { Header } from "./key.js";
+import { Outcome } from "./wire.js";
 
 /** Defaults of {@link RetryOptions}. */
 export const Defaults = {
@@ -103,7 +104,7 @@ export interface GraphQLBody {
 export interface FieldReport {
   /** The field's idempotency key. */
   key: string;
-  /** "executed", "replayed", "released" or "refused". */
+  /** One of {@link Outcome}: "executed", "replayed", "released", "refused" or "keyless". */
   outcome: string;
   /** outcome === "replayed": the stored result of an earlier request. */
   replayed: boolean;
@@ -198,7 +199,7 @@ export function isReplayed(
 ): boolean {
   if (headers?.get(Header.Replayed)?.toLowerCase() === "true") return true;
   const reports = Object.values(idempotencyReports(extensions));
-  return reports.length > 0 && reports.every((r) => r.outcome === "replayed");
+  return reports.length > 0 && reports.every((r) => r.outcome === Outcome.Replayed);
 }
 
 interface Verdict {
@@ -243,7 +244,7 @@ export function classify(reply: Reply): Verdict {
   if (reason === "in-progress") hint = Math.max(hint, retryAfterHeader(reply.headers));
   if (reason) return { reason, code, hint };
   for (const r of Object.values(idempotencyReports(body.extensions))) {
-    if (r?.outcome === "released") return { reason: "released", hint };
+    if (r?.outcome === Outcome.Released) return { reason: "released", hint };
   }
   if (code !== undefined) return { reason: "retryable", code, hint };
   return { hint };

@@ -1,9 +1,11 @@
 // Package jscodes renders package idemcode's codes and their
 // classification as the TypeScript module of the JavaScript client
-// (clients/js/src/codes.ts), so that the browser's client and the Go one
-// retry the same codes: idemcode is the source, the module is generated
-// from it (go generate in idemcode) and a test in idemcode fails when the
-// committed module, or the package's compiled copy, lags behind.
+// (clients/js/src/codes.ts), and the protocol's header and outcome names
+// as another (clients/js/src/wire.ts, RenderWire), so that the browser's
+// client and the Go one retry the same codes and read the same names:
+// idemcode is the source, the modules are generated from it (go generate
+// in idemcode) and a test in idemcode fails when a committed module, or
+// the package's compiled copy, lags behind.
 package jscodes
 
 import (

@@ -23,6 +23,7 @@ import (
 	"github.com/goovo/idem/idemhttp"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/engine"
+	"github.com/goovo/idem/internal/extension"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/testapp"
 	"github.com/goovo/idem/internal/testkit/testapp/ent"
@@ -155,6 +156,11 @@ func manualRecoverer(t *testing.T, be *testapp.Bench, cfg idem.Config) *engine.E
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The extensions Hook.Handler installs beside the engine.
+	srv.Use(eng.KeyHeaderCheck())
+	srv.Use(extension.Text{})
+	srv.Use(extension.ErrorLimit{Max: 100})
+	srv.Use(extension.Tenant{Of: graph.OrgFromContext})
 	srv.Use(eng)
 	h := idemhttp.Middleware(srv, idemhttp.Limits{})
 	eng.SetHandler(h)

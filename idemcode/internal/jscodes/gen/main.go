@@ -1,5 +1,6 @@
 // Command gen writes the JavaScript client's codes module
-// (clients/js/src/codes.ts) from package idemcode; go generate runs it in
+// (clients/js/src/codes.ts) and its header and outcome names
+// (clients/js/src/wire.ts) from package idemcode; go generate runs it in
 // idemcode's directory. The client's dist/codes.js is compiled from it by
 // `npm run build` in clients/js.
 package main
@@ -29,9 +30,26 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join("..", filepath.FromSlash(jscodes.Module))
+	if err := write(jscodes.Module, out); err != nil {
+		return err
+	}
+	wire, err := os.ReadFile("wire.go")
+	if err != nil {
+		return err
+	}
+	if out, err = jscodes.RenderWire(wire); err != nil {
+		return err
+	}
+	return write(jscodes.WireModule, out)
+}
+
+// write writes a module, given by its path from the repository's root,
+// unless it holds out already: an unchanged file keeps its time, and npm's
+// build stays quiet.
+func write(module string, out []byte) error {
+	path := filepath.Join("..", filepath.FromSlash(module))
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, out) {
-		return nil // unchanged: keep the file's time, and npm's build quiet
+		return nil
 	}
 	return os.WriteFile(path, out, 0o644)
 }

@@ -67,6 +67,41 @@ type options struct {
 }
 
 func run() error {
+	o, err := parseOptions()
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	dsn, drop, err := createDatabase(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	s, err := openStack(ctx, o, dsn)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.fill(ctx, o); err != nil {
+		return err
+	}
+	if err := s.measureRequests(o); err != nil {
+		return err
+	}
+	table := store.Table{Name: "shipments", Scope: "org", ID: "id"}
+	if err := s.measureListing(ctx, o, table); err != nil {
+		return err
+	}
+	if o.explain {
+		if err := s.explainAll(ctx, o, table); err != nil {
+			return err
+		}
+	}
+	return s.measureSweep(ctx, o)
+}
+
+// parseOptions reads the command line.
+func parseOptions() (options, error) {
 	var o options
 	flag.IntVar(&o.records, "records", 10000, "generated records in the table")
 	flag.IntVar(&o.tenants, "tenants", 100, "tenants the records belong to")
@@ -78,82 +113,117 @@ func run() error {
 	flag.Parse()
 	o.work = min(o.work, o.records/5)
 	if o.samples > o.work {
-		return fmt.Errorf("-samples %d exceeds the pending claims available for takeovers (%d)", o.samples, o.work)
+		return o, fmt.Errorf("-samples %d exceeds the pending claims available for takeovers (%d)", o.samples, o.work)
 	}
+	return o, nil
+}
+
+// createDatabase creates the run's database and returns its URL, and drop,
+// which drops it (unless -keep).
+func createDatabase(ctx context.Context, o options) (dsn string, drop func(), err error) {
 	base := os.Getenv("TEST_DATABASE_URL")
 	if base == "" {
 		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	}
-	ctx := context.Background()
 	admin, err := sql.Open("pgx", base)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	defer admin.Close()
 	name := fmt.Sprintf("idem_growth_%d", os.Getpid())
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		return err
+		admin.Close()
+		return "", nil, err
 	}
-	if !o.keep {
-		defer func() {
-			if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-				fmt.Fprintf(os.Stderr, "growth: drop database %s: %v\n", name, err)
-			}
-		}()
+	drop = func() {
+		defer admin.Close()
+		if o.keep {
+			return
+		}
+		if _, err := admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			fmt.Fprintf(os.Stderr, "growth: drop database %s: %v\n", name, err)
+		}
 	}
 	u, err := url.Parse(base)
 	if err != nil {
-		return err
+		drop()
+		return "", nil, err
 	}
 	u.Path = "/" + name
-	dsn := u.String()
+	return u.String(), drop, nil
+}
 
+// stack is what the run measures: the example's server with the hook, on
+// a database of its own, and a database/sql view of it.
+type stack struct {
+	client *ent.Client
+	db     *sql.DB
+	hook   *idem.Hook
+	h      http.Handler
+	done   chan struct{}
+}
+
+func (s *stack) close() {
+	close(s.done)
+	s.db.Close()
+	s.client.Close()
+}
+
+// openStack migrates the database at dsn (partitioned with -partitioned)
+// and serves the example's schema on it with the hook.
+func openStack(ctx context.Context, o options, dsn string) (*stack, error) {
 	drv, err := idemdb.OpenPool(dsn, idemdb.Pool{})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	client := ent.NewClient(ent.Driver(drv))
-	defer client.Close()
-	if err := client.Schema.Create(ctx); err != nil {
+	s := &stack{client: ent.NewClient(ent.Driver(drv)), done: make(chan struct{})}
+	if s.db, err = sql.Open("pgx", dsn); err != nil {
+		s.client.Close()
+		return nil, err
+	}
+	if err := s.serve(ctx, o); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// serve migrates the database and puts the hook on the example's server.
+func (s *stack) serve(ctx context.Context, o options) error {
+	if err := s.client.Schema.Create(ctx); err != nil {
 		return err
 	}
 	if o.partitioned {
-		if _, err := idempartition.ByTenant(ctx, client.IdempotencyBackend(), idempartition.Options{}); err != nil {
+		if _, err := idempartition.ByTenant(ctx, s.client.IdempotencyBackend(), idempartition.Options{}); err != nil {
 			return err
 		}
 	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	done := make(chan struct{})
-	defer close(done)
-	hook, err := idem.New(idem.Config{Backend: client.IdempotencyBackend(), Tenant: graph.OrgFromContext,
-		TenantContext: graph.OrgContext, Logger: logger, Done: done})
+	hook, err := idem.New(idem.Config{Backend: s.client.IdempotencyBackend(), Tenant: graph.OrgFromContext,
+		TenantContext: graph.OrgContext, Logger: logger, Done: s.done})
 	if err != nil {
 		return err
 	}
-	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: client}}))
+	srv := handler.New(graph.NewExecutableSchema(graph.Config{Resolvers: &graph.Resolver{Client: s.client}}))
 	srv.AddTransport(transport.POST{})
 	hh, err := hook.Handler(srv)
 	if err != nil {
 		return err
 	}
-	h := graph.WithOrg(hh)
+	s.hook, s.h = hook, graph.WithOrg(hh)
+	return nil
+}
 
-	// A probe gives the generated rows the fingerprint and response of the
-	// request the measurements send.
-	if err := send(h, "t0", atomicBody("probe"), false); err != nil {
+// fill generates the records, with the fingerprint and response of the
+// request the measurements send, which a probe stores first.
+func (s *stack) fill(ctx context.Context, o options) error {
+	if err := send(s.h, "t0", atomicBody("probe"), false); err != nil {
 		return err
 	}
 	var (
 		fp   string
 		resp []byte
 	)
-	if err := db.QueryRowContext(ctx, `SELECT idempotency_fingerprint, idempotency_response FROM shipments WHERE idempotency_key = 'probe'`).Scan(&fp, &resp); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT idempotency_fingerprint, idempotency_response FROM shipments WHERE idempotency_key = 'probe'`).Scan(&fp, &resp); err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
 	layout := "one table"
@@ -162,11 +232,16 @@ func run() error {
 	}
 	fmt.Printf("growth: %d records of %d tenants, %s; %d expired records and %d abandoned claims among them\n", o.records, o.tenants, layout, o.work, o.work)
 	start := time.Now()
-	if err := fill(ctx, db, o, fp, resp); err != nil {
+	if err := fill(ctx, s.db, o, fp, resp); err != nil {
 		return fmt.Errorf("fill: %w", err)
 	}
 	fmt.Printf("filled in %v\n", time.Since(start).Round(time.Second))
+	return nil
+}
 
+// measureRequests times each kind of request, -samples of each, and
+// prints their p50 and p99.
+func (s *stack) measureRequests(o options) error {
 	// Keys: g in [1, work] expired (swept), (work, 2 work] pending and
 	// abandoned (taken over), the rest stored.
 	rng := rand.New(rand.NewPCG(1, uint64(o.records)))
@@ -193,7 +268,7 @@ func run() error {
 				org, body = tenantOf(g, o.tenants), atomicBody(fmt.Sprintf("k%d", g))
 			}
 			t := time.Now()
-			if err := send(h, org, body, retry); err != nil {
+			if err := send(s.h, org, body, retry); err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}
 			lat[k] = append(lat[k], time.Since(t))
@@ -205,13 +280,16 @@ func run() error {
 		fmt.Printf("GROWTH records=%d tenants=%d partitioned=%t what=%s p50_us=%d p99_us=%d\n", o.records, o.tenants, o.partitioned, k,
 			l[len(l)/2].Microseconds(), l[len(l)*99/100].Microseconds())
 	}
+	return nil
+}
 
-	// The recoverer's listing of a turn, over the abandoned claims left.
-	st, err := store.Open("postgres", client.IdempotencyBackend(), store.Options{})
+// measureListing times the recoverer's listing of a turn, over the
+// abandoned claims left.
+func (s *stack) measureListing(ctx context.Context, o options, table store.Table) error {
+	st, err := store.Open("postgres", s.client.IdempotencyBackend(), store.Options{})
 	if err != nil {
 		return err
 	}
-	table := store.Table{Name: "shipments", Scope: "org", ID: "id"}
 	var listings []time.Duration
 	listed := 0
 	for range 20 {
@@ -228,23 +306,30 @@ func run() error {
 	slices.Sort(listings)
 	fmt.Printf("GROWTH records=%d tenants=%d partitioned=%t what=recoverer-listing p50_us=%d per_record_us=%.1f listed=%d\n", o.records, o.tenants, o.partitioned,
 		listings[len(listings)/2].Microseconds(), float64(listings[len(listings)/2].Microseconds())/float64(max(listed, 1)), listed)
+	return nil
+}
 
-	if o.explain {
-		var archive string
-		if err := db.QueryRowContext(ctx, `SELECT table_name FROM information_schema.tables WHERE table_name LIKE '%archive%' AND table_schema = current_schema() LIMIT 1`).Scan(&archive); err != nil {
-			return fmt.Errorf("archive table: %w", err)
-		}
-		q := store.PostgresExplained(table, archive)
-		key := 2*o.work + 7
-		explain(ctx, db, "the lookup (a retry's first statement)", q["lookup"], tenantOf(key, o.tenants), fmt.Sprintf("k%d", key))
-		now := time.Now()
-		explain(ctx, db, "the recoverer's listing of a turn", q["abandoned"], now.Add(-time.Minute), 100, now.Add(-idem.DefaultRetention))
-		explain(ctx, db, "a sweep's archive batch (rolled back)", q["archive"], now.Add(-idem.DefaultRetention), idemctl.DefaultSweepBatch, "shipments", now)
+// explainAll prints EXPLAIN (ANALYZE, BUFFERS) of the statements measured.
+func (s *stack) explainAll(ctx context.Context, o options, table store.Table) error {
+	db := s.db
+	var archive string
+	if err := db.QueryRowContext(ctx, `SELECT table_name FROM information_schema.tables WHERE table_name LIKE '%archive%' AND table_schema = current_schema() LIMIT 1`).Scan(&archive); err != nil {
+		return fmt.Errorf("archive table: %w", err)
 	}
+	q := store.PostgresExplained(table, archive)
+	key := 2*o.work + 7
+	explain(ctx, db, "the lookup (a retry's first statement)", q["lookup"], tenantOf(key, o.tenants), fmt.Sprintf("k%d", key))
+	now := time.Now()
+	explain(ctx, db, "the recoverer's listing of a turn", q["abandoned"], now.Add(-time.Minute), 100, now.Add(-idem.DefaultRetention))
+	explain(ctx, db, "a sweep's archive batch (rolled back)", q["archive"], now.Add(-idem.DefaultRetention), idemctl.DefaultSweepBatch, "shipments", now)
+	return nil
+}
 
-	// The sweeper: the same number of expired records at every size.
+// measureSweep times the sweeper over the same number of expired records
+// at every size.
+func (s *stack) measureSweep(ctx context.Context, o options) error {
 	t := time.Now()
-	rep, err := idemctl.New(hook).Sweep(ctx, idemctl.SweepOptions{})
+	rep, err := idemctl.New(s.hook).Sweep(ctx, idemctl.SweepOptions{})
 	if err != nil {
 		return err
 	}
