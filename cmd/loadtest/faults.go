@@ -464,11 +464,16 @@ func (r *faultRun) kill(ctx context.Context, ft fault, at time.Duration) {
 	})
 }
 
-// restartPostgres restarts PostgreSQL.
+// restartPostgres restarts PostgreSQL, or under -failover fails it over.
 func (r *faultRun) restartPostgres(ctx context.Context, _ fault, at time.Duration) {
 	down, err := r.pg.restart(ctx)
 	if err != nil {
 		r.v.add("fault-failed", "PostgreSQL restart: %v", err)
+		return
+	}
+	if _, ok := r.pg.(*replicated); ok {
+		r.st.faults.add("postgres failover")
+		r.st.event(at, "failover of PostgreSQL %s: the primary killed, the standby promoted and accepting writes after %v", r.pg, down.Round(time.Millisecond))
 		return
 	}
 	r.st.faults.add("postgres restart")
