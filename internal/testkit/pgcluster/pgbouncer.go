@@ -66,14 +66,6 @@ func StartBouncer(ctx context.Context, target *Cluster, opts BouncerOptions) (*B
 			return nil, err
 		}
 	}
-	mode := opts.PoolMode
-	if mode == "" {
-		mode = "transaction"
-	}
-	size := opts.PoolSize
-	if size == 0 {
-		size = 20
-	}
 	cred, err := postgresUser()
 	if err != nil {
 		return nil, err
@@ -86,6 +78,34 @@ func StartBouncer(ctx context.Context, target *Cluster, opts BouncerOptions) (*B
 			os.RemoveAll(b.dir)
 			return nil, err
 		}
+	}
+	if err := b.writeConfig(target, opts); err != nil {
+		os.RemoveAll(b.dir)
+		return nil, err
+	}
+	if err := b.start(bin, cred); err != nil {
+		os.RemoveAll(b.dir)
+		return nil, err
+	}
+	if err := WaitReady(ctx, b.URL("postgres"), 30*time.Second); err != nil {
+		log, _ := os.ReadFile(filepath.Join(b.dir, "stderr.log"))
+		return nil, errors.Join(fmt.Errorf("pgbouncer: %w\n%s", err, log), b.Stop())
+	}
+	return b, nil
+}
+
+// writeConfig writes pgbouncer.ini and its user list into b.dir: the
+// sample's settings (ops/pgbouncer/pgbouncer.ini), with the test's
+// addresses, files and pool, and a database entry per alias of
+// opts.Databases besides the catch-all.
+func (b *Bouncer) writeConfig(target *Cluster, opts BouncerOptions) error {
+	mode := opts.PoolMode
+	if mode == "" {
+		mode = "transaction"
+	}
+	size := opts.PoolSize
+	if size == 0 {
+		size = 20
 	}
 	server := fmt.Sprintf("host=127.0.0.1 port=%d", target.Port())
 	var dbs strings.Builder
@@ -100,10 +120,8 @@ func StartBouncer(ctx context.Context, target *Cluster, opts BouncerOptions) (*B
 	fmt.Fprintf(&dbs, "* = %s\n", server)
 	sample, err := sampleSettings()
 	if err != nil {
-		os.RemoveAll(b.dir)
-		return nil, err
+		return err
 	}
-	// The sample's settings, with the test's addresses, files and pool.
 	ini := fmt.Sprintf(`[databases]
 %s
 [pgbouncer]
@@ -120,33 +138,32 @@ logfile = %s
 	files := map[string]string{"pgbouncer.ini": ini, "userlist.txt": `"postgres" ""` + "\n"}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(b.dir, name), []byte(text), 0o644); err != nil {
-			os.RemoveAll(b.dir)
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// start runs the bouncer as cred (the postgres user when run as root), its
+// output in stderr.log, and notes its exit in b.exited.
+func (b *Bouncer) start(bin string, cred *syscall.Credential) error {
 	b.cmd = exec.Command(bin, filepath.Join(b.dir, "pgbouncer.ini"))
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	b.cmd.Dir = b.dir
 	out, err := os.Create(filepath.Join(b.dir, "stderr.log"))
 	if err != nil {
-		os.RemoveAll(b.dir)
-		return nil, err
+		return err
 	}
 	defer out.Close() // the child has its own descriptor
 	b.cmd.Stdout, b.cmd.Stderr = out, out
 	if err := b.cmd.Start(); err != nil {
-		os.RemoveAll(b.dir)
-		return nil, fmt.Errorf("pgbouncer: %w", err)
+		return fmt.Errorf("pgbouncer: %w", err)
 	}
 	go func() {
 		b.err = b.cmd.Wait()
 		close(b.exited)
 	}()
-	if err := WaitReady(ctx, b.URL("postgres"), 30*time.Second); err != nil {
-		log, _ := os.ReadFile(filepath.Join(b.dir, "stderr.log"))
-		return nil, errors.Join(fmt.Errorf("pgbouncer: %w\n%s", err, log), b.Stop())
-	}
-	return b, nil
+	return nil
 }
 
 // URL returns the URL of database through the bouncer, as postgres.
