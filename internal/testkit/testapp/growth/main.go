@@ -321,7 +321,7 @@ func (s *stack) explainAll(ctx context.Context, o options, table store.Table) er
 	explain(ctx, db, "the lookup (a retry's first statement)", q["lookup"], tenantOf(key, o.tenants), fmt.Sprintf("k%d", key))
 	now := time.Now()
 	explain(ctx, db, "the recoverer's listing of a turn", q["abandoned"], now.Add(-time.Minute), 100, now.Add(-idem.DefaultRetention))
-	explain(ctx, db, "a sweep's archive batch (rolled back)", q["archive"], now.Add(-idem.DefaultRetention), idemctl.DefaultSweepBatch, "shipments", now)
+	explain(ctx, db, "a sweep's archive batch (rolled back)", q["archive"], now.Add(-idem.DefaultRetention), idemctl.DefaultSweepBatch, "shipments", now, "", time.Time{})
 	return nil
 }
 
