@@ -92,7 +92,7 @@ func TestMariaDBLockWaitTimeout(t *testing.T) {
 // both keys.
 func TestMariaDBDeadlockIsErrConflict(t *testing.T) {
 	t.Parallel()
-	db, env := mariaDBEnv(t)
+	_, env := mariaDBEnv(t)
 	ctx := context.Background()
 	_, a, err := env.Driver.Begin(ctx)
 	if err != nil {
@@ -109,11 +109,12 @@ func TestMariaDBDeadlockIsErrConflict(t *testing.T) {
 			t.Fatalf("claim %s: %+v %v", key, c, err)
 		}
 	}
+	// Whichever claim waits first, the second closes the cycle, and InnoDB
+	// picks one victim when it does: no order to arrange.
 	var wg sync.WaitGroup
-	var errA error
+	var errA, errB error
 	wg.Go(func() { _, errA = mariaDBClaim(ctx, env, a, "y") }) // waits for b
-	testkit.Eventually(t, func() bool { return lockWaits(t, db) > 0 }, "a's claim of y never waited for b")
-	_, errB := mariaDBClaim(ctx, env, b, "x") // waits for a: a deadlock
+	wg.Go(func() { _, errB = mariaDBClaim(ctx, env, b, "x") }) // waits for a
 	wg.Wait()
 	if !(errors.Is(errA, store.ErrConflict) != errors.Is(errB, store.ErrConflict)) {
 		t.Fatalf("want exactly one deadlock victim: a %v, b %v", errA, errB)
@@ -133,14 +134,3 @@ func mariaDBEnv(t *testing.T) (*idemtest.DB, *storetest.Env) {
 	return db, envOf(t, db, client.IdempotencyBackend())
 }
 
-// lockWaits counts the transactions of db's database waiting for a lock.
-func lockWaits(t *testing.T, db *idemtest.DB) int {
-	var n int
-	err := db.Driver.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM information_schema.INNODB_TRX AS x
-		JOIN information_schema.PROCESSLIST AS p ON p.ID = x.trx_mysql_thread_id
-		WHERE x.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`).Scan(&n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
