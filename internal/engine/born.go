@@ -40,7 +40,7 @@ type born struct {
 func (e *Engine) mayBeBorn(a *attempt) bool {
 	r := a.req
 	return a.fresh && r.spec.mode == modeAtomic && r.spec.records.Prepare != nil && r.key != "" &&
-		leavesOnly(r.field.SelectionSet)
+		!e.cfg.NoOneStatement && leavesOnly(r.field.SelectionSet)
 }
 
 // leavesOnly reports whether set selects leaf fields only (scalars, enums,
