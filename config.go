@@ -113,6 +113,17 @@ type Config struct {
 	// IDEMPOTENCY_IN_PROGRESS. Default 0: answer at once.
 	WaitForInFlight time.Duration
 
+	// NoOneStatementCreate turns the one-statement create off: every
+	// atomic create then claims in its transaction, as before. By default
+	// an atomic create whose selection its row answers is one
+	// autocommitted INSERT of the row born completed (docs/protocol.md, "A
+	// claim born completed"); its answer is rendered before the row has
+	// its database id, which is written in where the row's placeholder id
+	// was rendered as its decimal digits. Set it when an ID scalar renders
+	// integer ids otherwise (a global id that encodes them), or to compare
+	// the two paths.
+	NoOneStatementCreate bool
+
 	// Clock shifts the database clock the hook reads, so that tests can
 	// expire leases and records without waiting. Default nil: the database's
 	// own clock.
@@ -333,6 +344,7 @@ func (c Config) engine() engine.Config {
 		MaxResponseBytes: c.MaxResponseBytes, MaxArgumentBytes: c.MaxArgumentBytes,
 		Offset: c.Clock.Offset, MeterProvider: c.MeterProvider, TracerProvider: c.TracerProvider, Logger: c.Logger,
 		RecoverAfter: c.RecoverAfter, AttemptTimeout: c.AttemptTimeout, TenantContext: c.TenantContext, Caller: c.Caller, CallerContext: c.CallerContext,
+		NoOneStatement: c.NoOneStatementCreate,
 	}
 }
 

@@ -5,6 +5,7 @@ package ent
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/goovo/idem/ent/idempotencyarchive"
 	"github.com/goovo/idem/ent/order"
@@ -22,6 +23,25 @@ func (c *Client) IdempotencyBackend() idembackend.Backend {
 
 type idempotencyBackend struct {
 	client *Client
+
+	// refusing is the client whose every statement is refused, on which a
+	// claim born completed is built and answered; made once.
+	refusingOnce sync.Once
+	refusing     *Client
+}
+
+// refusingClient returns the client of a claim born completed: this
+// client's configuration (hooks, interceptors) over a driver that refuses
+// every statement (idembackend.Refusing).
+func (b *idempotencyBackend) refusingClient() *Client {
+	b.refusingOnce.Do(func() {
+		cfg := b.client.config
+		cfg.driver = idembackend.Refusing(cfg.driver)
+		c := &Client{config: cfg}
+		c.init()
+		b.refusing = c
+	})
+	return b.refusing
 }
 
 // Dialect implements idembackend.Backend.
@@ -65,6 +85,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			ScopeColumn: order.FieldTenantID,
 			IDColumn:    order.FieldID,
 			Insert:      b.insertOrder,
+			Prepare:     b.prepareOrder,
 		},
 		{
 			Entity:      "PageView",
@@ -72,6 +93,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			ScopeColumn: pageview.FieldTenantID,
 			IDColumn:    pageview.FieldID,
 			Insert:      b.insertPageView,
+			Prepare:     b.preparePageView,
 		},
 		{
 			Entity:      "Payment",
@@ -79,6 +101,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			ScopeColumn: payment.FieldTenantID,
 			IDColumn:    payment.FieldID,
 			Insert:      b.insertPayment,
+			Prepare:     b.preparePayment,
 		},
 		{
 			Entity:      "Refund",
@@ -86,6 +109,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			ScopeColumn: refund.FieldTenantID,
 			IDColumn:    refund.FieldID,
 			Insert:      b.insertRefund,
+			Prepare:     b.prepareRefund,
 		},
 	}
 }

@@ -117,6 +117,65 @@ func saveClaimOrder(ctx context.Context, _c *OrderCreate) (*Order, error) {
 	}, _c.mutation, _c.hooks)
 }
 
+// prepareOrder builds the Order a claim of c would insert,
+// as insertOrder does (defaults, hooks, validators), on the client
+// that refuses statements, and hands it to c.SetRow with a sentinel id: the
+// row of a claim born completed, which Insert writes in one statement. It
+// returns nil when the row cannot be born completed.
+func (b *idempotencyBackend) prepareOrder(ctx context.Context, c *idembackend.Claim, args map[string]any) (*idembackend.Prepared, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	client := b.refusingClient()
+	p := idembackend.NewPrepared(func(ctx context.Context) context.Context { return NewContext(ctx, client) })
+	create := client.Order.Create()
+	switch input := args["input"].(type) {
+	case CreateOrderInput:
+		create.SetInput(input)
+	case *CreateOrderInput:
+		if input != nil {
+			create.SetInput(*input)
+		}
+	}
+	if err := setOrderClaimArgs(create, args); err != nil {
+		return nil, err
+	}
+	create.SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(order.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt)
+	if err := create.defaults(); err != nil {
+		return nil, err
+	}
+	drv, dialect := b.client.driver, b.client.driver.Dialect()
+	row, err := withHooks(p.Bind(ctx), func(ctx context.Context) (*Order, error) {
+		if err := create.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := create.createSpec()
+		if !idembackend.Completable(dialect, _spec) {
+			return nil, nil
+		}
+		p.SetInsert(func(ctx context.Context, d idembackend.Done) (string, error) {
+			return claimInsertOrder.CreateCompleted(ctx, drv, _spec, p.SentinelText(), d)
+		})
+		if _spec.ID.Value == nil {
+			_node.ID = int(p.Sentinel())
+		}
+		create.mutation.id = &_node.ID
+		create.mutation.done = true
+		return _node, nil
+	}, create.mutation, create.hooks)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c.SetRow(row)
+	return p, nil
+}
+
 // idemOrderArgs lists, for idemgen's gqlgen plugin, the arguments from
 // which a claim of the entity Order takes its fields (by the tag's GraphQL
 // names) and the Go type each must have, or point to. Fields entgql skips on
@@ -222,6 +281,57 @@ func saveClaimPageView(ctx context.Context, _c *PageViewCreate) (*PageView, erro
 		_c.mutation.done = true
 		return _node, nil
 	}, _c.mutation, _c.hooks)
+}
+
+// preparePageView builds the PageView a claim of c would insert,
+// as insertPageView does (defaults, hooks, validators), on the client
+// that refuses statements, and hands it to c.SetRow with a sentinel id: the
+// row of a claim born completed, which Insert writes in one statement. It
+// returns nil when the row cannot be born completed.
+func (b *idempotencyBackend) preparePageView(ctx context.Context, c *idembackend.Claim, args map[string]any) (*idembackend.Prepared, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	client := b.refusingClient()
+	p := idembackend.NewPrepared(func(ctx context.Context) context.Context { return NewContext(ctx, client) })
+	create := client.PageView.Create()
+	if err := setPageViewClaimArgs(create, args); err != nil {
+		return nil, err
+	}
+	create.SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(pageview.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt)
+	if err := create.defaults(); err != nil {
+		return nil, err
+	}
+	drv, dialect := b.client.driver, b.client.driver.Dialect()
+	row, err := withHooks(p.Bind(ctx), func(ctx context.Context) (*PageView, error) {
+		if err := create.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := create.createSpec()
+		if !idembackend.Completable(dialect, _spec) {
+			return nil, nil
+		}
+		p.SetInsert(func(ctx context.Context, d idembackend.Done) (string, error) {
+			return claimInsertPageView.CreateCompleted(ctx, drv, _spec, p.SentinelText(), d)
+		})
+		if _spec.ID.Value == nil {
+			_node.ID = int(p.Sentinel())
+		}
+		create.mutation.id = &_node.ID
+		create.mutation.done = true
+		return _node, nil
+	}, create.mutation, create.hooks)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c.SetRow(row)
+	return p, nil
 }
 
 // idemPageViewArgs lists, for idemgen's gqlgen plugin, the arguments from
@@ -339,6 +449,65 @@ func saveClaimPayment(ctx context.Context, _c *PaymentCreate) (*Payment, error) 
 	}, _c.mutation, _c.hooks)
 }
 
+// preparePayment builds the Payment a claim of c would insert,
+// as insertPayment does (defaults, hooks, validators), on the client
+// that refuses statements, and hands it to c.SetRow with a sentinel id: the
+// row of a claim born completed, which Insert writes in one statement. It
+// returns nil when the row cannot be born completed.
+func (b *idempotencyBackend) preparePayment(ctx context.Context, c *idembackend.Claim, args map[string]any) (*idembackend.Prepared, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	client := b.refusingClient()
+	p := idembackend.NewPrepared(func(ctx context.Context) context.Context { return NewContext(ctx, client) })
+	create := client.Payment.Create()
+	switch input := args["input"].(type) {
+	case CreatePaymentInput:
+		create.SetInput(input)
+	case *CreatePaymentInput:
+		if input != nil {
+			create.SetInput(*input)
+		}
+	}
+	if err := setPaymentClaimArgs(create, args); err != nil {
+		return nil, err
+	}
+	create.SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(payment.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt)
+	if err := create.defaults(); err != nil {
+		return nil, err
+	}
+	drv, dialect := b.client.driver, b.client.driver.Dialect()
+	row, err := withHooks(p.Bind(ctx), func(ctx context.Context) (*Payment, error) {
+		if err := create.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := create.createSpec()
+		if !idembackend.Completable(dialect, _spec) {
+			return nil, nil
+		}
+		p.SetInsert(func(ctx context.Context, d idembackend.Done) (string, error) {
+			return claimInsertPayment.CreateCompleted(ctx, drv, _spec, p.SentinelText(), d)
+		})
+		if _spec.ID.Value == nil {
+			_node.ID = int(p.Sentinel())
+		}
+		create.mutation.id = &_node.ID
+		create.mutation.done = true
+		return _node, nil
+	}, create.mutation, create.hooks)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c.SetRow(row)
+	return p, nil
+}
+
 // idemPaymentArgs lists, for idemgen's gqlgen plugin, the arguments from
 // which a claim of the entity Payment takes its fields (by the tag's GraphQL
 // names) and the Go type each must have, or point to. Fields entgql skips on
@@ -444,6 +613,57 @@ func saveClaimRefund(ctx context.Context, _c *RefundCreate) (*Refund, error) {
 		_c.mutation.done = true
 		return _node, nil
 	}, _c.mutation, _c.hooks)
+}
+
+// prepareRefund builds the Refund a claim of c would insert,
+// as insertRefund does (defaults, hooks, validators), on the client
+// that refuses statements, and hands it to c.SetRow with a sentinel id: the
+// row of a claim born completed, which Insert writes in one statement. It
+// returns nil when the row cannot be born completed.
+func (b *idempotencyBackend) prepareRefund(ctx context.Context, c *idembackend.Claim, args map[string]any) (*idembackend.Prepared, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	client := b.refusingClient()
+	p := idembackend.NewPrepared(func(ctx context.Context) context.Context { return NewContext(ctx, client) })
+	create := client.Refund.Create()
+	if err := setRefundClaimArgs(create, args); err != nil {
+		return nil, err
+	}
+	create.SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(refund.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt)
+	if err := create.defaults(); err != nil {
+		return nil, err
+	}
+	drv, dialect := b.client.driver, b.client.driver.Dialect()
+	row, err := withHooks(p.Bind(ctx), func(ctx context.Context) (*Refund, error) {
+		if err := create.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := create.createSpec()
+		if !idembackend.Completable(dialect, _spec) {
+			return nil, nil
+		}
+		p.SetInsert(func(ctx context.Context, d idembackend.Done) (string, error) {
+			return claimInsertRefund.CreateCompleted(ctx, drv, _spec, p.SentinelText(), d)
+		})
+		if _spec.ID.Value == nil {
+			_node.ID = int(p.Sentinel())
+		}
+		create.mutation.id = &_node.ID
+		create.mutation.done = true
+		return _node, nil
+	}, create.mutation, create.hooks)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c.SetRow(row)
+	return p, nil
 }
 
 // idemRefundArgs lists, for idemgen's gqlgen plugin, the arguments from

@@ -83,6 +83,13 @@ type RecordTable struct {
 	// a call without one while the key is optional) it inserts an ordinary
 	// row. An error caused by the arguments is an *InputError.
 	Insert func(ctx context.Context, tx Tx, c *Claim, args map[string]any) (inserted bool, err error)
+	// Prepare builds the row Insert would insert for c (defaults, hooks,
+	// validators), without a statement, hands it to c.SetRow and returns
+	// it, for a claim born completed (see Prepared). It returns nil when
+	// this row cannot be born completed (its id is not the database's
+	// integer sequence, an edge is stored outside the row, the dialect is
+	// neither PostgreSQL nor SQLite). Nil for tables generated before it.
+	Prepare func(ctx context.Context, c *Claim, args map[string]any) (*Prepared, error)
 }
 
 // InputError is an error of a record insert caused by the mutation's input

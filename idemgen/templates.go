@@ -62,6 +62,7 @@ var (
 		"idemArchive":          archiveType,
 		"idemIsolationTargets": isolationTargets,
 		"idemInputArgument":    func() string { return directive.InputArgument },
+		"idemCompletable":      completable,
 	}
 
 	//go:embed template/*.tmpl
@@ -102,4 +103,15 @@ func noIsolation(g *gen.Graph) bool {
 		}
 	}
 	return true
+}
+
+// completable reports whether a claim of t can be born completed (the
+// generated prepare<T>): its id is known before the INSERT (an ent
+// default), or an integer the database assigns, which the one statement
+// reads from the sequence and writes into the answer.
+func completable(t *gen.Type) bool {
+	if t.ID == nil {
+		return false
+	}
+	return t.ID.Default || (t.ID.Type.Numeric() && !t.ID.Type.ValueScanner() && !t.ID.UserDefined)
 }

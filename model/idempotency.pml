@@ -139,6 +139,8 @@ byte  inserts = 0;	/* INSERTs of the row so far: the next one's claimed_at */
 byte  epoch = 0;	/* database restarts so far: a transaction begun in an
 			 * earlier epoch was aborted by the crash */
 bool  owner_alive = false; /* the worker of the current attempt still runs */
+byte  born_commits = 0;	/* results committed born completed (BORN_COMPLETED):
+			 * business writes with no outbox job */
 
 /* ---- Environment budgets (see Bounds above) ----------------------------- */
 byte  crashes = 0;
@@ -276,6 +278,15 @@ lookup:
 
 	if
 	:: s == ABSENT && !ran ->
+#ifdef BORN_COMPLETED
+		/* A create whose answer its row gives (an atomic create of its
+		 * record entity, selection without edges) may be a claim born
+		 * completed instead (internal/engine/born.go). */
+		if
+		:: goto born
+		:: skip
+		fi;
+#endif
 		/* Step 2, CLAIM (Engine.claim -> attempt.begin -> insertClaim -> RecordTable.Insert):
 		 * INSERT … ON CONFLICT DO NOTHING; in lease mode it commits by
 		 * itself, before the resolver's transaction opens. With
@@ -494,6 +505,35 @@ crashed:
 	};
 	/* fall through */
 
+#ifdef BORN_COMPLETED
+born:
+	/* A CLAIM BORN COMPLETED (born.go, docs/protocol.md): the row is
+	 * built and the answer rendered in the worker's memory, with no
+	 * effect outside it (no provider call, no outbox job: either needs
+	 * the transaction, and sends the request to CLAIM instead, with
+	 * nothing written); then one autocommitted INSERT … ON CONFLICT DO
+	 * NOTHING writes the row, its business fields and its result at
+	 * once. A crash before it leaves nothing; a key taken is read
+	 * again. */
+	CRASH_POINT;
+	atomic {
+		if
+		:: status == ABSENT ->
+			inserts++;
+			status = SUCCEEDED; attempt = 1; expired = false; claimed_at = inserts;
+			result_attempt = 1; result_claimed_at = inserts;
+			committed++; born_commits++;
+			ok = true
+		:: else -> ok = false
+		fi;
+		s = 0; a = 0; e = false; c = 0
+	};
+	if
+	:: ok -> goto result
+	:: else -> goto lookup
+	fi;
+#endif
+
 not_a_result:
 	/* The answer was IN_PROGRESS, a retryable error or a lost connection:
 	 * the client retries with the same key, or (unless persistent) gives
@@ -611,7 +651,7 @@ end:
  * the result and the committed writes are one execution's. */
 /* The outbox's rule: a job exists if and only if its attempt's result
  * committed (and so at most one, ONE_COMMIT). */
-#define JOB_IFF_RESULT	(jobs == committed)
+#define JOB_IFF_RESULT	(jobs + born_commits == committed)
 /* Deduplicated downstream: the receiver carries a job out at most once. */
 #define ONE_EFFECT	(effects <= 1)
 #define NAMES_ROW	IMPLIES(status == SUCCEEDED || status == FAILED, result_claimed_at == claimed_at)

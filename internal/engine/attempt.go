@@ -89,6 +89,9 @@ type attempt struct {
 	// guard refuses the resolver's writes outside the attempt's
 	// transaction (see guard.go); nil until begin opens it.
 	guard *tenancy.Guard
+	// born is set while the attempt is tried as a claim born completed
+	// (born.go).
+	born *born
 }
 
 // begun is how an attempt's start ended: its kind, and what goes with it.
@@ -223,6 +226,11 @@ func (e *Engine) run(ctx context.Context, a *attempt, next graphql.RootResolver)
 		}
 	})
 	defer stop()
+	if e.mayBeBorn(a) {
+		if end, ok := e.runBorn(ctx, actx, a, next); ok {
+			return end
+		}
+	}
 	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(actx, a.claim, r.spec, &a.secondRow), a))
 	res := next(fieldCtx)
 	a.stopRenewal()
@@ -459,6 +467,9 @@ func (a *attempt) completion(status string, response []byte, discardWrites bool)
 // transaction. An attempt that cannot start ends the field with errNotRun;
 // run answers for it.
 func (a *attempt) begin(ctx context.Context, args map[string]any) (context.Context, error) {
+	if a.born != nil {
+		return a.beginBorn(ctx, args)
+	}
 	if a.fresh && a.client != nil && a.client.Err() != nil {
 		// The client hung up before the key was claimed: nothing started,
 		// and nobody asks for it any more.

@@ -41,6 +41,8 @@ type Config struct {
 	KeyHeader        bool
 	MaxResponseBytes int
 	MaxArgumentBytes int
+	// NoOneStatement turns the claim born completed off (born.go).
+	NoOneStatement bool
 	// Offset moves the database clock as the engine reads it (tests).
 	Offset         func() time.Duration
 	MeterProvider  metric.MeterProvider

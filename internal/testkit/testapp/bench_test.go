@@ -25,7 +25,11 @@ import (
 //
 //	plain   the same create with no idempotency (no hook on the field)
 //	lease   idempotent, lease mode (first call of a key)
-//	atomic  idempotent, atomic mode (first call of a key)
+//	atomic  idempotent, atomic mode (first call of a key): its selection
+//	        the row answers, so the claim is born completed, one INSERT
+//	atomic-tx  the same with Config.NoOneStatementCreate: the atomic
+//	        path (claim, resolver and completion in one transaction), as a
+//	        create whose selection has an edge takes it
 //	replay  a retry of a lease-mode key whose result is stored, sent to
 //	        the process that stored it: it remembers the key finished and
 //	        looks it up (one round trip)
@@ -100,8 +104,8 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 	send := func(h http.Handler, body string) { sendCreate(b, h, body) }
 	mutation := createBody
 	names := slices.Sorted(maps.Keys(benches))
-	variants := []string{"plain", "lease", "atomic", "handwritten", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere", "retry-elsewhere", "retry-atomic-elsewhere"}
-	elsewhere := map[string]http.Handler{}
+	variants := []string{"plain", "lease", "atomic", "atomic-tx", "handwritten", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere", "retry-elsewhere", "retry-atomic-elsewhere"}
+	elsewhere, txOnly := map[string]http.Handler{}, map[string]http.Handler{}
 	samples := map[string][]time.Duration{}
 	for _, name := range names {
 		send(benches[name].Server.Config.Handler, mutation("createShipmentLease", "replayed-key"))
@@ -111,6 +115,7 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 			b.Fatal(err)
 		}
 		elsewhere[name] = be.Handler(be.Client, be.Resolver, idem.Config{})
+		txOnly[name] = be.Handler(be.Client, be.Resolver, idem.Config{NoOneStatementCreate: true})
 	}
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
@@ -144,8 +149,12 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 					body, attempt = mutation("createShipmentAtomic", fmt.Sprintf("retry-atomic-elsewhere-%d", i)), 2
 					send(elsewhere[name], body)
 				}
+				h := benches[name].Server.Config.Handler
+				if v == "atomic-tx" {
+					body, h = mutation("createShipmentAtomic", fmt.Sprintf("atomic-tx-%d", i)), txOnly[name]
+				}
 				start := time.Now()
-				sendAttempt(b, benches[name].Server.Config.Handler, body, attempt)
+				sendAttempt(b, h, body, attempt)
 				samples[name+v] = append(samples[name+v], time.Since(start))
 			}
 		}
@@ -161,6 +170,7 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 		}
 		b.ReportMetric(p50["lease"]/p50["plain"], name+"lease/plain")
 		b.ReportMetric(p50["atomic"]/p50["plain"], name+"atomic/plain")
+		b.ReportMetric(p50["atomic-tx"]/p50["plain"], name+"atomic-tx/plain")
 		b.ReportMetric(p50["handwritten"]/p50["plain"], name+"handwritten/plain")
 		b.ReportMetric(p50["replay"]/p50["plain"], name+"replay/plain")
 		b.ReportMetric(p50["replay-atomic"]/p50["plain"], name+"replay-atomic/plain")

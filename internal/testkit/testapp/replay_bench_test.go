@@ -16,7 +16,10 @@ import (
 // allocations (-benchmem), on pgx:
 //
 //	plain            the create with no idempotency
-//	lease, atomic    the first call of a new key
+//	lease, atomic    the first call of a new key (atomic: the claim born
+//	                 completed, one INSERT)
+//	atomic-tx        the same atomic create with
+//	                 Config.NoOneStatementCreate: the atomic path
 //	replay           a retry of a stored lease-mode key, which this process
 //	                 stored (and replayed before)
 //	replay-elsewhere a retry of a key stored by another process (another
@@ -27,6 +30,8 @@ func BenchmarkPath(b *testing.B) {
 	mutation := createBody
 	send := sendCreate
 	elsewhere := be.Handler(be.Client, be.Resolver, idem.Config{})
+	// The atomic path, as before the one-statement create.
+	txOnly := be.Handler(be.Client, be.Resolver, idem.Config{NoOneStatementCreate: true})
 	n := 0
 	send(b, h, mutation("createShipmentLease", "replayed-key"))
 	for _, v := range []struct {
@@ -36,6 +41,7 @@ func BenchmarkPath(b *testing.B) {
 		{"plain", func(int) string { return mutation("createShipmentPlain", "") }},
 		{"lease", func(i int) string { return mutation("createShipmentLease", fmt.Sprintf("lease-%d", i)) }},
 		{"atomic", func(i int) string { return mutation("createShipmentAtomic", fmt.Sprintf("atomic-%d", i)) }},
+		{"atomic-tx", func(i int) string { return mutation("createShipmentAtomic", fmt.Sprintf("atomic-tx-%d", i)) }},
 		{"replay", func(int) string { return mutation("createShipmentLease", "replayed-key") }},
 		{"replay-elsewhere", func(i int) string { return mutation("createShipmentLease", fmt.Sprintf("elsewhere-%d", i)) }},
 	} {
@@ -50,9 +56,13 @@ func BenchmarkPath(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			target := h
+			if v.name == "atomic-tx" {
+				target = txOnly
+			}
 			before := processCPU(b)
 			for i := range b.N {
-				send(b, h, v.body(first+i))
+				send(b, target, v.body(first+i))
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU(b)-before).Microseconds())/float64(b.N), "cpu-µs/op")

@@ -5,6 +5,7 @@ package ent
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemgen/internal/todoapp/ent/category"
@@ -21,6 +22,25 @@ func (c *Client) IdempotencyBackend() idembackend.Backend {
 
 type idempotencyBackend struct {
 	client *Client
+
+	// refusing is the client whose every statement is refused, on which a
+	// claim born completed is built and answered; made once.
+	refusingOnce sync.Once
+	refusing     *Client
+}
+
+// refusingClient returns the client of a claim born completed: this
+// client's configuration (hooks, interceptors) over a driver that refuses
+// every statement (idembackend.Refusing).
+func (b *idempotencyBackend) refusingClient() *Client {
+	b.refusingOnce.Do(func() {
+		cfg := b.client.config
+		cfg.driver = idembackend.Refusing(cfg.driver)
+		c := &Client{config: cfg}
+		c.init()
+		b.refusing = c
+	})
+	return b.refusing
 }
 
 // Dialect implements idembackend.Backend.
@@ -64,6 +84,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			ScopeColumn: category.FieldTenantID,
 			IDColumn:    category.FieldID,
 			Insert:      b.insertCategory,
+			Prepare:     b.prepareCategory,
 		},
 		{
 			Entity:      "IdempotencyRecord",
@@ -72,6 +93,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			IDColumn:    idempotencyrecord.FieldID,
 			RecordOnly:  true,
 			Insert:      b.insertIdempotencyRecord,
+			Prepare:     b.prepareIdempotencyRecord,
 		},
 		{
 			Entity:      "Todo",
@@ -79,6 +101,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			ScopeColumn: todo.FieldTenantID,
 			IDColumn:    todo.FieldID,
 			Insert:      b.insertTodo,
+			Prepare:     b.prepareTodo,
 		},
 	}
 }

@@ -122,6 +122,62 @@ func saveClaimCategory(ctx context.Context, _c *CategoryCreate) (*Category, erro
 	}, _c.mutation, _c.hooks)
 }
 
+// prepareCategory builds the Category a claim of c would insert,
+// as insertCategory does (defaults, hooks, validators), on the client
+// that refuses statements, and hands it to c.SetRow with a sentinel id: the
+// row of a claim born completed, which Insert writes in one statement. It
+// returns nil when the row cannot be born completed.
+func (b *idempotencyBackend) prepareCategory(ctx context.Context, c *idembackend.Claim, args map[string]any) (*idembackend.Prepared, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	client := b.refusingClient()
+	p := idembackend.NewPrepared(func(ctx context.Context) context.Context { return NewContext(ctx, client) })
+	create := client.Category.Create()
+	switch input := args["input"].(type) {
+	case CreateCategoryInput:
+		create.SetInput(input)
+	case *CreateCategoryInput:
+		if input != nil {
+			create.SetInput(*input)
+		}
+	}
+	if err := setCategoryClaimArgs(create, args); err != nil {
+		return nil, err
+	}
+	create.SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(category.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt)
+	if err := create.defaults(); err != nil {
+		return nil, err
+	}
+	drv, dialect := b.client.driver, b.client.driver.Dialect()
+	row, err := withHooks(p.Bind(ctx), func(ctx context.Context) (*Category, error) {
+		if err := create.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := create.createSpec()
+		if !idembackend.Completable(dialect, _spec) {
+			return nil, nil
+		}
+		p.SetInsert(func(ctx context.Context, d idembackend.Done) (string, error) {
+			return claimInsertCategory.CreateCompleted(ctx, drv, _spec, p.SentinelText(), d)
+		})
+		create.mutation.id = &_node.ID
+		create.mutation.done = true
+		return _node, nil
+	}, create.mutation, create.hooks)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c.SetRow(row)
+	return p, nil
+}
+
 // idemCategoryArgs lists, for idemgen's gqlgen plugin, the arguments from
 // which a claim of the entity Category takes its fields (by the tag's GraphQL
 // names) and the Go type each must have, or point to. Fields entgql skips on
@@ -234,6 +290,54 @@ func saveClaimIdempotencyRecord(ctx context.Context, _c *IdempotencyRecordCreate
 	}, _c.mutation, _c.hooks)
 }
 
+// prepareIdempotencyRecord builds the IdempotencyRecord a claim of c would insert,
+// as insertIdempotencyRecord does (defaults, hooks, validators), on the client
+// that refuses statements, and hands it to c.SetRow with a sentinel id: the
+// row of a claim born completed, which Insert writes in one statement. It
+// returns nil when the row cannot be born completed.
+func (b *idempotencyBackend) prepareIdempotencyRecord(ctx context.Context, c *idembackend.Claim, args map[string]any) (*idembackend.Prepared, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	client := b.refusingClient()
+	p := idembackend.NewPrepared(func(ctx context.Context) context.Context { return NewContext(ctx, client) })
+	create := client.IdempotencyRecord.Create()
+	create.SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(idempotencyrecord.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt)
+	if err := create.defaults(); err != nil {
+		return nil, err
+	}
+	drv, dialect := b.client.driver, b.client.driver.Dialect()
+	row, err := withHooks(p.Bind(ctx), func(ctx context.Context) (*IdempotencyRecord, error) {
+		if err := create.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := create.createSpec()
+		if !idembackend.Completable(dialect, _spec) {
+			return nil, nil
+		}
+		p.SetInsert(func(ctx context.Context, d idembackend.Done) (string, error) {
+			return claimInsertIdempotencyRecord.CreateCompleted(ctx, drv, _spec, p.SentinelText(), d)
+		})
+		if _spec.ID.Value == nil {
+			_node.ID = int(p.Sentinel())
+		}
+		create.mutation.id = &_node.ID
+		create.mutation.done = true
+		return _node, nil
+	}, create.mutation, create.hooks)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c.SetRow(row)
+	return p, nil
+}
+
 // idemIdempotencyRecordArgs lists, for idemgen's gqlgen plugin, the arguments from
 // which a claim of the entity IdempotencyRecord takes its fields (by the tag's GraphQL
 // names) and the Go type each must have, or point to. Fields entgql skips on
@@ -322,6 +426,62 @@ func saveClaimTodo(ctx context.Context, _c *TodoCreate) (*Todo, error) {
 		_c.mutation.done = true
 		return _node, nil
 	}, _c.mutation, _c.hooks)
+}
+
+// prepareTodo builds the Todo a claim of c would insert,
+// as insertTodo does (defaults, hooks, validators), on the client
+// that refuses statements, and hands it to c.SetRow with a sentinel id: the
+// row of a claim born completed, which Insert writes in one statement. It
+// returns nil when the row cannot be born completed.
+func (b *idempotencyBackend) prepareTodo(ctx context.Context, c *idembackend.Claim, args map[string]any) (*idembackend.Prepared, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	client := b.refusingClient()
+	p := idembackend.NewPrepared(func(ctx context.Context) context.Context { return NewContext(ctx, client) })
+	create := client.Todo.Create()
+	switch input := args["input"].(type) {
+	case CreateTodoInput:
+		create.SetInput(input)
+	case *CreateTodoInput:
+		if input != nil {
+			create.SetInput(*input)
+		}
+	}
+	if err := setTodoClaimArgs(create, args); err != nil {
+		return nil, err
+	}
+	create.SetTenantID(c.Tenant).
+		SetIdempotencyKey(c.Key).
+		SetIdempotencyStatus(todo.IdempotencyStatusPending).
+		SetIdempotencyFingerprint(c.Fingerprint).
+		SetIdempotencyAttempt(c.Attempt).
+		SetIdempotencyLeaseExpiresAt(c.LeaseExpiresAt).
+		SetIdempotencyClaimedAt(c.ClaimedAt)
+	if err := create.defaults(); err != nil {
+		return nil, err
+	}
+	drv, dialect := b.client.driver, b.client.driver.Dialect()
+	row, err := withHooks(p.Bind(ctx), func(ctx context.Context) (*Todo, error) {
+		if err := create.check(); err != nil {
+			return nil, err
+		}
+		_node, _spec := create.createSpec()
+		if !idembackend.Completable(dialect, _spec) {
+			return nil, nil
+		}
+		p.SetInsert(func(ctx context.Context, d idembackend.Done) (string, error) {
+			return claimInsertTodo.CreateCompleted(ctx, drv, _spec, p.SentinelText(), d)
+		})
+		create.mutation.id = &_node.ID
+		create.mutation.done = true
+		return _node, nil
+	}, create.mutation, create.hooks)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	c.SetRow(row)
+	return p, nil
 }
 
 // idemTodoArgs lists, for idemgen's gqlgen plugin, the arguments from

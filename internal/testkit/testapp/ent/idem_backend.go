@@ -5,6 +5,7 @@ package ent
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/testkit/testapp/ent/idempotencyarchive"
@@ -20,6 +21,25 @@ func (c *Client) IdempotencyBackend() idembackend.Backend {
 
 type idempotencyBackend struct {
 	client *Client
+
+	// refusing is the client whose every statement is refused, on which a
+	// claim born completed is built and answered; made once.
+	refusingOnce sync.Once
+	refusing     *Client
+}
+
+// refusingClient returns the client of a claim born completed: this
+// client's configuration (hooks, interceptors) over a driver that refuses
+// every statement (idembackend.Refusing).
+func (b *idempotencyBackend) refusingClient() *Client {
+	b.refusingOnce.Do(func() {
+		cfg := b.client.config
+		cfg.driver = idembackend.Refusing(cfg.driver)
+		c := &Client{config: cfg}
+		c.init()
+		b.refusing = c
+	})
+	return b.refusing
 }
 
 // Dialect implements idembackend.Backend.
@@ -64,6 +84,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			IDColumn:    idempotencyrecord.FieldID,
 			RecordOnly:  true,
 			Insert:      b.insertIdempotencyRecord,
+			Prepare:     b.prepareIdempotencyRecord,
 		},
 		{
 			Entity:      "Shipment",
@@ -71,6 +92,7 @@ func (b *idempotencyBackend) RecordTables() []*idembackend.RecordTable {
 			ScopeColumn: shipment.FieldOrg,
 			IDColumn:    shipment.FieldID,
 			Insert:      b.insertShipment,
+			Prepare:     b.prepareShipment,
 		},
 	}
 }

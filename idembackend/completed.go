@@ -1,0 +1,255 @@
+package idembackend
+
+// A claim born completed: the row of a create whose answer is known before
+// it is written is inserted with its key, fingerprint, status succeeded and
+// the rendered answer in one autocommitted statement (docs/protocol.md, "A
+// claim born completed"). The row is first built as Insert would build it
+// (ent's defaults, hooks and validators), without a statement: its client
+// refuses every statement, so that a resolver or an edge that needs the
+// database is seen and the hook goes back to the transaction it would have
+// used anyway, with nothing written.
+
+import (
+	"context"
+	"crypto/rand"
+	stdsql "database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"entgo.io/ent/dialect"
+	"entgo.io/ent/dialect/sql"
+	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/schema/field"
+)
+
+// ErrNeedsStatement is what the client of a Prepared row answers to any
+// statement: the request needs the database to be answered, so its claim
+// cannot be born completed.
+var ErrNeedsStatement = errors.New("idembackend: the answer needs a statement; the claim is not born completed")
+
+// Prepared is a claim's row built in memory, not inserted: the generated
+// Prepare of a record table returns it. Bind gives a context whose client
+// refuses statements; the resolver runs on it, and Insert writes the row
+// born completed.
+type Prepared struct {
+	withClient func(context.Context) context.Context
+	tripped    atomic.Bool
+	sentinel   int64
+	insert     func(ctx context.Context, d Done) (id string, err error)
+}
+
+// Done is what a row born completed stores besides its business fields.
+type Done struct {
+	// Response is the stored answer; any occurrence of the Prepared row's
+	// Sentinel in it is the id the database assigns.
+	Response []byte
+	// At is the claim's and the completion's time; Expires the record's
+	// promised expiry.
+	At, Expires time.Time
+}
+
+// NewPrepared starts a Prepared row; withClient returns a context carrying
+// the generated package's refusing client (ent.NewContext). The row's id,
+// which the database assigns, is a random negative number until Insert:
+// Sentinel.
+func NewPrepared(withClient func(context.Context) context.Context) *Prepared {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	// Negative, 18 digits or more: no real id, and never guessed.
+	s := -int64(binary.LittleEndian.Uint64(b[:])>>4) - 1e17
+	return &Prepared{sentinel: s, withClient: withClient}
+}
+
+type preparedKey struct{}
+
+// Bind returns ctx carrying the refusing client (ent.FromContext), whose
+// statements trip p: the context the row is built on, and the resolver's.
+func (p *Prepared) Bind(ctx context.Context) context.Context {
+	return context.WithValue(p.withClient(ctx), preparedKey{}, p)
+}
+
+// Sentinel is the id the in-memory row carries until Insert.
+func (p *Prepared) Sentinel() int64 { return p.sentinel }
+
+// SentinelText is Sentinel in decimal, as an integer id is rendered.
+func (p *Prepared) SentinelText() string { return strconv.FormatInt(p.sentinel, 10) }
+
+// Tripped reports whether anything asked the refusing client for a
+// statement.
+func (p *Prepared) Tripped() bool { return p.tripped.Load() }
+
+// SetInsert sets the statement of the row (generated code).
+func (p *Prepared) SetInsert(f func(ctx context.Context, d Done) (string, error)) { p.insert = f }
+
+// Insert writes the row born completed in one autocommitted statement. id
+// is the id the database assigned, in decimal, to put in place of
+// SentinelText in the answer; "" when the row's id was known before (an
+// ent default), and the answer holds it already. It returns sql.ErrNoRows
+// (database/sql's) when the key is taken.
+func (p *Prepared) Insert(ctx context.Context, d Done) (id string, err error) {
+	if p.insert == nil {
+		return "", errors.New("idembackend: Prepared has no statement")
+	}
+	return p.insert(ctx, d)
+}
+
+// Refusing wraps drv: every statement, and every transaction, of a context
+// carrying a Prepared row is refused with ErrNeedsStatement and trips the
+// row. The generated backend builds one client over it, once.
+func Refusing(drv dialect.Driver) dialect.Driver { return refusing{drv} }
+
+type refusing struct{ dialect.Driver }
+
+func (r refusing) refuse(ctx context.Context) error {
+	if p, ok := ctx.Value(preparedKey{}).(*Prepared); ok {
+		p.tripped.Store(true)
+	}
+	return ErrNeedsStatement
+}
+
+func (r refusing) Exec(ctx context.Context, _ string, _, _ any) error  { return r.refuse(ctx) }
+func (r refusing) Query(ctx context.Context, _ string, _, _ any) error { return r.refuse(ctx) }
+func (r refusing) Tx(ctx context.Context) (dialect.Tx, error)          { return nil, r.refuse(ctx) }
+func (r refusing) Close() error                                        { return nil }
+
+// Completable reports whether a row of spec can be born completed on
+// dialect d: its id known (an ent default) or assigned by the database
+// from an integer sequence (read in the statement), its edges foreign keys
+// of the row, and the dialect PostgreSQL or SQLite.
+func Completable(d string, spec *sqlgraph.CreateSpec) bool {
+	return (d == dialect.Postgres || d == dialect.SQLite) && rowOnly(spec) && (spec.ID.Value != nil || spec.ID.Type.Numeric())
+}
+
+// The idempotency columns the completed statement sets (the mixin's).
+const (
+	colStatus    = "idempotency_status"
+	colResponse  = "idempotency_response"
+	colLease     = "idempotency_lease_expires_at"
+	colClaimed   = "idempotency_claimed_at"
+	colCompleted = "idempotency_completed_at"
+	colOperation = "idempotency_operation"
+)
+
+// CreateCompleted inserts the row of spec born completed, in one
+// statement:
+//
+//	WITH n AS (next id) INSERT INTO t (id, …, idempotency_response)
+//	VALUES (n.id, …, the response with Sentinel replaced by n.id)
+//	ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
+//
+// so that the stored answer holds the id the row got, as the completion of
+// a claim inserted first stores it. It returns sql.ErrNoRows when the key
+// is taken. The status is succeeded, the lease is the expiry (as a
+// completion leaves it), no operation is kept.
+func (ci *ClaimInsert) CreateCompleted(ctx context.Context, drv dialect.Driver, spec *sqlgraph.CreateSpec, sentinel string, d Done) (string, error) {
+	dl := drv.Dialect()
+	q, args, err := completedStatement(dl, spec, ci.Conflict, sentinel, d)
+	if err != nil {
+		return "", err
+	}
+	rows := &sql.Rows{}
+	if err := drv.Query(ctx, q, args, rows); err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	if spec.ID.Value != nil {
+		// The id was known: a row back is the claim won.
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return "", err
+			}
+			return "", stdsql.ErrNoRows
+		}
+		return "", rows.Err()
+	}
+	id, err := sql.ScanInt64(rows)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(id, 10), nil
+}
+
+// completedStatement writes the statement of CreateCompleted and its
+// arguments: with the row's id when it is known, else with the next value
+// of the table's sequence (WITH n), written into the response too.
+func completedStatement(dl string, spec *sqlgraph.CreateSpec, conflict []string, sentinel string, d Done) (string, []any, error) {
+	var args []any
+	ph := func(v any) string {
+		args = append(args, v)
+		if dl == dialect.Postgres {
+			return "$" + strconv.Itoa(len(args))
+		}
+		return "?"
+	}
+	table, id := quote(spec.Table), quote(spec.ID.Column)
+	// The next id first: its placeholders come first in the text.
+	with, idValue := "", "(SELECT id FROM n)"
+	switch {
+	case spec.ID.Value != nil:
+		idValue = ph(spec.ID.Value)
+	case dl == dialect.Postgres:
+		with = fmt.Sprintf("WITH n AS (SELECT nextval(pg_get_serial_sequence(%s, %s)) AS id) ", ph(spec.Table), ph(spec.ID.Column))
+	default:
+		// SQLite assigns max(rowid)+1, or one past the table's sequence
+		// with AUTOINCREMENT; the statement takes the write lock before it
+		// reads, so no other writer comes in between.
+		with = fmt.Sprintf("WITH n AS (SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = %s), 0), coalesce((SELECT max(%s) FROM %s), 0)) + 1 AS id) ",
+			ph(spec.Table), id, table)
+	}
+	cols, vals := []string{id}, []string{idValue}
+	add := func(col, val string) { cols, vals = append(cols, quote(col)), append(vals, val) }
+	for _, f := range spec.Fields {
+		switch f.Column {
+		case colStatus:
+			add(f.Column, ph("succeeded"))
+		case colLease:
+			add(f.Column, ph(d.Expires.UTC()))
+		case colClaimed:
+			add(f.Column, ph(d.At.UTC()))
+		case colOperation, colCompleted, colResponse:
+		default:
+			v := f.Value
+			if f.Type == field.TypeJSON {
+				// As sqlgraph: JSON values are marshalled.
+				buf, err := json.Marshal(v)
+				if err != nil {
+					return "", nil, fmt.Errorf("marshal value for column %s: %w", f.Column, err)
+				}
+				v = json.RawMessage(buf)
+			}
+			add(f.Column, ph(v))
+		}
+	}
+	for _, e := range spec.Edges {
+		add(e.Columns[0], ph(e.Target.Nodes[0]))
+	}
+	add(colCompleted, ph(d.At.UTC()))
+	switch {
+	case spec.ID.Value != nil:
+		add(colResponse, ph(d.Response))
+	case dl == dialect.Postgres:
+		add(colResponse, fmt.Sprintf("convert_to(replace(%s::text, %s::text, (SELECT id FROM n)::text), 'UTF8')", ph(string(d.Response)), ph(sentinel)))
+	default:
+		add(colResponse, fmt.Sprintf("CAST(replace(CAST(%s AS TEXT), %s, (SELECT id FROM n)) AS BLOB)", ph(d.Response), ph(sentinel)))
+	}
+	q := with + "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") +
+		") ON CONFLICT (" + quoteAll(conflict) + ") DO NOTHING RETURNING " + id
+	return q, args, nil
+}
+
+// quote quotes an SQL identifier; both dialects accept double quotes.
+func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func quoteAll(cols []string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = quote(c)
+	}
+	return strings.Join(out, ", ")
+}
