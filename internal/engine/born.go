@@ -23,7 +23,6 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/goovo/idem/idembackend"
-	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/internal/tenancy"
 )
 
@@ -110,7 +109,7 @@ func (e *Engine) runBorn(ctx, actx context.Context, a *attempt, next graphql.Roo
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		// The key is taken: look it up and decide, as a claim that lost.
-		return ended{again: true}, true
+		return ended{kind: claimLost}, true // no sight: settle looks the key up
 	case err != nil:
 		// Nothing committed, or it did and the atomic claim finds the key
 		// taken and replays it: either way the atomic path answers, with
@@ -127,7 +126,7 @@ func (e *Engine) runBorn(ctx, actx context.Context, a *attempt, next graphql.Roo
 	}
 	a.completedAt = at
 	r.expiresAt = expires
-	return ended{res: answer.marshaler(), report: idemcode.OutcomeExecuted}, true
+	return ended{kind: answered, res: answer.marshaler(), outcome: outcomeExecuted}, true
 }
 
 // unborn puts a back as newAttempt made it, after a try born completed.

@@ -133,4 +133,3 @@ func mariaDBEnv(t *testing.T) (*idemtest.DB, *storetest.Env) {
 	testkit.Setup(t, db, client.IdempotencyBackend(), client.Schema.Create)
 	return db, envOf(t, db, client.IdempotencyBackend())
 }
-
