@@ -49,7 +49,7 @@ func storedData(t *testing.T, o *ent.Order) string {
 // client and a retry see is what the atomic path gives: the same answer,
 // replayed byte for byte, the same codes.
 func TestCreateBornCompleted(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		vars := map[string]any{"key": "born-1", "amount": 1200, "currency": "EUR"}
 		first := a.do("acme", createOrder, vars)
@@ -95,7 +95,7 @@ func TestCreateBornCompleted(t *testing.T) {
 // A selection the row cannot answer (an edge) takes the atomic path, with
 // the same record and replays.
 func TestCreateWithAnEdgeTakesTheAtomicPath(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const withEdge = `mutation($key: String!) { createOrder(idempotencyKey: $key, input: {amount: 500, currency: "EUR"}) { id paid payments { id } } }`
 		first := a.do("acme", withEdge, map[string]any{"key": "edge-1"})
@@ -117,7 +117,7 @@ func TestCreateWithAnEdgeTakesTheAtomicPath(t *testing.T) {
 // N concurrent identical creates of one key: one order, every answer the
 // same bytes, one of them executed and the others replayed.
 func TestConcurrentCreatesBornCompleted(t *testing.T) {
-	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const n = 16
 		for round := range 3 {
