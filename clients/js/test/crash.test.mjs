@@ -35,6 +35,9 @@ describe("the checkout page after the browser was killed", { concurrency: true }
       await page.click("#create-order");
       await page.waitForFunction(() => !document.getElementById("order").hidden);
       const orderID = (await page.locator("#order-id").textContent()).replace("#", "");
+      // The payment's intent is armed after the order shows (an IndexedDB
+      // write): its key is on the page once Pay is enabled.
+      await page.waitForFunction(() => document.getElementById("pay-key").textContent !== "");
       const key = await page.locator("#pay-key").textContent();
       await page.click("#pay");
       // The provider charged; its answer is held: the browser dies now.
