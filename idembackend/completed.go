@@ -146,15 +146,27 @@ const (
 // so that the stored answer holds the id the row got, as the completion of
 // a claim inserted first stores it. It returns sql.ErrNoRows when the key
 // is taken. The status is succeeded, the lease is the expiry (as a
-// completion leaves it), no operation is kept.
+// completion leaves it), no operation is kept. The statement's text is
+// built once per dialect and set of columns, as Create's is; each call
+// binds its values only.
 func (ci *ClaimInsert) CreateCompleted(ctx context.Context, drv dialect.Driver, spec *sqlgraph.CreateSpec, sentinel string, d Done) (string, error) {
 	dl := drv.Dialect()
-	q, args, err := completedStatement(dl, spec, ci.Conflict, sentinel, d)
+	stmt, err := kept(&ci.completed, dl, spec, func(dl string, spec *sqlgraph.CreateSpec) (*claimStatement, error) {
+		w := completedWriter{dl: dl, text: true}
+		if err := w.write(spec, ci.Conflict, sentinel, d); err != nil {
+			return nil, err
+		}
+		return &claimStatement{dialect: dl, table: spec.Table, idColumn: spec.ID.Column, columns: columnsOf(spec), query: w.query}, nil
+	})
 	if err != nil {
 		return "", err
 	}
+	w := completedWriter{dl: dl, args: make([]any, 0, len(spec.Fields)+len(spec.Edges)+4)}
+	if err := w.write(spec, ci.Conflict, sentinel, d); err != nil {
+		return "", err
+	}
 	rows := &sql.Rows{}
-	if err := drv.Query(ctx, q, args, rows); err != nil {
+	if err := drv.Query(ctx, stmt.query, w.args, rows); err != nil {
 		return "", err
 	}
 	defer rows.Close()
@@ -175,43 +187,65 @@ func (ci *ClaimInsert) CreateCompleted(ctx context.Context, drv dialect.Driver, 
 	return strconv.FormatInt(id, 10), nil
 }
 
-// completedStatement writes the statement of CreateCompleted and its
-// arguments: with the row's id when it is known, else with the next value
-// of the table's sequence (WITH n), written into the response too.
-func completedStatement(dl string, spec *sqlgraph.CreateSpec, conflict []string, sentinel string, d Done) (string, []any, error) {
-	var args []any
-	ph := func(v any) string {
-		args = append(args, v)
-		if dl == dialect.Postgres {
-			return "$" + strconv.Itoa(len(args))
-		}
-		return "?"
+// completedWriter walks the statement of CreateCompleted: with the row's
+// id when it is known, else with the next value of the table's sequence
+// (WITH n), written into the response too. It always collects the
+// arguments, in the order of their placeholders; with text, it writes the
+// statement's text too (query), which depends on the dialect and the
+// columns only (claimStatement.matches), and is kept.
+type completedWriter struct {
+	dl         string
+	text       bool
+	args       []any
+	cols, vals []string
+	query      string
+}
+
+// ph adds v to the arguments and returns its placeholder ("" without text).
+func (w *completedWriter) ph(v any) string {
+	w.args = append(w.args, v)
+	switch {
+	case !w.text:
+		return ""
+	case w.dl == dialect.Postgres:
+		return "$" + strconv.Itoa(len(w.args))
 	}
+	return "?"
+}
+
+// add adds a column and the SQL of its value to the text.
+func (w *completedWriter) add(col, val string) {
+	if w.text {
+		w.cols, w.vals = append(w.cols, quote(col)), append(w.vals, val)
+	}
+}
+
+func (w *completedWriter) write(spec *sqlgraph.CreateSpec, conflict []string, sentinel string, d Done) error {
 	table, id := quote(spec.Table), quote(spec.ID.Column)
 	// The next id first: its placeholders come first in the text.
 	with, idValue := "", "(SELECT id FROM n)"
 	switch {
 	case spec.ID.Value != nil:
-		idValue = ph(spec.ID.Value)
-	case dl == dialect.Postgres:
-		with = fmt.Sprintf("WITH n AS (SELECT nextval(pg_get_serial_sequence(%s, %s)) AS id) ", ph(spec.Table), ph(spec.ID.Column))
+		idValue = w.ph(spec.ID.Value)
+	case w.dl == dialect.Postgres:
+		t, c := w.ph(spec.Table), w.ph(spec.ID.Column)
+		with = "WITH n AS (SELECT nextval(pg_get_serial_sequence(" + t + ", " + c + ")) AS id) "
 	default:
 		// SQLite assigns max(rowid)+1, or one past the table's sequence
 		// with AUTOINCREMENT; the statement takes the write lock before it
 		// reads, so no other writer comes in between.
-		with = fmt.Sprintf("WITH n AS (SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = %s), 0), coalesce((SELECT max(%s) FROM %s), 0)) + 1 AS id) ",
-			ph(spec.Table), id, table)
+		with = "WITH n AS (SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = " + w.ph(spec.Table) +
+			"), 0), coalesce((SELECT max(" + id + ") FROM " + table + "), 0)) + 1 AS id) "
 	}
-	cols, vals := []string{id}, []string{idValue}
-	add := func(col, val string) { cols, vals = append(cols, quote(col)), append(vals, val) }
+	w.add(spec.ID.Column, idValue)
 	for _, f := range spec.Fields {
 		switch f.Column {
 		case colStatus:
-			add(f.Column, ph("succeeded"))
+			w.add(f.Column, w.ph("succeeded"))
 		case colLease:
-			add(f.Column, ph(d.Expires.UTC()))
+			w.add(f.Column, w.ph(d.Expires.UTC()))
 		case colClaimed:
-			add(f.Column, ph(d.At.UTC()))
+			w.add(f.Column, w.ph(d.At.UTC()))
 		case colOperation, colCompleted, colResponse:
 		default:
 			v := f.Value
@@ -219,28 +253,32 @@ func completedStatement(dl string, spec *sqlgraph.CreateSpec, conflict []string,
 				// As sqlgraph: JSON values are marshalled.
 				buf, err := json.Marshal(v)
 				if err != nil {
-					return "", nil, fmt.Errorf("marshal value for column %s: %w", f.Column, err)
+					return fmt.Errorf("marshal value for column %s: %w", f.Column, err)
 				}
 				v = json.RawMessage(buf)
 			}
-			add(f.Column, ph(v))
+			w.add(f.Column, w.ph(v))
 		}
 	}
 	for _, e := range spec.Edges {
-		add(e.Columns[0], ph(e.Target.Nodes[0]))
+		w.add(e.Columns[0], w.ph(e.Target.Nodes[0]))
 	}
-	add(colCompleted, ph(d.At.UTC()))
+	w.add(colCompleted, w.ph(d.At.UTC()))
 	switch {
 	case spec.ID.Value != nil:
-		add(colResponse, ph(d.Response))
-	case dl == dialect.Postgres:
-		add(colResponse, fmt.Sprintf("convert_to(replace(%s::text, %s::text, (SELECT id FROM n)::text), 'UTF8')", ph(string(d.Response)), ph(sentinel)))
+		w.add(colResponse, w.ph(d.Response))
+	case w.dl == dialect.Postgres:
+		r, s := w.ph(string(d.Response)), w.ph(sentinel)
+		w.add(colResponse, "convert_to(replace("+r+"::text, "+s+"::text, (SELECT id FROM n)::text), 'UTF8')")
 	default:
-		add(colResponse, fmt.Sprintf("CAST(replace(CAST(%s AS TEXT), %s, (SELECT id FROM n)) AS BLOB)", ph(d.Response), ph(sentinel)))
+		r, s := w.ph(d.Response), w.ph(sentinel)
+		w.add(colResponse, "CAST(replace(CAST("+r+" AS TEXT), "+s+", (SELECT id FROM n)) AS BLOB)")
 	}
-	q := with + "INSERT INTO " + table + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(vals, ", ") +
-		") ON CONFLICT (" + quoteAll(conflict) + ") DO NOTHING RETURNING " + id
-	return q, args, nil
+	if w.text {
+		w.query = with + "INSERT INTO " + table + " (" + strings.Join(w.cols, ", ") + ") VALUES (" + strings.Join(w.vals, ", ") +
+			") ON CONFLICT (" + quoteAll(conflict) + ") DO NOTHING RETURNING " + id
+	}
+	return nil
 }
 
 // quote quotes an SQL identifier; both dialects accept double quotes.

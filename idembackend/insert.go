@@ -30,6 +30,9 @@ type ClaimInsert struct {
 	// built holds the statements built so far, copied on write: a table
 	// has one or a few column sets (optional fields set or not).
 	built atomic.Pointer[[]*claimStatement]
+	// completed holds CreateCompleted's statements, as built holds
+	// Create's.
+	completed atomic.Pointer[[]*claimStatement]
 }
 
 // maxClaimStatements bounds the statements a ClaimInsert keeps; past it a
@@ -133,41 +136,56 @@ func rowOnly(spec *sqlgraph.CreateSpec) bool {
 // statement returns the claim INSERT of spec's columns, building it the
 // first time.
 func (ci *ClaimInsert) statement(d string, spec *sqlgraph.CreateSpec) (*claimStatement, error) {
-	var kept []*claimStatement
-	if p := ci.built.Load(); p != nil {
-		kept = *p
+	return kept(&ci.built, d, spec, ci.build)
+}
+
+// kept returns the statement of built for spec's dialect and columns,
+// building it with build the first time. Two requests that build the same
+// statement at once both keep theirs: equal texts, one wasted.
+func kept(built *atomic.Pointer[[]*claimStatement], d string, spec *sqlgraph.CreateSpec, build func(string, *sqlgraph.CreateSpec) (*claimStatement, error)) (*claimStatement, error) {
+	var have []*claimStatement
+	if p := built.Load(); p != nil {
+		have = *p
 	}
-	for _, s := range kept {
+	for _, s := range have {
 		if s.matches(d, spec) {
 			return s, nil
 		}
 	}
-	s, err := ci.build(d, spec)
+	s, err := build(d, spec)
 	if err != nil {
 		return nil, err
 	}
-	next := make([]*claimStatement, 0, len(kept)+1)
-	if len(kept) >= maxClaimStatements {
-		kept = kept[1:]
+	next := make([]*claimStatement, 0, len(have)+1)
+	if len(have) >= maxClaimStatements {
+		have = have[1:]
 	}
-	next = append(append(next, kept...), s)
-	ci.built.Store(&next)
+	next = append(append(next, have...), s)
+	built.Store(&next)
 	return s, nil
+}
+
+// columnsOf lists spec's columns in the order claimStatement.matches
+// compares them: the fields, the edges' foreign keys, and the id when it
+// is known.
+func columnsOf(spec *sqlgraph.CreateSpec) []string {
+	cols := make([]string, 0, len(spec.Fields)+len(spec.Edges)+1)
+	for _, f := range spec.Fields {
+		cols = append(cols, f.Column)
+	}
+	for _, e := range spec.Edges {
+		cols = append(cols, e.Columns[0])
+	}
+	if spec.ID.Value != nil {
+		cols = append(cols, spec.ID.Column)
+	}
+	return cols
 }
 
 // build writes the statement with ent's SQL builder, as sqlgraph would for
 // this spec, with a placeholder for every value.
 func (ci *ClaimInsert) build(d string, spec *sqlgraph.CreateSpec) (*claimStatement, error) {
-	s := &claimStatement{dialect: d, table: spec.Table, idColumn: spec.ID.Column}
-	for _, f := range spec.Fields {
-		s.columns = append(s.columns, f.Column)
-	}
-	for _, e := range spec.Edges {
-		s.columns = append(s.columns, e.Columns[0])
-	}
-	if spec.ID.Value != nil {
-		s.columns = append(s.columns, spec.ID.Column)
-	}
+	s := &claimStatement{dialect: d, table: spec.Table, idColumn: spec.ID.Column, columns: columnsOf(spec)}
 	insert := sql.Dialect(d).Insert(spec.Table)
 	for _, c := range s.columns {
 		// Any value but nil, which the builder writes as NULL, gets a

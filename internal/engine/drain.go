@@ -37,6 +37,10 @@ type attempts struct {
 	// running are cancelled (errShutdown).
 	drained context.Context
 	cancel  context.CancelCauseFunc
+	// overdue is the cause that ends an attempt at its deadline, of the
+	// timeout overdueAfter: made once, not per attempt.
+	overdue      error
+	overdueAfter time.Duration
 }
 
 // start registers an attempt of the request whose context is ctx and
@@ -55,13 +59,16 @@ func (s *attempts) start(ctx context.Context, timeout time.Duration) (actx conte
 	}
 	s.running.Add(1)
 	drained := s.drained
+	if s.overdue == nil || s.overdueAfter != timeout {
+		s.overdue, s.overdueAfter = fmt.Errorf("%w: the attempt ran longer than its deadline (Config.AttemptTimeout, %v)", context.DeadlineExceeded, timeout), timeout
+	}
+	overdue := s.overdue
 	s.mu.Unlock()
 
 	actx, abort = context.WithCancelCause(context.WithoutCancel(ctx))
 	cancelTimeout := context.CancelFunc(func() {})
 	if timeout > 0 {
-		actx, cancelTimeout = context.WithTimeoutCause(actx, timeout,
-			fmt.Errorf("%w: the attempt ran longer than its deadline (Config.AttemptTimeout, %v)", context.DeadlineExceeded, timeout))
+		actx, cancelTimeout = context.WithTimeoutCause(actx, timeout, overdue)
 	}
 	stop := context.AfterFunc(drained, func() { abort(context.Cause(drained)) })
 	return actx, abort, func() {

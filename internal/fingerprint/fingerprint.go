@@ -227,10 +227,8 @@ func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args 
 		typ  *ast.Type
 		val  any
 	}
-	var list []arg
-	seen := map[string]bool{}
+	list := make([]arg, 0, len(defs))
 	for _, d := range defs {
-		seen[d.Name] = true
 		if c.left(d.Name) {
 			continue
 		}
@@ -243,7 +241,7 @@ func (c canon) arguments(b *bytes.Buffer, defs ast.ArgumentDefinitionList, args 
 	// Arguments the schema does not declare cannot pass validation; they are
 	// still hashed, so that nothing a request says is ignored.
 	for _, a := range args {
-		if !seen[a.Name] && !c.left(a.Name) {
+		if defs.ForName(a.Name) == nil && !c.left(a.Name) {
 			list = append(list, arg{a.Name, nil, c.value(a.Value)})
 		}
 	}
@@ -544,44 +542,77 @@ type collectedField struct {
 	subs  ast.SelectionSet
 }
 
-// collected prints the fields set yields for an object of type objType.
-func (c canon) collected(b *bytes.Buffer, objType string, set ast.SelectionSet) {
-	var order []string
-	fields := map[string]*collectedField{}
-	var walk func(ast.SelectionSet)
-	walk = func(set ast.SelectionSet) {
-		for _, sel := range set {
-			switch s := sel.(type) {
-			case *ast.Field:
-				if !c.included(s.Directives) {
-					continue
-				}
-				f := fields[s.Alias]
-				if f == nil {
-					f = &collectedField{field: s}
-					fields[s.Alias] = f
-					order = append(order, s.Alias)
-				}
-				f.subs = append(f.subs, s.SelectionSet...)
-			case *ast.FragmentSpread:
-				if c.included(s.Directives) && s.Definition != nil && c.applies(s.Definition.TypeCondition, objType) {
-					walk(s.Definition.SelectionSet)
-				}
-			case *ast.InlineFragment:
-				if c.included(s.Directives) && c.applies(s.TypeCondition, objType) {
-					walk(s.SelectionSet)
-				}
+// collection is the response names of a selection set, in the order of
+// their first appearance; index finds them by alias once they are many
+// (a linear search of a few allocates nothing).
+type collection struct {
+	fields []collectedField
+	index  map[string]int
+}
+
+// indexFrom is how many response names a collection finds by a linear
+// search.
+const indexFrom = 16
+
+// of returns the entry of s's response name (its alias), added when new.
+func (l *collection) of(s *ast.Field) *collectedField {
+	if l.index != nil {
+		if i, ok := l.index[s.Alias]; ok {
+			return &l.fields[i]
+		}
+	} else {
+		for i := range l.fields {
+			if l.fields[i].field.Alias == s.Alias {
+				return &l.fields[i]
 			}
 		}
 	}
-	walk(set)
+	l.fields = append(l.fields, collectedField{field: s})
+	switch n := len(l.fields); {
+	case n == indexFrom:
+		l.index = make(map[string]int, 2*indexFrom)
+		for i, f := range l.fields {
+			l.index[f.field.Alias] = i
+		}
+	case n > indexFrom:
+		l.index[s.Alias] = n - 1
+	}
+	return &l.fields[len(l.fields)-1]
+}
+
+// collect adds the fields set yields for an object of type objType to l.
+func (c canon) collect(l *collection, objType string, set ast.SelectionSet) {
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if !c.included(s.Directives) {
+				continue
+			}
+			f := l.of(s)
+			f.subs = append(f.subs, s.SelectionSet...)
+		case *ast.FragmentSpread:
+			if c.included(s.Directives) && s.Definition != nil && c.applies(s.Definition.TypeCondition, objType) {
+				c.collect(l, objType, s.Definition.SelectionSet)
+			}
+		case *ast.InlineFragment:
+			if c.included(s.Directives) && c.applies(s.TypeCondition, objType) {
+				c.collect(l, objType, s.SelectionSet)
+			}
+		}
+	}
+}
+
+// collected prints the fields set yields for an object of type objType.
+func (c canon) collected(b *bytes.Buffer, objType string, set ast.SelectionSet) {
+	l := collection{fields: make([]collectedField, 0, len(set))}
+	c.collect(&l, objType, set)
 	b.WriteByte('{')
-	for i, alias := range order {
+	for i := range l.fields {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		f := fields[alias].field
-		b.WriteString(alias)
+		f := l.fields[i].field
+		b.WriteString(f.Alias)
 		b.WriteByte(':')
 		b.WriteString(f.Name)
 		var defs ast.ArgumentDefinitionList
@@ -592,7 +623,7 @@ func (c canon) collected(b *bytes.Buffer, objType string, set ast.SelectionSet) 
 			c.arguments(b, defs, f.Arguments)
 		}
 		c.directives(b, f.Directives)
-		if subs := fields[alias].subs; len(subs) > 0 {
+		if subs := l.fields[i].subs; len(subs) > 0 {
 			var typeName string
 			if f.Definition != nil {
 				typeName = f.Definition.Type.Name()

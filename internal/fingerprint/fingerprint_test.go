@@ -2,6 +2,7 @@ package fingerprint_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -829,5 +830,33 @@ func TestOfIgnoresUndeclaredVariables(t *testing.T) {
 	// Control: the used variable does matter.
 	if other := fingerprintOf(t, request{query: q, vars: `{"n": "y"}`}, jsonNumber); other == base {
 		t.Errorf("changing the used variable did not change the fingerprint")
+	}
+}
+
+// A selection of many response names (past the few found by a linear
+// search) prints each once, in the order of its first appearance, with the
+// sub-selections of its repeats merged.
+func TestCanonicalSelectionOfManyNames(t *testing.T) {
+	var q, want strings.Builder
+	q.WriteString(`mutation { createItem(input: {name: "a"}) { `)
+	want.WriteString("{")
+	for i := range 40 {
+		if i > 0 {
+			want.WriteString(",")
+		}
+		fmt.Fprintf(&q, "a%d: owner { id } ", i)
+		fmt.Fprintf(&want, "a%d:owner{id:id,name:name}", i)
+	}
+	for i := range 40 {
+		fmt.Fprintf(&q, "a%d: owner { name } ", i)
+	}
+	q.WriteString("} }")
+	want.WriteString("}")
+	_, f, err := loadField(testSchema, q.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fingerprint.CanonicalSelection(testSchema, f, nil); got != want.String() {
+		t.Errorf("CanonicalSelection =\n%s\nwant\n%s", got, want.String())
 	}
 }
