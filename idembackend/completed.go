@@ -144,7 +144,9 @@ const (
 //	ON CONFLICT (scope, idempotency_key) DO NOTHING RETURNING id
 //
 // so that the stored answer holds the id the row got, as the completion of
-// a claim inserted first stores it. It returns sql.ErrNoRows when the key
+// a claim inserted first stores it (with an id known before, an ent
+// default, there is no WITH and no RETURNING: the rows the statement
+// affected say whether it won). It returns sql.ErrNoRows when the key
 // is taken. The status is succeeded, the lease is the expiry (as a
 // completion leaves it), no operation is kept. The statement's text is
 // built once per dialect and set of columns, as Create's is; each call
@@ -165,21 +167,27 @@ func (ci *ClaimInsert) CreateCompleted(ctx context.Context, drv dialect.Driver, 
 	if err := w.write(spec, ci.Conflict, sentinel, d); err != nil {
 		return "", err
 	}
+	if spec.ID.Value != nil {
+		// The id was known: a row inserted is the claim won. Without rows
+		// to read, the statement is an Exec (on pgx, no rows to hand out
+		// through database/sql).
+		var res stdsql.Result
+		if err := drv.Exec(ctx, stmt.query, w.args, &res); err != nil {
+			return "", err
+		}
+		switch n, err := res.RowsAffected(); {
+		case err != nil:
+			return "", err
+		case n == 0:
+			return "", stdsql.ErrNoRows
+		}
+		return "", nil
+	}
 	rows := &sql.Rows{}
 	if err := drv.Query(ctx, stmt.query, w.args, rows); err != nil {
 		return "", err
 	}
 	defer rows.Close()
-	if spec.ID.Value != nil {
-		// The id was known: a row back is the claim won.
-		if !rows.Next() {
-			if err := rows.Err(); err != nil {
-				return "", err
-			}
-			return "", stdsql.ErrNoRows
-		}
-		return "", rows.Err()
-	}
 	id, err := sql.ScanInt64(rows)
 	if err != nil {
 		return "", err
@@ -276,7 +284,10 @@ func (w *completedWriter) write(spec *sqlgraph.CreateSpec, conflict []string, se
 	}
 	if w.text {
 		w.query = with + "INSERT INTO " + table + " (" + strings.Join(w.cols, ", ") + ") VALUES (" + strings.Join(w.vals, ", ") +
-			") ON CONFLICT (" + quoteAll(conflict) + ") DO NOTHING RETURNING " + id
+			") ON CONFLICT (" + quoteAll(conflict) + ") DO NOTHING"
+		if spec.ID.Value == nil {
+			w.query += " RETURNING " + id // the id the sequence gave
+		}
 	}
 	return nil
 }
