@@ -14,8 +14,9 @@ import (
 )
 
 // anchorPackage is the server of loadtest anchor: the test application, whose
-// create of a shipment exists without the hook, in both modes and written
-// by hand.
+// create of a shipment exists without the hook, in both modes, written by
+// hand without the library, and as a hand-written mutation that opts in with
+// @idempotent.
 const anchorPackage = "github.com/goovo/idem/internal/testkit/testapp/benchserver"
 
 // anchorVariant is one create the anchor compares: the same shipment,
@@ -30,6 +31,10 @@ var anchorVariants = []anchorVariant{
 	{"atomic", "createShipmentAtomic", true},
 	{"lease", "createShipmentLease", true},
 	{"handwritten", "createShipmentHandwritten", true},
+	// A hand-written mutation that opts in with @idempotent: its resolver
+	// creates the shipment itself, its records IdempotencyRecord rows.
+	{"optin-atomic", "createShipmentOptIn", true},
+	{"optin-lease", "createShipmentOptInLease", true},
 }
 
 // anchorTotals is what one variant did over all its phases.

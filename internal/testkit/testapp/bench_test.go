@@ -46,6 +46,15 @@ import (
 //	retry-elsewhere, retry-atomic-elsewhere  the same retries as
 //	        idemclient sends them, saying so (Idempotency-Retry): the
 //	        process looks the key up first (one statement, which reads)
+//	optin-atomic, optin-lease  the same create as a hand-written mutation
+//	        that opts in with @idempotent (createShipmentOptIn, -Lease: its
+//	        resolver creates the shipment through the request's client, its
+//	        record an IdempotencyRecord row), first call of a key
+//
+// Which path the first call of an atomic key takes is counted by the
+// database, on a database of its own (completionUpdates): the UPDATEs per
+// create of atomic and optin-atomic (metrics atomic-updates/create,
+// optin-atomic-updates/create), 0 for the one-statement create.
 //
 // On PostgreSQL each variant runs twice in each round: on pgx, where the
 // hook's store pipelines (the default), and on database/sql (the sql-
@@ -60,7 +69,10 @@ func BenchmarkCreate(b *testing.B) {
 			if backend.IsPostgres() {
 				benches["sql-"] = testapp.NewBenchDatabaseSQL(b, backend, idem.Config{})
 			}
+			updates := completionUpdates(b, backend, "createShipmentAtomic", "createShipmentOptIn")
 			benchCreate(b, benches)
+			b.ReportMetric(updates["createShipmentAtomic"], "atomic-updates/create")
+			b.ReportMetric(updates["createShipmentOptIn"], "optin-atomic-updates/create")
 		})
 	}
 }
@@ -104,7 +116,7 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 	send := func(h http.Handler, body string) { sendCreate(b, h, body) }
 	mutation := createBody
 	names := slices.Sorted(maps.Keys(benches))
-	variants := []string{"plain", "lease", "atomic", "atomic-tx", "handwritten", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere", "retry-elsewhere", "retry-atomic-elsewhere"}
+	variants := []string{"plain", "lease", "atomic", "atomic-tx", "handwritten", "replay", "replay-atomic", "replay-elsewhere", "replay-atomic-elsewhere", "retry-elsewhere", "retry-atomic-elsewhere", "optin-atomic", "optin-lease"}
 	elsewhere, txOnly := map[string]http.Handler{}, map[string]http.Handler{}
 	samples := map[string][]time.Duration{}
 	for _, name := range names {
@@ -130,6 +142,10 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 					body = mutation("createShipmentLease", fmt.Sprintf("lease-%d", i))
 				case "atomic":
 					body = mutation("createShipmentAtomic", fmt.Sprintf("atomic-%d", i))
+				case "optin-atomic":
+					body = mutation("createShipmentOptIn", fmt.Sprintf("optin-atomic-%d", i))
+				case "optin-lease":
+					body = mutation("createShipmentOptInLease", fmt.Sprintf("optin-lease-%d", i))
 				case "handwritten":
 					body = mutation("createShipmentHandwritten", fmt.Sprintf("handwritten-%d", i))
 				case "replay":
@@ -161,23 +177,31 @@ func benchCreate(b *testing.B, benches map[string]*testapp.Bench) {
 	}
 	b.StopTimer()
 	for _, name := range names {
-		p50 := map[string]float64{}
-		for _, v := range variants {
-			s := samples[name+v]
-			slices.Sort(s)
-			p50[v] = float64(s[len(s)/2].Microseconds())
-			b.ReportMetric(p50[v], name+v+"-p50-µs")
-		}
-		b.ReportMetric(p50["lease"]/p50["plain"], name+"lease/plain")
-		b.ReportMetric(p50["atomic"]/p50["plain"], name+"atomic/plain")
-		b.ReportMetric(p50["atomic-tx"]/p50["plain"], name+"atomic-tx/plain")
-		b.ReportMetric(p50["handwritten"]/p50["plain"], name+"handwritten/plain")
-		b.ReportMetric(p50["replay"]/p50["plain"], name+"replay/plain")
-		b.ReportMetric(p50["replay-atomic"]/p50["plain"], name+"replay-atomic/plain")
-		b.ReportMetric(p50["replay-elsewhere"]/p50["plain"], name+"replay-elsewhere/plain")
-		b.ReportMetric(p50["replay-atomic-elsewhere"]/p50["plain"], name+"replay-atomic-elsewhere/plain")
-		b.ReportMetric(p50["retry-elsewhere"]/p50["plain"], name+"retry-elsewhere/plain")
-		b.ReportMetric(p50["retry-atomic-elsewhere"]/p50["plain"], name+"retry-atomic-elsewhere/plain")
-		b.ReportMetric(p50["replay"]/p50["lease"], name+"replay/first")
+		reportCreate(b, name, variants, samples)
 	}
+}
+
+// reportCreate reports the medians of the variants of the bench name
+// prefixes (samples by name+variant), in µs, and their ratios to plain.
+func reportCreate(b *testing.B, name string, variants []string, samples map[string][]time.Duration) {
+	p50 := map[string]float64{}
+	for _, v := range variants {
+		s := samples[name+v]
+		slices.Sort(s)
+		p50[v] = float64(s[len(s)/2].Microseconds())
+		b.ReportMetric(p50[v], name+v+"-p50-µs")
+	}
+	b.ReportMetric(p50["lease"]/p50["plain"], name+"lease/plain")
+	b.ReportMetric(p50["atomic"]/p50["plain"], name+"atomic/plain")
+	b.ReportMetric(p50["atomic-tx"]/p50["plain"], name+"atomic-tx/plain")
+	b.ReportMetric(p50["handwritten"]/p50["plain"], name+"handwritten/plain")
+	b.ReportMetric(p50["replay"]/p50["plain"], name+"replay/plain")
+	b.ReportMetric(p50["replay-atomic"]/p50["plain"], name+"replay-atomic/plain")
+	b.ReportMetric(p50["replay-elsewhere"]/p50["plain"], name+"replay-elsewhere/plain")
+	b.ReportMetric(p50["replay-atomic-elsewhere"]/p50["plain"], name+"replay-atomic-elsewhere/plain")
+	b.ReportMetric(p50["retry-elsewhere"]/p50["plain"], name+"retry-elsewhere/plain")
+	b.ReportMetric(p50["retry-atomic-elsewhere"]/p50["plain"], name+"retry-atomic-elsewhere/plain")
+	b.ReportMetric(p50["optin-atomic"]/p50["plain"], name+"optin-atomic/plain")
+	b.ReportMetric(p50["optin-lease"]/p50["plain"], name+"optin-lease/plain")
+	b.ReportMetric(p50["replay"]/p50["lease"], name+"replay/first")
 }

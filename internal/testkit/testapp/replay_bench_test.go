@@ -24,6 +24,9 @@ import (
 //	                 stored (and replayed before)
 //	replay-elsewhere a retry of a key stored by another process (another
 //	                 handler, untimed): the first this process sees of it
+//	optin-atomic, optin-lease  the first call of a key of a hand-written
+//	                 mutation that opts in with @idempotent
+//	                 (createShipmentOptIn, -Lease)
 func BenchmarkPath(b *testing.B) {
 	be := testapp.NewBench(b, idemtest.Postgres, idem.Config{})
 	h := be.Server.Config.Handler
@@ -44,6 +47,8 @@ func BenchmarkPath(b *testing.B) {
 		{"atomic-tx", func(i int) string { return mutation("createShipmentAtomic", fmt.Sprintf("atomic-tx-%d", i)) }},
 		{"replay", func(int) string { return mutation("createShipmentLease", "replayed-key") }},
 		{"replay-elsewhere", func(i int) string { return mutation("createShipmentLease", fmt.Sprintf("elsewhere-%d", i)) }},
+		{"optin-atomic", func(i int) string { return mutation("createShipmentOptIn", fmt.Sprintf("optin-atomic-%d", i)) }},
+		{"optin-lease", func(i int) string { return mutation("createShipmentOptInLease", fmt.Sprintf("optin-lease-%d", i)) }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			// Keys new to every run (b.N grows from run to run).

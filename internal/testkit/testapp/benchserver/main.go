@@ -3,8 +3,10 @@
 // (go run ./cmd/loadtest anchor): one process serves the same
 // create of a shipment without the hook (createShipmentPlain), idempotent
 // in lease and atomic mode (createShipmentLease, createShipmentAtomic) and
-// made retry-safe by hand (createShipmentHandwritten), so that the load
-// tool compares them on the same servers. The tenant is the X-Org header.
+// made retry-safe by hand (createShipmentHandwritten), and as a hand-written
+// mutation that opts in with @idempotent (createShipmentOptIn,
+// createShipmentOptInLease), so that the load tool compares them on the
+// same servers. The tenant is the X-Org header.
 //
 //	DATABASE_URL=postgres://… go run ./internal/testkit/testapp/benchserver -addr 127.0.0.1:8090
 //

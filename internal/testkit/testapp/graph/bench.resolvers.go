@@ -47,6 +47,16 @@ func (r *mutationResolver) CreateShipmentHandwritten(ctx context.Context, idempo
 	return r.createHandwritten(ctx, idempotencyKey, input)
 }
 
+// CreateShipmentOptIn is the resolver for the createShipmentOptIn field.
+func (r *mutationResolver) CreateShipmentOptIn(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error) {
+	return r.createOptIn(ctx, input)
+}
+
+// CreateShipmentOptInLease is the resolver for the createShipmentOptInLease field.
+func (r *mutationResolver) CreateShipmentOptInLease(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error) {
+	return r.createOptIn(ctx, input)
+}
+
 // ApproveShipment is the resolver for the approveShipment field.
 func (r *mutationResolver) ApproveShipment(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error) {
 	org, err := OrgFromContext(ctx)

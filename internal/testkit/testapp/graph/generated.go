@@ -47,6 +47,8 @@ type ComplexityRoot struct {
 		CreateShipmentAtomic      func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
 		CreateShipmentHandwritten func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
 		CreateShipmentLease       func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentOptIn       func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
+		CreateShipmentOptInLease  func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput) int
 		CreateShipmentPlain       func(childComplexity int, input ent.CreateShipmentInput) int
 		CreateShipmentStamped     func(childComplexity int, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) int
 	}
@@ -75,6 +77,8 @@ type MutationResolver interface {
 	CreateShipmentLease(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	CreateShipmentAtomic(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	CreateShipmentHandwritten(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
+	CreateShipmentOptIn(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
+	CreateShipmentOptInLease(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput) (*ent.Shipment, error)
 	ApproveShipment(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
 	ApproveShipmentLive(ctx context.Context, idempotencyKey string, id uuid.UUID) (*ent.Shipment, error)
 	CreateShipmentStamped(ctx context.Context, idempotencyKey string, input ent.CreateShipmentInput, clientTime *string) (*ent.Shipment, error)
@@ -179,6 +183,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateShipmentLease(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
+	case "Mutation.createShipmentOptIn":
+		if e.ComplexityRoot.Mutation.CreateShipmentOptIn == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShipmentOptIn_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShipmentOptIn(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
+	case "Mutation.createShipmentOptInLease":
+		if e.ComplexityRoot.Mutation.CreateShipmentOptInLease == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createShipmentOptInLease_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateShipmentOptInLease(childComplexity, args["idempotencyKey"].(string), args["input"].(ent.CreateShipmentInput)), true
 	case "Mutation.createShipmentPlain":
 		if e.ComplexityRoot.Mutation.CreateShipmentPlain == nil {
 			break
@@ -619,6 +645,50 @@ func (ec *executionContext) field_Mutation_createShipmentLease_args(ctx context.
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_createShipmentOptInLease_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_createShipmentOptIn_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "idempotencyKey",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["idempotencyKey"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (ent.CreateShipmentInput, error) {
+			return ec.unmarshalNCreateShipmentInput2githubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐCreateShipmentInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg1
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_createShipmentPlain_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -987,6 +1057,94 @@ func (ec *executionContext) fieldContext_Mutation_createShipmentHandwritten(ctx 
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_createShipmentHandwritten_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createShipmentOptIn(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShipmentOptIn(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShipmentOptIn(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreateShipmentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShipmentOptIn(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShipmentOptIn_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_createShipmentOptInLease(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createShipmentOptInLease(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateShipmentOptInLease(ctx, fc.Args["idempotencyKey"].(string), fc.Args["input"].(ent.CreateShipmentInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *ent.Shipment) graphql.Marshaler {
+			return ec.marshalNShipment2ᚖgithubᚗcomᚋgoovoᚋidemᚋinternalᚋtestkitᚋtestappᚋentᚐShipment(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createShipmentOptInLease(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Shipment(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createShipmentOptInLease_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -2602,6 +2760,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "createShipmentHandwritten":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_createShipmentHandwritten(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createShipmentOptIn":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShipmentOptIn(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "createShipmentOptInLease":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createShipmentOptInLease(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++

@@ -130,3 +130,15 @@ func (r *Resolver) handwrittenReplay(ctx context.Context, org, key string) (*ent
 	}
 	return &s, nil
 }
+
+// createOptIn is the resolver of createShipmentOptIn and
+// createShipmentOptInLease: a hand-written mutation's create, through the
+// client the hook gives the request (ent.FromContext: its transaction), so
+// that the shipment commits with the result.
+func (r *Resolver) createOptIn(ctx context.Context, input ent.CreateShipmentInput) (*ent.Shipment, error) {
+	org, err := OrgFromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ent.FromContext(ctx).Shipment.Create().SetInput(input).SetOrg(org).Save(ctx)
+}
