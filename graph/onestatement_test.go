@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
+	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemcode"
 	"github.com/goovo/idem/idemschema"
 	"github.com/goovo/idem/idemtest"
@@ -172,3 +175,36 @@ func TestConcurrentCreatesBornCompleted(t *testing.T) {
 		}
 	})
 }
+
+// A hand-written mutation whose resolver needs the database (refundPayment
+// reads and updates its payment) is tried born completed once per
+// process: the try finds that out, and from then on its claims take the
+// atomic path without running the resolver twice. What the try's refused
+// statement returned never reaches the server's log as an unexpected
+// error.
+func TestAResolverThatNeedsTheDatabaseIsTriedOnce(t *testing.T) {
+	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+		var log syncBuffer
+		a := newApp(t, b, func(o *graph.Options) {
+			o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		})
+		p := a.paidPayment("acme", 1000)
+		const leaves = `mutation($key: String, $payment: ID!, $amount: Int!) {
+  refundPayment(idempotencyKey: $key, paymentID: $payment, amount: $amount) { id amount }
+}`
+		for i := range 3 {
+			r := a.do("acme", leaves, map[string]any{"key": fmt.Sprint("leaf-refund-", i), "payment": p, "amount": 100})
+			if len(r.Errors) > 0 || r.Outcome("refundPayment") != idemcode.OutcomeExecuted {
+				t.Fatalf("refund %d: %s", i, r.Body)
+			}
+		}
+		if n, total := a.refunded(p); n != 3 || total != 300 {
+			t.Fatalf("%d refunds, %d refunded; want 3, 300", n, total)
+		}
+		out := log.String()
+		if strings.Contains(out, "level=ERROR") || strings.Count(out, "needs statements") != 1 {
+			t.Fatalf("the server's log:\n%s", out)
+		}
+	})
+}
+

@@ -16,11 +16,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/internal/tenancy"
@@ -39,7 +41,7 @@ type born struct {
 func (e *Engine) mayBeBorn(a *attempt) bool {
 	r := a.req
 	return a.fresh && r.spec.mode == modeAtomic && r.spec.records.Prepare != nil && r.key != "" &&
-		!e.cfg.NoOneStatement && leavesOnly(r.field.SelectionSet)
+		!e.cfg.NoOneStatement && !r.spec.needsStatements.Load() && leavesOnly(r.field.SelectionSet)
 }
 
 // leavesOnly reports whether set selects leaf fields only (scalars, enums,
@@ -85,10 +87,23 @@ func (e *Engine) runBorn(ctx, actx context.Context, a *attempt, next graphql.Roo
 	r := a.req
 	a.born = &born{}
 	defer a.unborn()
-	fieldCtx := graphql.WithFreshResponseContext(withAttempt(withClaim(actx, a.claim, r.spec, &a.secondRow), a))
+	// The try's errors are discarded (any sends the attempt to the
+	// atomic path, which runs the resolver again and presents its own):
+	// the server's presenter, which would log a refused write as an
+	// unexpected error, never sees them.
+	fieldCtx := graphql.WithResponseContext(withAttempt(withClaim(actx, a.claim, r.spec, &a.secondRow), a),
+		discardedError, discardedPanic)
 	res := next(fieldCtx)
 	errs := graphql.GetErrors(fieldCtx)
 	p := a.born.prepared
+	needs := errors.Is(a.born.err, idembackend.ErrNeedsStatement) ||
+		p != nil && (p.Tripped() || a.secondRow.Load() || a.guard.Refused() != "")
+	if needs && !r.spec.needsStatements.Swap(true) {
+		// The resolver (or what the selection resolves) needs the
+		// database: it is not the default create of its row. Its claims
+		// take the atomic path from now on, without running it twice.
+		e.log(ctx, slog.LevelInfo, "the mutation's resolver needs statements: its claims take the atomic path, not the one-statement create", r)
+	}
 	if p == nil || p.Tripped() || len(errs) > 0 || a.retryable || a.finals > 0 || a.secondRow.Load() ||
 		a.guard.Refused() != "" || actx.Err() != nil {
 		return ended{}, false
@@ -128,6 +143,16 @@ func (e *Engine) runBorn(ctx, actx context.Context, a *attempt, next graphql.Roo
 	r.expiresAt = expires
 	return ended{kind: answered, res: answer.marshaler(), outcome: outcomeExecuted}, true
 }
+
+// discardedError presents an error of a try born completed, which no
+// client sees: wrapped at its path, not logged.
+func discardedError(ctx context.Context, err error) *gqlerror.Error {
+	return gqlerror.WrapPath(graphql.GetPath(ctx), err)
+}
+
+// discardedPanic is the recover function of a try born completed: the
+// atomic path runs the resolver again, and its panic is logged there.
+func discardedPanic(_ context.Context, p any) error { return fmt.Errorf("panic: %v", p) }
 
 // unborn puts a back as newAttempt made it, after a try born completed.
 func (a *attempt) unborn() {

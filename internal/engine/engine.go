@@ -136,7 +136,12 @@ type fieldSpec struct {
 	// recoverable: the claim keeps its operation, so that the recoverer
 	// can run it again if its client never comes back.
 	recoverable bool
-	tel         fieldTelemetry
+	// needsStatements: a try born completed found that the resolver, or
+	// what the selection resolves, needs the database (a hand-written
+	// mutation that writes, a read): the field's claims take the atomic
+	// path from then on.
+	needsStatements atomic.Bool
+	tel             fieldTelemetry
 }
 
 var (

@@ -140,5 +140,10 @@ func (r *Resolver) createOptIn(ctx context.Context, input ent.CreateShipmentInpu
 	if err != nil {
 		return nil, err
 	}
+	if r.Hook != nil {
+		if err := r.Hook(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
 	return ent.FromContext(ctx).Shipment.Create().SetInput(input).SetOrg(org).Save(ctx)
 }
