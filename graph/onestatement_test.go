@@ -207,4 +207,3 @@ func TestAResolverThatNeedsTheDatabaseIsTriedOnce(t *testing.T) {
 		}
 	})
 }
-
