@@ -74,7 +74,8 @@ var ErrNoAttempt = errors.New("idemoutbox: Enqueue must be called from the resol
 // rather than half-working. On MySQL, an effect that must follow the
 // commit is written by the resolver to a table of its own in the
 // mutation's transaction and delivered by a worker of the application's
-// choosing, with DownstreamKey's rule for its key (docs/mysql.md).
+// choosing, with EffectKey's key (DownstreamKey's rule; docs/mysql.md,
+// and the example server's receipt table).
 var ErrMySQL = errors.New("idemoutbox: River has no MySQL or MariaDB driver: the outbox runs on PostgreSQL or SQLite only (docs/mysql.md says what to use instead)")
 
 // Enqueue inserts a River job with args and opts (nil: River's defaults and
@@ -143,6 +144,24 @@ func downstreamKey(s *effects.Scope, kind string, n int) string {
 		h.Write([]byte{0})
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// EffectKey returns the downstream key of the next effect of kind that
+// the idempotent mutation running in ctx records itself, outside River:
+// DownstreamKey's rule (the tenant, the record, the idempotency key, the
+// kind and the effect's place among the attempt's effects of that kind,
+// counted with Enqueue's), so that every attempt of a key gives its
+// effect the same key and the receiver deduplicates whichever delivery
+// reaches it. It is what an application on MySQL, where Enqueue refuses
+// (ErrMySQL), writes beside the effect in a table of its own, in the
+// mutation's transaction (docs/mysql.md). Outside a mutation it returns
+// ErrNoAttempt.
+func EffectKey(ctx context.Context, kind string) (string, error) {
+	s := effects.From(ctx)
+	if s == nil || s.Tx == nil {
+		return "", ErrNoAttempt
+	}
+	return downstreamKey(s, kind, s.Next(kind)), nil
 }
 
 // DownstreamKey returns the downstream key of a job Enqueue inserted, ""

@@ -26,7 +26,7 @@ import (
 // here), it starts.
 func TestNoAutomaticMigrationRefusesMissingStandInTables(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -49,6 +49,9 @@ func TestNoAutomaticMigrationRefusesMissingStandInTables(t *testing.T) {
 			if b == idemtest.Postgres && !strings.Contains(out, "cmd/migrate up") {
 				t.Fatalf("the refusal does not name the versioned migrations:\n%s", out)
 			}
+			if b == idemtest.MariaDB && !strings.Contains(out, "graph.MySQLTables") {
+				t.Fatalf("the refusal does not name the MySQL statements:\n%s", out)
+			}
 			ledger := openLedgerDB(t, ledgerDSN(db))
 			for _, table := range []string{provider.Table, mailer.Table} {
 				if _, err := ledger.ExecContext(ctx, "SELECT 1 FROM "+table); err == nil {
@@ -56,8 +59,8 @@ func TestNoAutomaticMigrationRefusesMissingStandInTables(t *testing.T) {
 				}
 			}
 
-			postgres := b == idemtest.Postgres
-			if err := errors.Join(provider.Migrate(ctx, ledger, postgres), mailer.Migrate(ctx, ledger, postgres)); err != nil {
+			d := db.Driver.Dialect()
+			if err := errors.Join(provider.Migrate(ctx, ledger, d), mailer.Migrate(ctx, ledger, d)); err != nil {
 				t.Fatal(err)
 			}
 			startServer(t, bin, env, args)
