@@ -188,7 +188,7 @@ func TestConcurrentCreatesBornCompleted(t *testing.T) {
 // statement returned never reaches the server's log as an unexpected
 // error.
 func TestAResolverThatNeedsTheDatabaseIsTriedOnce(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		var log syncBuffer
 		a := newApp(t, b, func(o *graph.Options) {
 			o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -207,7 +207,13 @@ func TestAResolverThatNeedsTheDatabaseIsTriedOnce(t *testing.T) {
 			t.Fatalf("%d refunds, %d refunded; want 3, 300", n, total)
 		}
 		out := log.String()
-		if strings.Contains(out, "level=ERROR") || strings.Count(out, "needs statements") != 1 {
+		tried := 0
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "cannot be one statement") && strings.Contains(line, "field=refundPayment") {
+				tried++
+			}
+		}
+		if strings.Contains(out, "level=ERROR") || tried != 1 {
 			t.Fatalf("the server's log:\n%s", out)
 		}
 	})

@@ -41,7 +41,7 @@ type born struct {
 func (e *Engine) mayBeBorn(a *attempt) bool {
 	r := a.req
 	return a.fresh && r.spec.mode == modeAtomic && r.spec.records.Prepare != nil && r.key != "" &&
-		!e.cfg.NoOneStatement && !r.spec.needsStatements.Load() && leavesOnly(r.field.SelectionSet)
+		!e.cfg.NoOneStatement && !r.spec.neverBorn.Load() && leavesOnly(r.field.SelectionSet)
 }
 
 // leavesOnly reports whether set selects leaf fields only (scalars, enums,
@@ -73,7 +73,10 @@ func leavesOnly(set ast.SelectionSet) bool {
 func (a *attempt) beginBorn(ctx context.Context, args map[string]any) (context.Context, error) {
 	a.begun = &begun{}
 	p, err := a.req.spec.records.Prepare(tenancy.WithClaimInsert(ctx), a.claim, args)
-	if err != nil || p == nil {
+	if err == nil && p == nil {
+		err = errNotCompletable
+	}
+	if err != nil {
 		a.born.err = err
 		return ctx, errNotRun()
 	}
@@ -96,13 +99,8 @@ func (e *Engine) runBorn(ctx, actx context.Context, a *attempt, next graphql.Roo
 	res := next(fieldCtx)
 	errs := graphql.GetErrors(fieldCtx)
 	p := a.born.prepared
-	needs := errors.Is(a.born.err, idembackend.ErrNeedsStatement) ||
-		p != nil && (p.Tripped() || a.secondRow.Load() || a.guard.Refused() != "")
-	if needs && !r.spec.needsStatements.Swap(true) {
-		// The resolver (or what the selection resolves) needs the
-		// database: it is not the default create of its row. Its claims
-		// take the atomic path from now on, without running it twice.
-		e.log(ctx, slog.LevelInfo, "the mutation's resolver needs statements: its claims take the atomic path, not the one-statement create", r)
+	if e.neverBorn(a) && !r.spec.neverBorn.Swap(true) {
+		e.log(ctx, slog.LevelInfo, "the mutation cannot be one statement (its resolver or row needs statements, or the database has no such statement): its claims take the atomic path", r)
 	}
 	if p == nil || p.Tripped() || len(errs) > 0 || a.retryable || a.finals > 0 || a.secondRow.Load() ||
 		a.guard.Refused() != "" || actx.Err() != nil {
@@ -142,6 +140,26 @@ func (e *Engine) runBorn(ctx, actx context.Context, a *attempt, next graphql.Roo
 	a.completedAt = at
 	r.expiresAt = expires
 	return ended{kind: answered, res: answer.marshaler(), outcome: outcomeExecuted}, true
+}
+
+// errNotCompletable: the row cannot be written born completed on this
+// database (idembackend.Completable: MySQL, or an id neither known nor
+// from a sequence).
+var errNotCompletable = errors.New("idem: the row cannot be born completed here")
+
+// neverBorn reports whether a's try born completed shows that no try of
+// its field can succeed: its row cannot be born completed here, or needs
+// a statement to be built, or its resolver (or what the selection
+// resolves) reads or writes. Such a field is not the default create of
+// its row; its claims take the atomic path from then on, and its resolver
+// runs twice at most once per process. (An error of the resolver's, or
+// an outage, says nothing of the next request: not counted.)
+func (e *Engine) neverBorn(a *attempt) bool {
+	if err := a.born.err; errors.Is(err, errNotCompletable) || errors.Is(err, idembackend.ErrNeedsStatement) {
+		return true
+	}
+	p := a.born.prepared
+	return p != nil && (p.Tripped() || a.secondRow.Load() || a.guard.Refused() != "")
 }
 
 // discardedError presents an error of a try born completed, which no

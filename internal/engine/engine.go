@@ -136,12 +136,11 @@ type fieldSpec struct {
 	// recoverable: the claim keeps its operation, so that the recoverer
 	// can run it again if its client never comes back.
 	recoverable bool
-	// needsStatements: a try born completed found that the resolver, or
-	// what the selection resolves, needs the database (a hand-written
-	// mutation that writes, a read): the field's claims take the atomic
-	// path from then on.
-	needsStatements atomic.Bool
-	tel             fieldTelemetry
+	// neverBorn: a try born completed found that none of the field's can
+	// succeed (born.go, neverBorn): its claims take the atomic path from
+	// then on.
+	neverBorn atomic.Bool
+	tel       fieldTelemetry
 }
 
 var (

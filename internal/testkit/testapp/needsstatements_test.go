@@ -41,7 +41,7 @@ func TestAResolverThatNeedsStatementsRunsOnceARequest(t *testing.T) {
 				t.Fatalf("create %d ran the resolver %d times", i, n)
 			}
 		}
-		if l := logs.String(); strings.Contains(l, "level=ERROR") || strings.Count(l, "needs statements") > 1 {
+		if l := logs.String(); strings.Contains(l, "level=ERROR") || strings.Count(l, "cannot be one statement") > 1 {
 			t.Fatalf("the server's log:\n%s", l)
 		}
 	})
