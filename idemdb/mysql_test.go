@@ -3,7 +3,6 @@ package idemdb_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -40,34 +39,11 @@ func TestMySQLDSN(t *testing.T) {
 // migrate automatically, under MigrateLocked's named lock: every one of
 // them starts.
 func TestConcurrentMySQLMigrationsAllSucceed(t *testing.T) {
-	const servers = 4
 	db := idemtest.Open(t, idemtest.MariaDB)
-	clients := make([]*testent.Client, servers)
-	drivers := make([]idemdb.Driver, servers)
-	for i := range clients {
-		drv, err := idemdb.Open(db.DSN)
-		if err != nil {
-			t.Fatal(err)
-		}
-		drivers[i], clients[i] = drv, testent.NewClient(testent.Driver(drv))
-		testkit.CloseInCleanup(t, "client", func() { _ = clients[i].Close() })
-	}
-	errs := make([]error, servers)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range clients {
-		wg.Go(func() {
-			<-start
-			errs[i] = idemdb.MigrateLocked(t.Context(), drivers[i], func(ctx context.Context) error { return clients[i].Schema.Create(ctx) })
-		})
-	}
-	close(start)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("process %d of %d: %v", i+1, servers, err)
-		}
-	}
+	drivers := testkit.MigrateAtOnce(t, db.DSN, 4, func(ctx context.Context, drv idemdb.Driver) error {
+		client := testent.NewClient(testent.Driver(drv))
+		return idemdb.MigrateLocked(ctx, drv, func(ctx context.Context) error { return client.Schema.Create(ctx) })
+	})
 	var n int
 	if err := drivers[0].DB().QueryRowContext(t.Context(), "SELECT count(*) FROM shipments").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the tables after the migrations: %d rows, %v", n, err)

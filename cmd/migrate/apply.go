@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ariga.io/atlas/sql/migrate"
+	"ariga.io/atlas/sql/mysql"
 	"ariga.io/atlas/sql/postgres"
 	atlas "ariga.io/atlas/sql/schema"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,21 +23,37 @@ import (
 // operatorVersion is recorded with every revision this command writes.
 const operatorVersion = "idem cmd/migrate"
 
+// driver is what up and status need of Atlas's driver: migrations, and a
+// lock that serialises concurrent ups.
+type driver interface {
+	migrate.Driver
+	atlas.Locker
+}
+
 // pgDriver is Atlas's PostgreSQL driver scoped to the connection's current
 // schema (the first existing schema of search_path): a database whose other
-// schemas have tables is still "clean" if this one is empty.
+// schemas have tables is still "clean" if this one is empty. (Atlas's MySQL
+// driver is scoped to the connection's database already.)
 type pgDriver struct{ *postgres.Driver }
 
-func openDriver(conn atlas.ExecQuerier) (*pgDriver, error) {
+// openPostgresDriver opens Atlas's PostgreSQL driver on conn, scoped to
+// its current schema.
+func openPostgresDriver(conn atlas.ExecQuerier) (driver, error) {
 	drv, err := postgres.Open(conn)
 	if err != nil {
 		return nil, err
 	}
-	pd, ok := drv.(*postgres.Driver)
-	if !ok {
-		return nil, fmt.Errorf("unsupported database (%T): PostgreSQL only", drv)
+	return &pgDriver{drv.(*postgres.Driver)}, nil
+}
+
+// openMySQLDriver opens Atlas's MySQL driver on conn, scoped to its
+// database.
+func openMySQLDriver(conn atlas.ExecQuerier) (driver, error) {
+	drv, err := mysql.Open(conn)
+	if err != nil {
+		return nil, err
 	}
-	return &pgDriver{pd}, nil
+	return drv.(*mysql.Driver), nil
 }
 
 // CheckClean implements migrate.CleanChecker for the current schema only.
@@ -53,26 +70,23 @@ func (d *pgDriver) CheckClean(ctx context.Context, revT *migrate.TableIdent) err
 	return nil
 }
 
-// target is the database that up and status work on.
+// target is the database that up and status work on: a PostgreSQL schema
+// (the current one of its search_path) or a MySQL database.
 type target struct {
+	fl     *flavor
 	db     *sql.DB
-	drv    *pgDriver
+	drv    driver
 	schema string
 }
 
-func openTarget(ctx context.Context, dsn string) (*target, error) {
-	switch {
-	case dsn == "":
-		return nil, errors.New("DATABASE_URL is not set: set it to the postgres:// URL of the database to migrate")
-	case !idemdb.IsPostgres(dsn):
-		return nil, errors.New("DATABASE_URL must be a postgres:// (or postgresql://) URL: migrate manages PostgreSQL only " +
-			"(the server's embedded SQLite database is created by the server itself)")
-	}
-	db, err := sql.Open("pgx", dsn)
+// openTarget opens DATABASE_URL, of the flavor fl.
+func openTarget(ctx context.Context, fl *flavor, dsn string) (*target, error) {
+	driverName, source, _ := idemdb.Resolve(dsn)
+	db, err := sql.Open(driverName, source)
 	if err != nil {
 		return nil, err
 	}
-	t := &target{db: db}
+	t := &target{fl: fl, db: db}
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
@@ -80,7 +94,7 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 		return nil, fmt.Errorf("DATABASE_URL %s is unreachable: %w", redact(dsn), err)
 	}
 	var schema sql.NullString
-	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+	if err := db.QueryRowContext(ctx, fl.currentSchema).Scan(&schema); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -89,7 +103,7 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 		return nil, fmt.Errorf("DATABASE_URL %s: no schema of its search_path exists: create it first", redact(dsn))
 	}
 	t.schema = schema.String
-	if t.drv, err = openDriver(db); err != nil {
+	if t.drv, err = fl.openDriver(db); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -98,6 +112,9 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 
 func (t *target) Close() error { return t.db.Close() }
 
+// revisions reads and writes the target's revisions table.
+func (t *target) revisions() revisions { return revisions{t.db, t.fl.sql} }
+
 type upOptions struct {
 	baseline    string
 	lockTimeout time.Duration
@@ -105,10 +122,10 @@ type upOptions struct {
 }
 
 // cmdUp applies the pending migrations of dir to the target, each file in a
-// transaction of its own (unless it says -- atlas:txmode none), recording
-// every file in the revisions table.
+// transaction of its own (unless it says -- atlas:txmode none, or the
+// database is MySQL), recording every file in the revisions table.
 func cmdUp(ctx context.Context, out io.Writer, t *target, dir migrate.Dir, dirName string, opt upOptions) error {
-	if err := validateDir(dir, dirName); err != nil {
+	if err := validateDir(t.fl, dir, dirName); err != nil {
 		return fmt.Errorf("refusing to migrate: %w", err)
 	}
 	unlock, err := t.drv.Lock(ctx, "idem-migrate:"+t.schema, opt.lockTimeout)
@@ -119,10 +136,10 @@ func cmdUp(ctx context.Context, out io.Writer, t *target, dir migrate.Dir, dirNa
 		return fmt.Errorf("lock: %w", err)
 	}
 	defer unlock()
-	if err := ensureRevisionsTable(ctx, t.db); err != nil {
+	if err := t.revisions().ensureTable(ctx); err != nil {
 		return err
 	}
-	rrw := revisions{t.db}
+	rrw := t.revisions()
 	revs, err := rrw.ReadRevisions(ctx)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", RevisionsTable, err)
@@ -208,6 +225,12 @@ func applyFile(ctx context.Context, out io.Writer, t *target, dir migrate.Dir, e
 			txmode = ds[0]
 		}
 	}
+	if !t.fl.transactional {
+		// MySQL commits before and after every DDL statement: a
+		// transaction would hold nothing. Statement by statement, each
+		// recorded, is what a file there can be.
+		txmode = "none"
+	}
 	fmt.Fprintf(out, "applying %s (%d statements)\n", f.Name(), len(stmts))
 	start := time.Now()
 	switch txmode {
@@ -222,12 +245,12 @@ func applyFile(ctx context.Context, out io.Writer, t *target, dir migrate.Dir, e
 		if err != nil {
 			return err
 		}
-		txDrv, err := openDriver(tx)
+		txDrv, err := t.fl.openDriver(tx)
 		if err != nil {
 			tx.Rollback()
 			return err
 		}
-		txEx, err := migrate.NewExecutor(txDrv, dir, revisions{tx},
+		txEx, err := migrate.NewExecutor(txDrv, dir, revisions{tx, t.fl.sql},
 			migrate.WithOperatorVersion(operatorVersion), migrate.WithLogger(logger))
 		if err != nil {
 			tx.Rollback()
@@ -253,7 +276,7 @@ func applyFile(ctx context.Context, out io.Writer, t *target, dir migrate.Dir, e
 // recordFailure writes the revision of a file whose transaction rolled back,
 // so that status shows what failed: nothing of the file is applied.
 func recordFailure(ctx context.Context, t *target, dir migrate.Dir, f migrate.File, stmts []*migrate.Stmt, execErr error) error {
-	rrw := revisions{t.db}
+	rrw := t.revisions()
 	rev, err := rrw.ReadRevision(ctx, f.Version())
 	switch {
 	case errors.Is(err, migrate.ErrRevisionNotExist):
@@ -292,15 +315,15 @@ func failed(ctx context.Context, out io.Writer, t *target, f migrate.File, stmts
 	} else {
 		fmt.Fprintf(&b, ": %v", err)
 	}
-	rev, rerr := revisions{t.db}.ReadRevision(ctx, f.Version())
+	rev, rerr := t.revisions().ReadRevision(ctx, f.Version())
 	switch {
 	case inTx:
 		fmt.Fprintf(&b, "\nThe file ran in one transaction, which was rolled back: none of its statements is applied;\n"+
 			"schema %q is still at version %s. The failure is recorded (migrate status shows it).\n"+
 			"Fix the cause and run migrate up again: it retries the file from its first statement.",
-			t.schema, currentVersion(ctx, revisions{t.db}))
+			t.schema, currentVersion(ctx, t.revisions()))
 	case rerr == nil && rev.Applied > 0:
-		fmt.Fprintf(&b, "\nDIRTY: the file runs without a transaction (atlas:txmode none) and %d of its %d statements stay applied.\n"+
+		fmt.Fprintf(&b, "\nDIRTY: the file runs without a transaction (atlas:txmode none; always on MySQL, whose DDL commits by itself) and %d of its %d statements stay applied.\n"+
 			"Fix the cause and run migrate up again: it resumes at statement %d (the applied statements must not change).",
 			rev.Applied, rev.Total, rev.Applied+1)
 	default:
@@ -352,19 +375,19 @@ func (l *stmtLogger) Log(e migrate.LogEntry) {
 // returns an error (non-zero exit) when the database is dirty or the
 // directory fails its checksum; pending migrations are not an error.
 func cmdStatus(ctx context.Context, out io.Writer, t *target, dir migrate.Dir, dirName string) error {
-	dirErr := validateDir(dir, dirName)
+	dirErr := validateDir(t.fl, dir, dirName)
 	files, err := dir.Files()
 	if err != nil {
 		return err
 	}
 	files = migrate.SkipCheckpointFiles(files)
-	exists, err := revisionsTableExists(ctx, t.db)
+	exists, err := t.revisions().tableExists(ctx)
 	if err != nil {
 		return err
 	}
 	var revs []*migrate.Revision
 	if exists {
-		if revs, err = (revisions{t.db}).ReadRevisions(ctx); err != nil {
+		if revs, err = (t.revisions()).ReadRevisions(ctx); err != nil {
 			return fmt.Errorf("read %s: %w", RevisionsTable, err)
 		}
 	}
@@ -435,9 +458,9 @@ func cmdStatus(ctx context.Context, out io.Writer, t *target, dir migrate.Dir, d
 		}
 	case len(bad) > 0:
 	case pending > 0:
-		fmt.Fprintf(out, "at version %s; %d pending: run migrate up\n", currentVersion(ctx, revisions{t.db}), pending)
+		fmt.Fprintf(out, "at version %s; %d pending: run migrate up\n", currentVersion(ctx, t.revisions()), pending)
 	default:
-		fmt.Fprintf(out, "up to date at version %s\n", currentVersion(ctx, revisions{t.db}))
+		fmt.Fprintf(out, "up to date at version %s\n", currentVersion(ctx, t.revisions()))
 	}
 	if dirErr != nil {
 		bad = append(bad, dirErr.Error())

@@ -2,94 +2,28 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"ariga.io/atlas/sql/migrate"
 	atlas "ariga.io/atlas/sql/schema"
-	"entgo.io/ent/dialect"
 	"entgo.io/ent/dialect/sql/schema"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	entmigrate "github.com/goovo/idem/ent/migrate"
+	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
-// DefaultDevURL is the PostgreSQL server the developer's commands borrow a
-// throwaway schema from, when neither -dev-url nor TEST_DATABASE_URL is set.
-const DefaultDevURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// registerPostgres makes pgx answer to the database/sql name "postgres",
-// which Atlas's URL opener (sqlclient) asks for. Through that opener the
-// Atlas driver is bound to the schema of the URL's search_path, so that
-// replaying and normalizing stay inside the throwaway schema instead of
-// requiring the whole database to be empty.
-var registerPostgres = sync.OnceFunc(func() {
-	if !slices.Contains(sql.Drivers(), "postgres") {
-		sql.Register("postgres", stdlib.GetDefaultDriver())
-	}
-})
-
-// devSchema is a fresh, empty PostgreSQL schema for one command, dropped by
-// close.
-type devSchema struct {
-	url   string // base URL with search_path set to the schema
-	name  string
-	admin *sql.DB
-}
-
-func openDevSchema(ctx context.Context, base string) (*devSchema, error) {
-	if !strings.HasPrefix(base, "postgres://") && !strings.HasPrefix(base, "postgresql://") {
-		return nil, fmt.Errorf("dev database %q: want a postgres:// URL", redact(base))
-	}
-	registerPostgres()
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		return nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := admin.PingContext(pctx); err != nil {
-		admin.Close()
-		return nil, fmt.Errorf("dev database %s is unreachable (the diff and check commands need a PostgreSQL server to replay the migrations on; set -dev-url or TEST_DATABASE_URL, or start it): %w", redact(base), err)
-	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	name := "idem_migrate_dev_" + hex.EncodeToString(suffix)
-	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+name); err != nil {
-		admin.Close()
-		return nil, fmt.Errorf("dev database: create schema: %w", err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		admin.Close()
-		return nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return &devSchema{url: u.String(), name: name, admin: admin}, nil
-}
-
-func (d *devSchema) close() error {
-	defer d.admin.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := d.admin.ExecContext(ctx, "DROP SCHEMA IF EXISTS "+d.name+" CASCADE"); err != nil {
-		return fmt.Errorf("dev database: drop schema %s: %w", d.name, err)
-	}
-	return nil
-}
+// entTables serialises ent's migrations in this process: ent's migration
+// engine writes into the generated tables (entmigrate.Tables, a package
+// variable) as it prepares them, so two at once are a data race (the
+// tests run diffs, checks and automatic migrations in parallel).
+var entTables sync.Mutex
 
 // diffResult is what comparing a migration directory with the ent schema
 // found.
@@ -103,13 +37,14 @@ type diffResult struct {
 	ExtraTables []string
 }
 
-// entDiff replays dir on a fresh schema of the dev database, compares the
+// entDiff replays dir on a fresh schema (PostgreSQL) or database (MySQL)
+// of the dev server, compares the
 // result with the ent schema (the generated ent/migrate tables) and, if they
 // differ, writes the migration that closes the gap into dir, with atlas.sum.
 // This is ent's versioned-migration diff (NamedDiff in replay mode), with
 // dropped columns and indexes included.
-func entDiff(ctx context.Context, devURL string, dir migrate.Dir, name string) (res diffResult, err error) {
-	dev, err := openDevSchema(ctx, devURL)
+func entDiff(ctx context.Context, fl *flavor, devURL string, dir migrate.Dir, name string) (res diffResult, err error) {
+	dev, err := fl.openDev(ctx, devURL)
 	if err != nil {
 		return res, err
 	}
@@ -125,7 +60,7 @@ func entDiff(ctx context.Context, devURL string, dir migrate.Dir, name string) (
 	m, err := schema.NewMigrateURL(dev.url,
 		schema.WithDir(dir),
 		schema.WithMigrationMode(schema.ModeReplay),
-		schema.WithDialect(dialect.Postgres),
+		schema.WithDialect(fl.entDialect),
 		schema.WithFormatter(migrate.DefaultFormatter),
 		schema.WithDropColumn(true),
 		schema.WithDropIndex(true),
@@ -135,7 +70,10 @@ func entDiff(ctx context.Context, devURL string, dir migrate.Dir, name string) (
 	if err != nil {
 		return res, err
 	}
-	switch err := m.NamedDiff(ctx, name, entmigrate.Tables...); {
+	entTables.Lock()
+	err = m.NamedDiff(ctx, name, entmigrate.Tables...)
+	entTables.Unlock()
+	switch {
 	case errors.Is(err, migrate.ErrNoPlan):
 		return res, nil
 	case err != nil:
@@ -195,33 +133,35 @@ func foreignChange(c atlas.Change) bool {
 }
 
 // foreignTable reports whether the migrations' table name is not ent's:
-// River's (river_*), and the tables of the example's simulated provider
-// and mailer, which stand in for services that keep their records in
-// systems of their own (the migration add_example_stand_ins; the server's
-// -migrate creates the same with provider.Migrate and mailer.Migrate).
+// River's (river_*, PostgreSQL), the example's receipt outbox
+// (graph.ReceiptTable, MySQL, where River does not run), and the tables of
+// the example's simulated provider and mailer, which stand in for services
+// that keep their records in systems of their own (the migrations
+// add_example_stand_ins and add_example_tables; the server's -migrate
+// creates the same).
 func foreignTable(name string) bool {
-	return strings.HasPrefix(name, "river_") || name == provider.Table || name == mailer.Table
+	return strings.HasPrefix(name, "river_") || name == graph.ReceiptTable || name == provider.Table || name == mailer.Table
 }
 
-func extraTablesHelp(tables []string) string {
+func extraTablesHelp(fl *flavor, tables []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "the migrations create table(s) %s, which the ent schema no longer has.\n", strings.Join(tables, ", "))
 	b.WriteString("ent's diff never writes DROP TABLE (dropping data is a decision): add a hand-written migration,\n")
-	b.WriteString("  go run ./cmd/migrate new drop_<table>\n")
-	b.WriteString("write the DROP TABLE statement(s) in the new file, then run go run ./cmd/migrate hash")
+	fmt.Fprintf(&b, "  go run ./cmd/migrate new%s drop_<table>\n", fl.flag())
+	fmt.Fprintf(&b, "write the DROP TABLE statement(s) in the new file, then run go run ./cmd/migrate hash%s", fl.flag())
 	return b.String()
 }
 
 // cmdDiff: go run ./cmd/migrate diff <name>.
-func cmdDiff(ctx context.Context, stdout io.Writer, dirPath, devURL, name string) error {
+func cmdDiff(ctx context.Context, stdout io.Writer, fl *flavor, dirPath, devURL, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	dir, dirName, err := openValidDir(dirPath)
+	dir, dirName, err := openValidDir(fl, dirPath)
 	if err != nil {
 		return err
 	}
-	res, err := entDiff(ctx, devURL, dir, name)
+	res, err := entDiff(ctx, fl, devURL, dir, name)
 	if err != nil {
 		return err
 	}
@@ -232,7 +172,7 @@ func cmdDiff(ctx context.Context, stdout io.Writer, dirPath, devURL, name string
 		fmt.Fprintln(stdout, "Review it (DROP COLUMN and DROP INDEX are included), then commit both files.")
 	}
 	if len(res.ExtraTables) > 0 {
-		return errors.New(extraTablesHelp(res.ExtraTables))
+		return errors.New(extraTablesHelp(fl, res.ExtraTables))
 	}
 	return nil
 }
@@ -243,8 +183,8 @@ var errDrift = errors.New("migrations out of date")
 
 // cmdCheck: the migrations, replayed on an empty schema, produce exactly the
 // ent schema, and atlas.sum matches the files. Nothing is written.
-func cmdCheck(ctx context.Context, stdout io.Writer, dirPath, devURL string) error {
-	dir, dirName, err := openValidDir(dirPath)
+func cmdCheck(ctx context.Context, stdout io.Writer, fl *flavor, dirPath, devURL string) error {
+	dir, dirName, err := openValidDir(fl, dirPath)
 	if err != nil {
 		return err
 	}
@@ -256,7 +196,7 @@ func cmdCheck(ctx context.Context, stdout io.Writer, dirPath, devURL string) err
 	if err != nil {
 		return err
 	}
-	res, err := entDiff(ctx, devURL, scratch, "missing")
+	res, err := entDiff(ctx, fl, devURL, scratch, "missing")
 	if err != nil {
 		return err
 	}
@@ -264,30 +204,36 @@ func cmdCheck(ctx context.Context, stdout io.Writer, dirPath, devURL string) err
 	if res.File != nil {
 		problems = append(problems, fmt.Sprintf(
 			"the ent schema has changes that no migration in %s makes; the missing migration would be:\n\n%s\n"+
-				"Generate it and commit it with atlas.sum:\n  go run ./cmd/migrate diff <name>",
-			dirName, indent(string(res.File.Bytes()))))
+				"Generate it and commit it with atlas.sum:\n  go run ./cmd/migrate diff%s <name>",
+			dirName, indent(string(res.File.Bytes())), fl.flag()))
 	}
 	if len(res.ExtraTables) > 0 {
-		problems = append(problems, extraTablesHelp(res.ExtraTables))
+		problems = append(problems, extraTablesHelp(fl, res.ExtraTables))
 	}
-	river, err := checkRiver(dir, dirName)
-	if err != nil {
-		return err
-	}
-	if river != "" {
-		problems = append(problems, river)
+	if fl.river {
+		river, err := checkRiver(dir, dirName)
+		if err != nil {
+			return err
+		}
+		if river != "" {
+			problems = append(problems, river)
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", errDrift, strings.Join(problems, "\n\n"))
 	}
-	fmt.Fprintf(stdout, "ok: the %d migration(s) in %s produce exactly the ent schema and River's tables, and %s matches them\n",
-		len(files), dirName, migrate.HashFileName)
+	what := "the ent schema"
+	if fl.river {
+		what += " and River's tables"
+	}
+	fmt.Fprintf(stdout, "ok (%s): the %d migration(s) in %s produce exactly %s, and %s matches them\n",
+		fl.name, len(files), dirName, what, migrate.HashFileName)
 	return nil
 }
 
 // cmdHash rewrites atlas.sum from the files.
-func cmdHash(stdout io.Writer, dirPath string) error {
-	dir, dirName, err := openDir(dirPath)
+func cmdHash(stdout io.Writer, fl *flavor, dirPath string) error {
+	dir, dirName, err := openDir(fl, dirPath)
 	if err != nil {
 		return err
 	}
@@ -303,24 +249,24 @@ func cmdHash(stdout io.Writer, dirPath string) error {
 }
 
 // cmdNew creates an empty migration for hand-written statements.
-func cmdNew(stdout io.Writer, dirPath, name string) error {
+func cmdNew(stdout io.Writer, fl *flavor, dirPath, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	dir, dirName, err := openValidDir(dirPath)
+	dir, dirName, err := openValidDir(fl, dirPath)
 	if err != nil {
 		return err
 	}
 	file := migrate.NewVersion() + "_" + name + ".sql"
 	body := "-- Hand-written migration: write its statements below, each ending with ';'.\n" +
-		"-- Then run: go run ./cmd/migrate hash && go run ./cmd/migrate check\n"
+		"-- Then run: go run ./cmd/migrate hash" + fl.flag() + " && go run ./cmd/migrate check" + fl.flag() + "\n"
 	if err := dir.WriteFile(file, []byte(body)); err != nil {
 		return err
 	}
-	if err := cmdHash(io.Discard, dirPath); err != nil {
+	if err := cmdHash(io.Discard, fl, dirPath); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s/%s; edit it, then run go run ./cmd/migrate hash\n", dirName, file)
+	fmt.Fprintf(stdout, "wrote %s/%s; edit it, then run go run ./cmd/migrate hash%s\n", dirName, file, fl.flag())
 	return nil
 }
 
@@ -330,12 +276,4 @@ func indent(s string) string {
 		lines[i] = "    " + l
 	}
 	return strings.Join(lines, "\n") + "\n"
-}
-
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

@@ -7,20 +7,18 @@ import (
 	"regexp"
 
 	"ariga.io/atlas/sql/migrate"
-
-	"github.com/goovo/idem/ent/migrate/migrations"
 )
 
-// DefaultDir is the committed migration directory, relative to the
-// repository root (where the developer's commands run).
+// DefaultDir is the committed PostgreSQL migration directory, relative to
+// the repository root (where the developer's commands run).
 const DefaultDir = "ent/migrate/migrations"
 
-// embeddedName names the migrations compiled into the binary in messages.
-const embeddedName = "embedded ent/migrate/migrations"
+// DefaultMySQLDir is the committed MySQL migration directory.
+const DefaultMySQLDir = "ent/migrate/mysqlmigrations"
 
 // openDir opens the migration directory at path; an empty path means the
-// migrations compiled into this binary.
-func openDir(path string) (migrate.Dir, string, error) {
+// flavor's migrations compiled into this binary.
+func openDir(fl *flavor, path string) (migrate.Dir, string, error) {
 	if path != "" {
 		d, err := migrate.NewLocalDir(path)
 		if err != nil {
@@ -31,18 +29,18 @@ func openDir(path string) (migrate.Dir, string, error) {
 		}
 		return d, path, nil
 	}
-	d, err := memDir(migrations.FS)
-	return d, embeddedName, err
+	d, err := memDir(fl.embedded)
+	return d, fl.embeddedName(), err
 }
 
 // openValidDir opens the migration directory at path, as openDir does, and
 // refuses it unless its atlas.sum matches its files (validateDir).
-func openValidDir(path string) (migrate.Dir, string, error) {
-	d, name, err := openDir(path)
+func openValidDir(fl *flavor, path string) (migrate.Dir, string, error) {
+	d, name, err := openDir(fl, path)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := validateDir(d, name); err != nil {
+	if err := validateDir(fl, d, name); err != nil {
 		return nil, "", err
 	}
 	return d, name, nil
@@ -76,7 +74,7 @@ func copyDir(d migrate.Dir) (*migrate.MemDir, error) { return memDir(d) }
 
 // validateDir checks that the directory's atlas.sum matches its files, with
 // a message that says what to do.
-func validateDir(d migrate.Dir, name string) error {
+func validateDir(fl *flavor, d migrate.Dir, name string) error {
 	err := migrate.Validate(d)
 	var cerr *migrate.ChecksumError
 	switch {
@@ -84,11 +82,11 @@ func validateDir(d migrate.Dir, name string) error {
 		return nil
 	case errors.As(err, &cerr):
 		return fmt.Errorf("%s: %s does not match the migration files (%s was %s): a migration file was changed, added or removed by hand.\n"+
-			"Never edit a migration that may have run somewhere; add a new one (go run ./cmd/migrate diff <name>, or new <name> for a hand-written one).\n"+
-			"If the change is intended and the file never ran anywhere, run go run ./cmd/migrate hash",
-			name, migrate.HashFileName, cerr.File, cerr.Reason)
+			"Never edit a migration that may have run somewhere; add a new one (go run ./cmd/migrate diff%[5]s <name>, or new%[5]s <name> for a hand-written one).\n"+
+			"If the change is intended and the file never ran anywhere, run go run ./cmd/migrate hash%[5]s",
+			name, migrate.HashFileName, cerr.File, cerr.Reason, fl.flag())
 	case errors.Is(err, migrate.ErrChecksumNotFound):
-		return fmt.Errorf("%s: %s is missing: run go run ./cmd/migrate hash", name, migrate.HashFileName)
+		return fmt.Errorf("%s: %s is missing: run go run ./cmd/migrate hash%s", name, migrate.HashFileName, fl.flag())
 	default:
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -1,19 +1,22 @@
-// Command migrate manages the example application's versioned PostgreSQL
-// migrations: SQL files in ent/migrate/migrations, generated from the ent
-// schema by ent's migration engine (Atlas) and checked by atlas.sum.
+// Command migrate manages the example application's versioned migrations:
+// SQL files generated from the ent schema by ent's migration engine (Atlas)
+// and checked by atlas.sum, for PostgreSQL in ent/migrate/migrations and
+// for MySQL and MariaDB in ent/migrate/mysqlmigrations.
 //
 // The developer, after changing the ent schema:
 //
-//	go generate ./...                      # ent code, as always
-//	go run ./cmd/migrate diff add_x        # writes ent/migrate/migrations/<version>_add_x.sql and atlas.sum
-//	git add ent/migrate/migrations         # commit both
+//	go generate ./...                              # ent code, as always
+//	go run ./cmd/migrate diff add_x                # writes ent/migrate/migrations/<version>_add_x.sql and atlas.sum
+//	go run ./cmd/migrate diff -dialect mysql add_x # the same in ent/migrate/mysqlmigrations
+//	git add ent/migrate                            # commit them
 //
-// CI (scripts/test) runs "migrate check": the committed migrations, replayed
-// on an empty schema, must produce exactly the ent schema.
+// CI (scripts/test) runs "migrate check" and "migrate check -dialect
+// mysql": the committed migrations, replayed on an empty schema or
+// database, must produce exactly the ent schema.
 //
 // The operator, before starting a new server version:
 //
-//	DATABASE_URL=postgres://… migrate up       # applies what is pending
+//	DATABASE_URL=postgres://… migrate up       # applies what is pending (mysql://… for MySQL)
 //	DATABASE_URL=postgres://… migrate status   # what is applied, pending, failed
 //
 // The binary carries the migrations it was built with; -dir reads a
@@ -32,16 +35,20 @@ import (
 	"time"
 )
 
-const usage = `migrate manages the versioned PostgreSQL migrations of the ent schema
-(ent/migrate/migrations: SQL files named <version>_<name>.sql, and atlas.sum,
-the checksum that makes any edit of a file visible).
+const usage = `migrate manages the versioned migrations of the ent schema: SQL files
+named <version>_<name>.sql, and atlas.sum, the checksum that makes any edit
+of a file visible; for PostgreSQL in ent/migrate/migrations, for MySQL and
+MariaDB (ent's mysql dialect) in ent/migrate/mysqlmigrations.
 
-Operator commands (DATABASE_URL=postgres://…; its search_path selects the schema):
+Operator commands (DATABASE_URL=postgres://…, whose search_path selects the
+schema, or mysql://user:password@host:port/database, which selects the
+migrations of its kind):
 
   migrate up [-baseline VERSION] [-lock-timeout D] [-v] [-dir DIR]
       Apply the pending migrations, oldest first, each file in a transaction
       of its own (a file that starts with "-- atlas:txmode none" runs
-      statement by statement). Applied versions are recorded in the table
+      statement by statement; on MySQL every file does, since its DDL
+      commits by itself). Applied versions are recorded in the table
       atlas_schema_revisions of the same schema; running up again applies
       nothing. Refuses a directory whose atlas.sum does not match its files,
       a migration added out of order, and a non-empty schema without history
@@ -58,32 +65,41 @@ Operator commands (DATABASE_URL=postgres://…; its search_path selects the sche
       does not match atlas.sum, 0 otherwise (pending included).
 
   By default up and status use the migrations compiled into this binary
-  (ent/migrate/migrations as it was at build time); -dir DIR reads DIR.
+  (ent/migrate/migrations or ent/migrate/mysqlmigrations as it was at build
+  time); -dir DIR reads DIR.
 
-Developer commands (run from the repository root; they read and write
-ent/migrate/migrations unless -dir DIR is given before the other arguments, and borrow a throwaway schema of
-the dev database -dev-url, default $TEST_DATABASE_URL or
-` + DefaultDevURL + `):
+Developer commands (run from the repository root). -dialect postgres, the
+default, reads and writes ent/migrate/migrations and borrows a throwaway
+schema of the dev server -dev-url (default $TEST_DATABASE_URL or
+` + DefaultDevURL + `);
+-dialect mysql reads and writes ent/migrate/mysqlmigrations and borrows a
+throwaway database of the dev server (default $TEST_MYSQL_URL, a mysql://
+URL or a go-sql-driver data source, or ` + DefaultMySQLDevURL + `).
+-dir DIR, before the other arguments, reads and writes DIR instead. After
+a change of the ent schema, run diff for both dialects.
 
-  migrate diff [-dev-url URL] NAME
+  migrate diff [-dialect D] [-dev-url URL] NAME
       After changing the ent schema and running go generate: replay the
       migrations on an empty schema, compare with the ent schema and write
       the difference as <version>_NAME.sql, with atlas.sum. Writes nothing
       when there is no difference. Dropped columns and indexes are included;
       dropped tables are reported (write DROP TABLE by hand, see new).
 
-  migrate check [-dev-url URL]
+  migrate check [-dialect D] [-dev-url URL]
       Fail unless atlas.sum matches the files and the migrations, replayed
-      on an empty schema, produce exactly the ent schema. CI runs it. Tables
-      that are not ent's are left out of the comparison: River's (river_*)
-      and the example's simulated provider's and mailer's (provider_charges,
-      mailer_receipts: stand-ins for services with systems of their own).
+      on an empty schema, produce exactly the ent schema. CI runs it for
+      both dialects. Tables that are not ent's are left out of the
+      comparison: River's (river_*, on PostgreSQL, whose version check
+      checks), the example's receipt outbox (receipt_outbox, on MySQL,
+      where River does not run) and its simulated provider's and mailer's
+      (provider_charges, mailer_receipts: stand-ins for services with
+      systems of their own).
 
-  migrate new NAME
+  migrate new [-dialect D] NAME
       Create an empty <version>_NAME.sql for hand-written SQL (data
       migrations, DROP TABLE) and update atlas.sum.
 
-  migrate hash
+  migrate hash [-dialect D]
       Rewrite atlas.sum after editing a migration that has not run anywhere.
 
 Exit status: 0 success, 1 failure, 2 usage error.
@@ -106,8 +122,8 @@ func main() {
 // errUsage is returned after a usage message was printed.
 var errUsage = errors.New("usage")
 
-// run runs one command line. getenv reads DATABASE_URL and
-// TEST_DATABASE_URL.
+// run runs one command line. getenv reads DATABASE_URL, TEST_DATABASE_URL
+// and TEST_MYSQL_URL.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -117,12 +133,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	fs := flag.NewFlagSet("migrate "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
-	devDefault := getenv("TEST_DATABASE_URL")
-	if devDefault == "" {
-		devDefault = DefaultDevURL
-	}
 	var (
-		dir         = fs.String("dir", "", "migration directory (default: embedded for up/status, "+DefaultDir+" otherwise)")
+		dir         = fs.String("dir", "", "migration directory (default: embedded for up/status, "+DefaultDir+" or "+DefaultMySQLDir+" otherwise)")
+		dialectName *string
 		devURL      *string
 		baseline    *string
 		lockTimeout *time.Duration
@@ -136,10 +149,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		baseline = fs.String("baseline", "", "on a non-empty schema without history: record this version and older as applied, without running them")
 		lockTimeout = fs.Duration("lock-timeout", time.Minute, "how long to wait for another migrate up on the same schema")
 		verbose = fs.Bool("v", false, "print every statement")
-	case "status", "hash":
-	case "diff", "check":
-		devURL = fs.String("dev-url", devDefault, "PostgreSQL server to borrow a throwaway schema from")
-	case "new":
+	case "status":
+	case "diff", "check", "new", "hash":
+		dialectName = fs.String("dialect", "postgres", "the migrations' database: postgres ("+DefaultDir+") or mysql ("+DefaultMySQLDir+")")
+		if cmd == "diff" || cmd == "check" {
+			devURL = fs.String("dev-url", "", "the server to borrow a throwaway schema (PostgreSQL) or database (MySQL) from (default $TEST_DATABASE_URL or $TEST_MYSQL_URL)")
+		}
 	default:
 		fmt.Fprintf(stderr, "migrate: unknown command %q\n\n%s", cmd, usage)
 		return errUsage
@@ -159,13 +174,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 		return errUsage
 	}
-	switch cmd {
-	case "up", "status":
-		d, dirName, err := openDir(*dir)
+	if cmd == "up" || cmd == "status" {
+		fl, err := flavorOf(getenv("DATABASE_URL"))
 		if err != nil {
 			return err
 		}
-		t, err := openTarget(ctx, getenv("DATABASE_URL"))
+		d, dirName, err := openDir(fl, *dir)
+		if err != nil {
+			return err
+		}
+		t, err := openTarget(ctx, fl, getenv("DATABASE_URL"))
 		if err != nil {
 			return err
 		}
@@ -175,17 +193,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		}
 		return cmdUp(ctx, stdout, t, d, dirName, upOptions{baseline: *baseline, lockTimeout: *lockTimeout, verbose: *verbose})
 	}
+	fl, err := flavorNamed(*dialectName)
+	if err != nil {
+		fmt.Fprintf(stderr, "migrate %s: %v\n", cmd, err)
+		return errUsage
+	}
 	if *dir == "" {
-		*dir = DefaultDir
+		*dir = fl.dir
+	}
+	if devURL != nil && *devURL == "" {
+		*devURL = fl.devURL(getenv)
 	}
 	switch cmd {
 	case "diff":
-		return cmdDiff(ctx, stdout, *dir, *devURL, fs.Arg(0))
+		return cmdDiff(ctx, stdout, fl, *dir, *devURL, fs.Arg(0))
 	case "check":
-		return cmdCheck(ctx, stdout, *dir, *devURL)
+		return cmdCheck(ctx, stdout, fl, *dir, *devURL)
 	case "new":
-		return cmdNew(stdout, *dir, fs.Arg(0))
+		return cmdNew(stdout, fl, *dir, fs.Arg(0))
 	default: // hash
-		return cmdHash(stdout, *dir)
+		return cmdHash(stdout, fl, *dir)
 	}
 }

@@ -6,7 +6,7 @@
 // (<!-- commands -->), in the guide's order, into a brand-new module in a
 // temporary directory, with a schema of its own (testdata), runs the
 // commands (go get, go mod tidy, go generate), builds the server and sends
-// mutations twice, on SQLite and on PostgreSQL: the second answer must be
+// mutations twice, on SQLite, PostgreSQL and MariaDB: the second answer must be
 // a replay. It then follows docs/outbox.md's marked blocks in the same
 // module (a mutation that enqueues a webhook, a worker process on River)
 // and runs them on PostgreSQL, with a receiver: one webhook per key, with

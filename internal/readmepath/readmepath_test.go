@@ -116,9 +116,10 @@ func markedSteps(t *testing.T, path string) []step {
 
 // TestReadmePath builds the app the guide's "Add it to your app" describes,
 // in a new module whose schema is testdata's, and checks that a mutation
-// sent twice is executed once and replayed once, on SQLite and PostgreSQL;
-// then it follows the outbox guide in the same module and runs its webhook
-// through a kill -9 of the worker on PostgreSQL (webhookAfterACrash).
+// sent twice is executed once and replayed once, on SQLite, PostgreSQL and
+// MariaDB (a database of its own on TEST_MYSQL_URL's server); then it
+// follows the outbox guide in the same module and runs its webhook through
+// a kill -9 of the worker on PostgreSQL (webhookAfterACrash).
 //
 // The module cache is the only source of modules it needs once warm:
 // GOFLAGS is cleared of the caller's -mod, GOSUMDB is off (the cache
@@ -158,11 +159,13 @@ func TestReadmePath(t *testing.T) {
 		sendTwice(t, "http://"+addr+"/query")
 	})
 
-	for _, backend := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, backend := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(backend), func(t *testing.T) {
 			dsn := filepath.Join(t.TempDir(), "app.db")
-			if backend == idemtest.Postgres {
-				dsn = idemtest.Open(t, backend).DSN // a schema of its own, dropped at the end
+			if backend != idemtest.SQLite {
+				// A PostgreSQL schema or a MariaDB database of its own
+				// (a mysql:// URL), dropped at the end.
+				dsn = idemtest.Open(t, backend).DSN
 			}
 			addr, metrics := proctest.FreeAddr(t), proctest.FreeAddr(t)
 			p := proctest.Start(t, bin, []string{"DATABASE_URL=" + dsn, "ADDR=" + addr, "METRICS_ADDR=" + metrics}, nil)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/goovo/idem/idembackend"
 	"github.com/goovo/idem/idemcode"
+	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemtest"
 )
 
@@ -260,4 +261,39 @@ func Eventually(t testing.TB, cond func() bool, format string, args ...any) {
 		}
 		time.Sleep(delay)
 	}
+}
+
+// MigrateAtOnce starts n "servers" on the database of dsn at the same
+// moment: each opens a pool of its own (idemdb.Open, as separate processes
+// have) and runs migrate on it, released together. Every one must succeed;
+// the test fails naming each that did not. It returns the drivers, closed
+// when the test ends, for the caller to check the tables with.
+func MigrateAtOnce(t *testing.T, dsn string, n int, migrate func(ctx context.Context, drv idemdb.Driver) error) []idemdb.Driver {
+	t.Helper()
+	drivers := make([]idemdb.Driver, n)
+	for i := range drivers {
+		drv, err := idemdb.Open(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drivers[i] = drv
+		CloseInCleanup(t, "driver", func() { _ = drv.Close() })
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, drv := range drivers {
+		wg.Go(func() {
+			<-start
+			errs[i] = migrate(t.Context(), drv)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("server %d of %d: %v", i+1, n, err)
+		}
+	}
+	return drivers
 }
