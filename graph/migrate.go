@@ -16,7 +16,7 @@ import (
 var entSchema sync.Mutex
 
 // Migrate is the server's automatic migration (-migrate): ent's tables,
-// then River's, under idemdb.MigrateLocked, so that servers started at the
+// then River's (on MySQL the receipt table: MigrateOutbox), under idemdb.MigrateLocked, so that servers started at the
 // same moment on an empty database all start.
 func Migrate(ctx context.Context, client *ent.Client, drv idemdb.Driver) error {
 	err := idemdb.MigrateLocked(ctx, drv, func(ctx context.Context) error {
@@ -26,7 +26,7 @@ func Migrate(ctx context.Context, client *ent.Client, drv idemdb.Driver) error {
 		if err != nil {
 			return err
 		}
-		return MigrateRiver(ctx, drv)
+		return MigrateOutbox(ctx, drv)
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)

@@ -93,7 +93,9 @@ type Workers struct {
 	FoldEvery time.Duration
 	FoldBatch int
 	// PollOnly polls for jobs without LISTEN, which PgBouncer's transaction
-	// pooling cannot hold; PollInterval is how often (0: River's 1s).
+	// pooling cannot hold; PollInterval is how often (0: River's 1s). On
+	// MySQL the receipt workers always poll, every PollInterval (0:
+	// DefaultReceiptPoll).
 	PollOnly     bool
 	PollInterval time.Duration
 	// RescueAfter is how long a job may run before River's leader takes it
@@ -130,8 +132,9 @@ func MigrateRiver(ctx context.Context, drv idemdb.Driver) error {
 	return idemoutbox.Migrate(ctx, drv.DB(), drv.Dialect())
 }
 
-// StartWorkers starts the example's River client on drv's database: the
-// receipts, and the counter materialiser. stop stops it, waiting for the
+// StartWorkers starts the example's workers on drv's database: the
+// receipts, and the counter materialiser (River's client, or on MySQL
+// the receipt table's workers: StartRiver). stop stops it, waiting for the
 // jobs that run.
 func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (stop func(context.Context) error, err error) {
 	r, err := StartRiver(ctx, client, drv, w)
@@ -145,20 +148,34 @@ func StartWorkers(ctx context.Context, client *ent.Client, drv idemdb.Driver, w 
 // for the jobs whose context it cancelled.
 const cancelWait = 5 * time.Second
 
-// River is the example's running River client (StartRiver).
+// River is the example's running background workers (StartRiver): River's
+// client on PostgreSQL and SQLite; on MySQL, where River does not run, the
+// receipt table's workers and the counter's ticker.
 type River struct {
+	// Name is the readiness check's name: "river", or "workers" on MySQL.
+	Name string
 	// Stop stops the client, waiting for the jobs that run until ctx ends;
 	// then it cancels those still running and waits up to five seconds
 	// more for them to return.
 	Stop func(ctx context.Context) error
-	// Check is River's readiness check (idemhttp.ReadinessCheck): the
+	// Check is the readiness check (idemhttp.ReadinessCheck): River's
 	// client has not stopped, and answers a listing of one queue through
-	// its own driver and pool.
+	// its own driver and pool (on MySQL: the workers have not stopped, and
+	// their table answers).
 	Check func(ctx context.Context) error
 }
 
-// StartRiver is StartWorkers, with River's readiness check.
+// StartRiver is StartWorkers, with the workers' readiness check. On MySQL
+// and MariaDB, which River has no driver for, it starts the receipt
+// table's workers and folds the counter on a ticker instead
+// (ReceiptTable); Workers' River-only fields (ID, PollOnly, RescueAfter,
+// MaxConns) mean nothing there.
 func StartRiver(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (*River, error) {
+	return effectsOf(drv.Dialect()).start(ctx, client, drv, w)
+}
+
+// startRiver is StartRiver on River's backends.
+func startRiver(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (*River, error) {
 	if w.Mailer == nil {
 		return nil, errors.New("graph: StartWorkers needs a mailer")
 	}
@@ -266,5 +283,5 @@ func start[TTx any](ctx context.Context, d riverdriver.Driver[TTx], cfg *river.C
 		}
 		return err
 	}
-	return &River{Stop: stop, Check: check}, nil
+	return &River{Name: "river", Stop: stop, Check: check}, nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/ent/order"
 	"github.com/goovo/idem/ent/payment"
-	"github.com/goovo/idem/idemoutbox"
 	"github.com/goovo/idem/internal/example/provider"
 )
 
@@ -102,8 +101,9 @@ func (r *Resolver) pay(ctx context.Context, p *ent.Payment) (*ent.Payment, error
 		return nil, err
 	}
 	// The receipt is sent after the payment commits, and only if it does:
-	// its job is inserted in this transaction (the outbox).
-	if _, err := idemoutbox.Enqueue(ctx, SendReceiptArgs{Tenant: tenant, OrderID: o.ID, PaymentID: p.ID}, nil); err != nil {
+	// it is recorded in this transaction (River's outbox, or on MySQL the
+	// receipt table).
+	if err := r.effects.enqueueReceipt(ctx, SendReceiptArgs{Tenant: tenant, OrderID: o.ID, PaymentID: p.ID}); err != nil {
 		return nil, err // retryable: rolled back and released
 	}
 	return paid, nil

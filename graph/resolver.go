@@ -15,4 +15,5 @@ type Resolver struct {
 	client   *ent.Client
 	provider provider.Provider
 	mailer   *mailer.Simulated
+	effects  effects // how the receipts are recorded: River's outbox, or the receipt table
 }

@@ -80,7 +80,8 @@ func NewHook(client *ent.Client, opts Options) (*idem.Hook, error) {
 // JavaScript client) and a playground at / (both from the binary); any
 // other path is 404.
 func NewHandler(client *ent.Client, prov provider.Provider, mail *mailer.Simulated, hook *idem.Hook) (http.Handler, error) {
-	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov, mailer: mail}}))
+	srv := handler.New(NewExecutableSchema(Config{Resolvers: &Resolver{client: client, provider: prov, mailer: mail,
+		effects: effectsOf(client.IdempotencyBackend().Dialect())}}))
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated operations are reused (a retry sends the same
 	// document, and parsing is a seventh of a request's CPU) in the cache

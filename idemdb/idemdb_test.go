@@ -140,10 +140,10 @@ func TestBehindPgBouncer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ledger.Close() })
-	if err := errors.Join(provider.Migrate(ctx, ledger.DB(), true), mailer.Migrate(ctx, ledger.DB(), true)); err != nil {
+	if err := errors.Join(provider.Migrate(ctx, ledger.DB(), ledger.Dialect()), mailer.Migrate(ctx, ledger.DB(), ledger.Dialect())); err != nil {
 		t.Fatal(err)
 	}
-	prov, err := provider.NewSimulated(ctx, ledger.DB(), true)
+	prov, err := provider.NewSimulated(ctx, ledger.DB(), ledger.Dialect())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestBehindPgBouncer(t *testing.T) {
 	if err := graph.MigrateRiver(ctx, drv); err != nil {
 		t.Fatal(err)
 	}
-	mail, err := mailer.NewSimulated(ctx, ledger.DB(), true)
+	mail, err := mailer.NewSimulated(ctx, ledger.DB(), ledger.Dialect())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,6 +145,24 @@ func downstreamKey(s *effects.Scope, kind string, n int) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// EffectKey returns the downstream key of the next effect of kind that
+// the idempotent mutation running in ctx records itself, outside River:
+// DownstreamKey's rule (the tenant, the record, the idempotency key, the
+// kind and the effect's place among the attempt's effects of that kind,
+// counted with Enqueue's), so that every attempt of a key gives its
+// effect the same key and the receiver deduplicates whichever delivery
+// reaches it. It is what an application on MySQL, where Enqueue refuses
+// (ErrMySQL), writes beside the effect in a table of its own, in the
+// mutation's transaction (docs/mysql.md). Outside a mutation it returns
+// ErrNoAttempt.
+func EffectKey(ctx context.Context, kind string) (string, error) {
+	s := effects.From(ctx)
+	if s == nil || s.Tx == nil {
+		return "", ErrNoAttempt
+	}
+	return downstreamKey(s, kind, s.Next(kind)), nil
+}
+
 // DownstreamKey returns the downstream key of a job Enqueue inserted, ""
 // for another job: what the worker hands to the receiver of the effect
 // (an Idempotency-Key header, a message id) for it to deduplicate.

@@ -208,7 +208,7 @@ func TestMigrationsProduceTheEntSchema(t *testing.T) {
 	// The simulated provider's and mailer's tables: those the server's
 	// -migrate makes (provider.Migrate, mailer.Migrate), column by column.
 	refDB := ref.Driver.DB()
-	if err := errors.Join(provider.Migrate(context.Background(), refDB, true), mailer.Migrate(context.Background(), refDB, true)); err != nil {
+	if err := errors.Join(provider.Migrate(context.Background(), refDB, dialect.Postgres), mailer.Migrate(context.Background(), refDB, dialect.Postgres)); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{provider.Table, mailer.Table} {

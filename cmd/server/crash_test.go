@@ -56,7 +56,7 @@ func TestKilledServerIsRecovered(t *testing.T) {
 			args = append(args, "-lease", lease.String(),
 				"-provider-latency", latency.String(), "-provider-response-latency", latency.String())
 			survivor := startServer(t, bin, env, args)
-			prov := openLedger(t, providerDSN, b == idemtest.Postgres)
+			prov := openLedger(t, providerDSN)
 
 			afterCharge, late := 0, 0
 			for i := 0; i < trials+late; i++ {
@@ -214,9 +214,9 @@ func (p *serverProcess) pay(tenant, key, order string) *gqlResult {
 	return r
 }
 
-func openLedger(t *testing.T, dsn string, postgres bool) *provider.Simulated {
+func openLedger(t *testing.T, dsn string) *provider.Simulated {
 	t.Helper()
-	name, source, _ := idemdb.Resolve(dsn)
+	name, source, d := idemdb.Resolve(dsn)
 	db, err := sql.Open(name, source)
 	if err != nil {
 		t.Fatal(err)
@@ -224,10 +224,10 @@ func openLedger(t *testing.T, dsn string, postgres bool) *provider.Simulated {
 	t.Cleanup(func() { db.Close() })
 	// Its table, as the server's -migrate makes it (a no-op once made):
 	// some tests read the ledger before the server has started.
-	if err := provider.Migrate(context.Background(), db, postgres); err != nil {
+	if err := provider.Migrate(context.Background(), db, d); err != nil {
 		t.Fatal(err)
 	}
-	p, err := provider.NewSimulated(context.Background(), db, postgres)
+	p, err := provider.NewSimulated(context.Background(), db, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestKilledServerIsRecoveredWithoutRetry(t *testing.T) {
 			args = append(args, "-lease", "1s", "-provider-response-latency", "2s")
 			recovering := append(slices.Clip(args), "-recover-after", "1s")
 			survivor := startServer(t, bin, env, args)
-			prov := openLedger(t, providerDSN, b == idemtest.Postgres)
+			prov := openLedger(t, providerDSN)
 
 			var noRetry, secondKey, late int
 			for i := 0; i < trials+late; i++ {

@@ -39,7 +39,7 @@ func TestDisconnectedPaymentIsFinished(t *testing.T) {
 			env, args := serverTables(t, db)
 			args = append(args, "-provider-latency", "2s")
 			srv := startServer(t, bin, env, args)
-			prov := openLedger(t, ledgerDSN(db), b.IsPostgres())
+			prov := openLedger(t, ledgerDSN(db))
 
 			order := srv.newOrder(t, "acme", "order-1")
 			const key = "pay-1"
@@ -93,7 +93,7 @@ func TestAbandonedPaymentIsFinishedByDefault(t *testing.T) {
 			db := idemtest.Open(t, b)
 			env, args := serverTables(t, db)
 			args = append(args, "-lease", "1s")
-			prov := openLedger(t, ledgerDSN(db), b.IsPostgres())
+			prov := openLedger(t, ledgerDSN(db))
 			victim := startServer(t, bin, env, append(slices.Clip(args), "-provider-response-latency", "30s"))
 			order := victim.newOrder(t, "acme", "order-1")
 			const key = "pay-1"
@@ -141,7 +141,7 @@ func serverTables(t *testing.T, db *idemtest.DB) (env, args []string) {
 	}
 	// The simulated provider's and mailer's tables, which -migrate=false
 	// does not create (cmd/migrate up does, with the rest).
-	if err := errors.Join(provider.Migrate(ctx, db.Driver.DB(), true), mailer.Migrate(ctx, db.Driver.DB(), true)); err != nil {
+	if err := errors.Join(provider.Migrate(ctx, db.Driver.DB(), db.Driver.Dialect()), mailer.Migrate(ctx, db.Driver.DB(), db.Driver.Dialect())); err != nil {
 		t.Fatal(err)
 	}
 	return env, append(args, "-migrate=false")

@@ -3,6 +3,11 @@
 //
 //	go run ./cmd/server                      # embedded SQLite file idem-example.db
 //	DATABASE_URL=postgres://… go run ./cmd/server
+//	DATABASE_URL=mysql://root@127.0.0.1:3306/test go run ./cmd/server  # MySQL or MariaDB
+//
+// On PostgreSQL and SQLite River sends the receipts (idemoutbox) and folds
+// the page views; on MySQL, which River has no driver for, the example's
+// own receipt table and workers do (graph.ReceiptTable, docs/mysql.md).
 //
 // The simulated payment provider keeps its ledger in the same database, or
 // in PROVIDER_DATABASE_URL when set (behind PgBouncer, a pool of its own:
@@ -28,11 +33,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"entgo.io/ent/dialect"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/goovo/idem"
@@ -67,9 +74,9 @@ func run() error {
 		sweepEvery   = flag.Duration("sweep-every", time.Minute, "how often to archive expired idempotency records and purge old tombstones (0: never)")
 		recoverAfter = flag.Duration("recover-after", idem.DefaultRecoverAfter, "how long after a lease runs out the server finishes a claim whose client never came back, by running it again with its key, as the user who made it (0: never; the claim then waits for its client's retry, which may never come)")
 		retention    = flag.Duration("retention", 0, "how long a finished record's response is replayable (default 24h)")
-		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts: a River periodic job, which the leader of the servers enqueues, so give every server the same (0: never)")
+		foldEvery    = flag.Duration("materialize-every", time.Second, "how often to fold page views into counts: a River periodic job, which the leader of the servers enqueues, so give every server the same; on MySQL every server folds on its own ticker (0: never)")
 		mailLatency  = flag.Duration("mailer-latency", 0, "latency of the simulated mailer, before it records a receipt: a crash in it falls between the payment's commit and the receipt's delivery")
-		riverID      = flag.String("river-id", "", "this process's River client id, the same across its restarts, so that River tells its jobs from other processes' (default: one River makes up)")
+		riverID      = flag.String("river-id", "", "this process's River client id, the same across its restarts, so that River tells its jobs from other processes' (default: one River makes up; refused on MySQL, where River does not run)")
 		riverPoll    = flag.Bool("river-poll-only", false, "River polls for jobs instead of listening (behind PgBouncer's transaction pooling, which cannot hold a LISTEN)")
 		riverPollInt = flag.Duration("river-poll-interval", 0, "how often River polls for jobs (default 1s)")
 		riverConns   = flag.Int("river-max-conns", graph.DefaultRiverMaxConns, "most connections of River's own pool, which it opens behind PgBouncer (a -db-dsn in an exec mode); counts in the connection budget")
@@ -94,7 +101,7 @@ func run() error {
 	var sd shutdown
 	flag.DurationVar(&sd.Grace, "shutdown-grace", 0, "after SIGTERM, how long /readyz fails while the server still accepts and serves requests, so that load balancers stop sending before the listener closes (a second signal ends it early)")
 	flag.DurationVar(&sd.Drain, "shutdown-drain", 10*time.Second, "after the grace, how long requests under way may take to finish once the listener is closed; those still running then are cancelled")
-	flag.DurationVar(&sd.RiverStop, "shutdown-river", 10*time.Second, "after SIGTERM, how long River's running jobs may take to finish (beside the HTTP drain); those still running then are cancelled and run again elsewhere")
+	flag.DurationVar(&sd.RiverStop, "shutdown-river", 10*time.Second, "after SIGTERM, how long River's running jobs (on MySQL: the receipt workers' deliveries) may take to finish (beside the HTTP drain); those still running then are cancelled and run again elsewhere")
 	// Request limits (idemhttp.Limits): 0 keeps the default, a negative value
 	// turns the limit off.
 	var limits idemhttp.Limits
@@ -135,22 +142,23 @@ func run() error {
 	case dsn == "":
 		dsn = *dbPath
 	case idemdb.IsMySQL(dsn):
-		// Refused before anything is opened: half a server (payments
-		// without receipts) would be worse than none.
-		return errMySQLExample
+		if err := refuseRiverFlags(); err != nil {
+			return err
+		}
 	case !idemdb.IsPostgres(dsn):
-		return errors.New("DATABASE_URL must be a postgres:// URL (or mysql://, which the example refuses); for SQLite use -db")
+		return errors.New("DATABASE_URL must be a postgres:// or mysql:// URL; for SQLite use -db")
 	}
+	onServer := func(dsn string) bool { return idemdb.IsPostgres(dsn) || idemdb.IsMySQL(dsn) }
 	providerDSN := os.Getenv("PROVIDER_DATABASE_URL")
 	switch {
-	case providerDSN == "" && idemdb.IsPostgres(dsn):
+	case providerDSN == "" && onServer(dsn):
 		providerDSN = dsn
 	case providerDSN == "":
 		// A SQLite file of its own: a second writer in the application's
 		// file would wait on the application's transaction.
 		providerDSN = strings.TrimSuffix(dsn, ".db") + "-provider.db"
-	case !idemdb.IsPostgres(providerDSN):
-		return errors.New("PROVIDER_DATABASE_URL must be a postgres:// URL")
+	case !onServer(providerDSN):
+		return errors.New("PROVIDER_DATABASE_URL must be a postgres:// or mysql:// URL")
 	}
 	// ctx ends at the first SIGTERM or interrupt: the background work (the
 	// recoverer, the sweeper) stops then; requests are served on until the
@@ -181,9 +189,9 @@ func run() error {
 		if err := graph.Migrate(ctx, client, drv); err != nil {
 			return err
 		}
-	} else if err := idemoutbox.Validate(ctx, drv.DB(), drv.Dialect()); err != nil {
-		// Versioned migrations: River's must have been applied with the
-		// rest (cmd/migrate up).
+	} else if err := graph.ValidateOutbox(ctx, drv); err != nil {
+		// Versioned migrations: River's (on MySQL the receipt table) must
+		// have been applied with the rest.
 		return err
 	}
 
@@ -217,9 +225,12 @@ func run() error {
 		if err := registerPoolMetrics(mp, "app", drv); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		// How many effects wait in the outbox, how old the oldest is.
-		if err := idemoutbox.RegisterMetrics(mp, client.IdempotencyBackend().DB(), drv.Dialect()); err != nil {
-			return fmt.Errorf("metrics: %w", err)
+		// How many effects wait in the outbox, how old the oldest is
+		// (River's: not on MySQL, whose receipt table has no gauge).
+		if !idemdb.IsMySQL(dsn) {
+			if err := idemoutbox.RegisterMetrics(mp, client.IdempotencyBackend().DB(), drv.Dialect()); err != nil {
+				return fmt.Errorf("metrics: %w", err)
+			}
 		}
 	}
 	hook, err := graph.NewHook(client, opts)
@@ -238,7 +249,8 @@ func run() error {
 		go admin.RunSweeper(ctx, *sweepEvery, idemctl.SweepOptions{})
 	}
 	// River works the outbox's jobs (the receipts) and the counter's
-	// periodic fold. The sweeper and the recoverer stay on every process:
+	// periodic fold; on MySQL the receipt table's workers and a ticker do
+	// (graph.StartRiver chooses). The sweeper and the recoverer stay on every process:
 	// their batches are fenced and skip what another process holds, so
 	// they need no leader, and keep working while River's is being elected.
 	riv, err := graph.StartRiver(ctx, client, drv, graph.Workers{ID: *riverID, Mailer: mail,
@@ -253,11 +265,12 @@ func run() error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	// Readiness: the database, the claim tables and River answer.
+	// Readiness: the database, the claim tables and River (on MySQL the
+	// receipt workers) answer.
 	health := idemhttp.NewHealth(
 		idemhttp.PingCheck("database", drv.DB()),
 		idemhttp.ReadinessCheck{Name: "claims", Check: admin.CheckClaimTables},
-		idemhttp.ReadinessCheck{Name: "river", Check: riv.Check},
+		idemhttp.ReadinessCheck{Name: riv.Name, Check: riv.Check},
 	)
 	health.Logger = logger
 	mux := http.NewServeMux()
@@ -290,6 +303,8 @@ func run() error {
 	backend := "sqlite " + dsn
 	if idemdb.IsPostgres(dsn) {
 		backend = "postgres"
+	} else if idemdb.IsMySQL(dsn) {
+		backend = "mysql"
 	}
 	logger.Info("serving GraphQL", "url", base+"/query", "playground", base+"/", "database", backend,
 		"health", base+idemhttp.PathLive, "ready", base+idemhttp.PathReady)
@@ -302,12 +317,25 @@ func run() error {
 	}
 }
 
-// errMySQLExample is the example's answer to a MySQL or MariaDB
-// DATABASE_URL: the hook runs there, the example's effects do not.
-var errMySQLExample = errors.New("DATABASE_URL is a MySQL/MariaDB URL: the idempotency hook, its store and idemctl run on MySQL and MariaDB, " +
-	"but this example sends its receipts and folds its counter through River's outbox (idemoutbox), and River has no MySQL driver, " +
-	"so the example server does not start on it; run it on PostgreSQL (DATABASE_URL=postgres://…) or SQLite (-db), " +
-	"and see docs/mysql.md for an application on MySQL")
+// riverOnlyFlags configure River, which does not run on MySQL.
+var riverOnlyFlags = []string{"river-id", "river-poll-only", "river-poll-interval", "river-max-conns", "river-rescue-after"}
+
+// refuseRiverFlags refuses, on MySQL, the flags that only River or pgx
+// read: a setting that would silently do nothing is worse than a start
+// that says so.
+func refuseRiverFlags() error {
+	var err error
+	flag.Visit(func(f *flag.Flag) {
+		switch {
+		case err != nil:
+		case slices.Contains(riverOnlyFlags, f.Name):
+			err = fmt.Errorf("-%s configures River, which has no MySQL driver: on MySQL/MariaDB the example sends its receipts through its own receipt table and workers (docs/mysql.md); drop the flag", f.Name)
+		case f.Name == "db-driver" && f.Value.String() != "database/sql":
+			err = fmt.Errorf("-db-driver %s is PostgreSQL's: on MySQL/MariaDB the server uses database/sql's go-sql-driver; drop the flag", f.Value)
+		}
+	})
+	return err
+}
 
 // openProvider opens the simulated provider's ledger, and the simulated
 // mailer's records beside it, with a pool of their own, of maxConns
@@ -322,7 +350,7 @@ func openProvider(ctx context.Context, dsn string, maxConns int, connectWait tim
 		return nil, nil, nil, err
 	}
 	db := drv.DB()
-	p, m, err := openStandIns(ctx, db, idemdb.IsPostgres(dsn), connectWait, migrate, logger)
+	p, m, err := openStandIns(ctx, db, drv.Dialect(), connectWait, migrate, logger)
 	if err != nil {
 		db.Close()
 		return nil, nil, nil, err
@@ -331,22 +359,22 @@ func openProvider(ctx context.Context, dsn string, maxConns int, connectWait tim
 }
 
 // openStandIns is openProvider's work on the opened pool.
-func openStandIns(ctx context.Context, db *sql.DB, postgres bool, connectWait time.Duration, migrate bool, logger *slog.Logger) (*provider.Simulated, *mailer.Simulated, error) {
+func openStandIns(ctx context.Context, db *sql.DB, d string, connectWait time.Duration, migrate bool, logger *slog.Logger) (*provider.Simulated, *mailer.Simulated, error) {
 	if err := idemdb.WaitReady(ctx, db, connectWait, logger); err != nil {
 		return nil, nil, err
 	}
 	if migrate {
-		if err := errors.Join(provider.Migrate(ctx, db, postgres), mailer.Migrate(ctx, db, postgres)); err != nil {
+		if err := errors.Join(provider.Migrate(ctx, db, d), mailer.Migrate(ctx, db, d)); err != nil {
 			return nil, nil, err
 		}
 	}
-	p, err := provider.NewSimulated(ctx, db, postgres)
+	p, err := provider.NewSimulated(ctx, db, d)
 	if err != nil {
-		return nil, nil, notMigrated(err, postgres)
+		return nil, nil, notMigrated(err, d)
 	}
-	m, err := mailer.NewSimulated(ctx, db, postgres)
+	m, err := mailer.NewSimulated(ctx, db, d)
 	if err != nil {
-		return nil, nil, notMigrated(err, postgres)
+		return nil, nil, notMigrated(err, d)
 	}
 	return p, m, nil
 }
@@ -355,12 +383,15 @@ func openStandIns(ctx context.Context, db *sql.DB, postgres bool, connectWait ti
 // simulated provider and mailer stand in for services that keep their
 // records in their own systems, but the example keeps them in its
 // database, and -migrate=false creates no table.
-func notMigrated(err error, postgres bool) error {
+func notMigrated(err error, d string) error {
 	if !errors.Is(err, simsql.ErrNotMigrated) {
 		return err
 	}
 	fix := "start once with -migrate (SQLite has no versioned migrations)"
-	if postgres {
+	switch d {
+	case dialect.MySQL:
+		fix = "start once with -migrate, or create them with the statements of graph.MySQLTables (PROVIDER_DATABASE_URL, when set, must reach a database that has them)"
+	case dialect.Postgres:
 		fix = "apply the versioned migrations, which create it with the rest (DATABASE_URL=… go run ./cmd/migrate up; PROVIDER_DATABASE_URL, when set, must reach a database that has them), or start with -migrate"
 	}
 	return fmt.Errorf("%w: the example's simulated provider and mailer keep their tables in its database and -migrate=false creates none: %s", err, fix)
@@ -401,8 +432,11 @@ func httpGate(gateURL string) (func(context.Context, provider.ChargeRequest) err
 }
 
 // openDriver opens the application's database: PostgreSQL on pgx unless
-// driver is database/sql; SQLite always through database/sql.
+// driver is database/sql; SQLite and MySQL always through database/sql.
 func openDriver(dsn, driver string, maxConns int) (idemdb.Driver, error) {
+	if idemdb.IsMySQL(dsn) {
+		return idemdb.OpenSQL(dsn, idemdb.Pool{MaxConns: maxConns})
+	}
 	switch driver {
 	case "pgx":
 		return idemdb.OpenPool(dsn, idemdb.Pool{MaxConns: maxConns})

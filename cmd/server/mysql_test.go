@@ -5,24 +5,56 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
 )
 
-// On a MySQL or MariaDB URL the example refuses to start, and says why
-// and what to use instead: its outbox runs on River, which has no MySQL
-// driver; half a server (payments without their receipts) would be worse.
-func TestMySQLURLIsRefusedAtStart(t *testing.T) {
+// On a mysql:// DATABASE_URL the example starts on MariaDB, makes its
+// tables, and serves: an order, its payment (charged once, replayed to a
+// retry), and the payment's receipt, delivered once through the example's
+// receipt table (River does not run on MySQL).
+func TestServerRunsOnMySQL(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Build(t, ".")
-	p := proctest.Start(t, bin, []string{"DATABASE_URL=mysql://root@127.0.0.1:3306/test"}, []string{"-addr", proctest.FreeAddr(t)})
-	select {
-	case <-p.Done():
-	case <-time.After(testkit.WaitBound):
-		t.Fatalf("the server started on MySQL:\n%s", p.Output())
+	db := idemtest.Open(t, idemtest.MariaDB)
+	env, args := serverDatabase(db)
+	srv := startServer(t, bin, env, args)
+	order := srv.newOrder(t, "acme", "order-1")
+	for range 2 {
+		if r := srv.pay("acme", "pay-1", order); len(r.Errors) > 0 || !strings.Contains(r.body, `"paid":true`) {
+			t.Fatalf("payment: %s", r.body)
+		}
 	}
-	out := p.Output()
-	if p.Wait() == nil || !strings.Contains(out, "River has no MySQL driver") || !strings.Contains(out, "docs/mysql.md") {
-		t.Fatalf("exit %v, output:\n%s", p.Wait(), out)
+	var got []receipt
+	testkit.Eventually(t, func() bool {
+		got = receipts(t, srv, order)
+		return len(got) > 0
+	}, "the payment's receipt")
+	if len(got) != 1 || got[0].Requests != 1 {
+		t.Fatalf("receipts %+v, want one, requested once", got)
+	}
+	if !strings.Contains(srv.Output(), "database=mysql") {
+		t.Fatalf("the start's log line does not name MySQL:\n%s", srv.Output())
+	}
+}
+
+// A flag that only configures River is refused on MySQL, naming the flag
+// and what the example uses there instead: silently ignored, it would
+// promise a behaviour the server does not have.
+func TestRiverFlagIsRefusedOnMySQL(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, ".")
+	for _, flag := range [][]string{{"-river-poll-only"}, {"-river-rescue-after", "5s"}, {"-db-driver", "pgx"}} {
+		p := proctest.Start(t, bin, []string{"DATABASE_URL=mysql://root@127.0.0.1:3306/test"}, append([]string{"-addr", proctest.FreeAddr(t)}, flag...))
+		select {
+		case <-p.Done():
+		case <-time.After(testkit.WaitBound):
+			t.Fatalf("the server started on MySQL with %s:\n%s", flag, p.Output())
+		}
+		out := p.Output()
+		if p.Wait() == nil || !strings.Contains(out, flag[0]) || !strings.Contains(out, "MySQL/MariaDB") {
+			t.Fatalf("%s: exit %v, output:\n%s", flag, p.Wait(), out)
+		}
 	}
 }

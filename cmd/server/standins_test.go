@@ -56,8 +56,8 @@ func TestNoAutomaticMigrationRefusesMissingStandInTables(t *testing.T) {
 				}
 			}
 
-			postgres := b == idemtest.Postgres
-			if err := errors.Join(provider.Migrate(ctx, ledger, postgres), mailer.Migrate(ctx, ledger, postgres)); err != nil {
+			d := db.Driver.Dialect()
+			if err := errors.Join(provider.Migrate(ctx, ledger, d), mailer.Migrate(ctx, ledger, d)); err != nil {
 				t.Fatal(err)
 			}
 			startServer(t, bin, env, args)

@@ -7,12 +7,13 @@
 // Fold is exactly once because counting a batch and marking it folded happen
 // in one transaction: a crash between the two is a crash before the commit,
 // which undoes both. Several materializers may run at once: on PostgreSQL
-// each locks its batch with FOR UPDATE SKIP LOCKED, on SQLite the database
-// serialises them.
+// and MySQL each locks its batch with FOR UPDATE SKIP LOCKED, on SQLite the
+// database serialises them.
 package counter
 
 import (
 	"context"
+	stdsql "database/sql"
 	"fmt"
 
 	"entgo.io/ent/dialect"
@@ -26,14 +27,25 @@ import (
 // Fold counts up to batch unfolded page views into PageViewCount and marks
 // them folded, in one transaction. It returns how many it folded.
 func Fold(ctx context.Context, client *ent.Client, batch int) (int, error) {
-	tx, err := client.Tx(ctx)
+	d := client.IdempotencyBackend().Dialect()
+	begin := client.Tx
+	if d == dialect.MySQL {
+		// InnoDB's REPEATABLE READ reads a snapshot (two folders would
+		// count one view twice without the lock) and its locking reads
+		// take gap locks, which would hold back the inserts of new views:
+		// READ COMMITTED takes none.
+		begin = func(ctx context.Context) (*ent.Tx, error) {
+			return client.BeginTx(ctx, &stdsql.TxOptions{Isolation: stdsql.LevelReadCommitted})
+		}
+	}
+	tx, err := begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
 
 	q := tx.PageView.Query().Where(pageview.Folded(false)).Order(pageview.ByID()).Limit(batch)
-	if client.IdempotencyBackend().Dialect() == dialect.Postgres {
+	if d == dialect.Postgres || d == dialect.MySQL {
 		q = q.ForUpdate(sql.WithLockAction(sql.SkipLocked))
 	}
 	views, err := q.All(ctx)

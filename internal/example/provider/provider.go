@@ -16,6 +16,8 @@ import (
 	mathrand "math/rand/v2"
 	"time"
 
+	"entgo.io/ent/dialect"
+
 	"github.com/goovo/idem/internal/example/simsql"
 	"github.com/goovo/idem/internal/timer"
 )
@@ -73,8 +75,8 @@ var ErrKeyMismatch = errors.New("payment provider: idempotency key reused for a 
 
 // Simulated is the provider of the example server and its tests.
 type Simulated struct {
-	db       *sql.DB
-	postgres bool
+	db      *sql.DB
+	dialect string
 
 	// Latency is added to every charge before it executes.
 	Latency time.Duration
@@ -97,48 +99,40 @@ type Simulated struct {
 // Table is the table of the simulated provider's ledger.
 const Table = "provider_charges"
 
-// NewSimulated returns a provider that keeps its ledger in db (a PostgreSQL
-// database when postgres is true, else SQLite). The ledger's table must
+// NewSimulated returns a provider that keeps its ledger in db, a database
+// of ent's dialect d (dialect.Postgres, dialect.MySQL or dialect.SQLite).
+// The ledger's table must
 // exist (Migrate, or the versioned migrations): a missing one is
 // simsql.ErrNotMigrated, and nothing is created.
-func NewSimulated(ctx context.Context, db *sql.DB, postgres bool) (*Simulated, error) {
+func NewSimulated(ctx context.Context, db *sql.DB, d string) (*Simulated, error) {
 	err := simsql.Check(ctx, db, Table, "id", "tenant", "idempotency_key", "order_id", "amount",
 		"currency", "requests", "voided", "created_at", "requested_by")
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
-	return &Simulated{db: db, postgres: postgres}, nil
+	return &Simulated{db: db, dialect: d}, nil
 }
 
-// Migrate creates the ledger's table in db, or adds what an older one
-// lacks: the example server's automatic migration (-migrate). On
-// PostgreSQL, ent/migrate/migrations holds the same table for the
-// versioned path (cmd/migrate up). A real provider keeps its ledger in
-// its own system; this one is a stand-in kept beside the application's
-// tables so that tests can count its charges.
-func Migrate(ctx context.Context, db *sql.DB, postgres bool) error {
-	ts := simsql.TimeColumn(postgres)
-	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS provider_charges (
-		id TEXT PRIMARY KEY,
-		tenant TEXT NOT NULL,
-		idempotency_key TEXT NOT NULL,
-		order_id BIGINT NOT NULL,
-		amount BIGINT NOT NULL,
-		currency TEXT NOT NULL,
-		requests INTEGER NOT NULL DEFAULT 1,
-		voided BOOLEAN NOT NULL DEFAULT false,
-		created_at `+ts+` NOT NULL,
-		requested_by TEXT NOT NULL DEFAULT '',
-		UNIQUE (tenant, idempotency_key))`)
-	if err != nil {
+// Migrate creates the ledger's table in db, a database of ent's dialect
+// d, or adds what an older one lacks: the example server's automatic
+// migration (-migrate). On PostgreSQL, ent/migrate/migrations holds the
+// same table for the versioned path (cmd/migrate up). A real provider
+// keeps its ledger in its own system; this one is a stand-in kept beside
+// the application's tables so that tests can count its charges.
+func Migrate(ctx context.Context, db *sql.DB, d string) error {
+	if _, err := db.ExecContext(ctx, CreateTable(d)); err != nil {
 		return fmt.Errorf("provider: create ledger: %w", err)
 	}
 	// A ledger made before charges recorded their user gets the column.
 	var has int
 	q := `SELECT count(*) FROM pragma_table_info('provider_charges') WHERE name = 'requested_by'`
-	if postgres {
+	switch d {
+	case dialect.Postgres:
 		q = `SELECT count(*) FROM information_schema.columns
 			WHERE table_schema = current_schema() AND table_name = 'provider_charges' AND column_name = 'requested_by'`
+	case dialect.MySQL:
+		q = `SELECT count(*) FROM information_schema.columns
+			WHERE table_schema = DATABASE() AND table_name = 'provider_charges' AND column_name = 'requested_by'`
 	}
 	if err := db.QueryRowContext(ctx, q).Scan(&has); err != nil {
 		return fmt.Errorf("provider: read ledger: %w", err)
@@ -149,6 +143,41 @@ func Migrate(ctx context.Context, db *sql.DB, postgres bool) error {
 		}
 	}
 	return nil
+}
+
+// CreateTable is the CREATE TABLE IF NOT EXISTS statement of the ledger
+// on ent's dialect d: what Migrate runs, and what a versioned migration
+// must hold.
+func CreateTable(d string) string {
+	if d == dialect.MySQL {
+		// MySQL indexes no TEXT without a length: the keyed columns are
+		// VARCHARs (the unique key's 510 characters take 2040 of
+		// InnoDB's 3072 bytes).
+		return `CREATE TABLE IF NOT EXISTS provider_charges (
+		id VARCHAR(64) PRIMARY KEY,
+		tenant VARCHAR(255) NOT NULL,
+		idempotency_key VARCHAR(255) NOT NULL,
+		order_id BIGINT NOT NULL,
+		amount BIGINT NOT NULL,
+		currency VARCHAR(16) NOT NULL,
+		requests INTEGER NOT NULL DEFAULT 1,
+		voided BOOLEAN NOT NULL DEFAULT false,
+		created_at DATETIME(6) NOT NULL,
+		requested_by VARCHAR(255) NOT NULL DEFAULT '',
+		UNIQUE (tenant, idempotency_key))` + simsql.MySQLTableOptions
+	}
+	return `CREATE TABLE IF NOT EXISTS provider_charges (
+		id TEXT PRIMARY KEY,
+		tenant TEXT NOT NULL,
+		idempotency_key TEXT NOT NULL,
+		order_id BIGINT NOT NULL,
+		amount BIGINT NOT NULL,
+		currency TEXT NOT NULL,
+		requests INTEGER NOT NULL DEFAULT 1,
+		voided BOOLEAN NOT NULL DEFAULT false,
+		created_at ` + simsql.TimeColumn(d) + ` NOT NULL,
+		requested_by TEXT NOT NULL DEFAULT '',
+		UNIQUE (tenant, idempotency_key))`
 }
 
 // Charge implements Provider.
@@ -164,13 +193,7 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	}
 	id := make([]byte, 12)
 	_, _ = rand.Read(id)
-	row := s.db.QueryRowContext(ctx, simsql.Rebind(s.postgres, `INSERT INTO provider_charges
-		(id, tenant, idempotency_key, order_id, amount, currency, requests, created_at, requested_by)
-		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)
-		ON CONFLICT (tenant, idempotency_key) DO UPDATE SET requests = provider_charges.requests + 1
-		RETURNING `+chargeColumns),
-		"ch_"+hex.EncodeToString(id), req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, simsql.Now(s.postgres), req.User)
-	c, err := s.scan(row)
+	c, err := s.insert(ctx, "ch_"+hex.EncodeToString(id), req)
 	if err != nil {
 		return nil, fmt.Errorf("provider: charge: %w", err)
 	}
@@ -188,9 +211,30 @@ func (s *Simulated) Charge(ctx context.Context, req ChargeRequest) (*Charge, err
 	return c, nil
 }
 
+// insert records the charge req under id, or counts one more request for
+// its key, and returns the charge of its key. MySQL has no RETURNING (and
+// MariaDB's does not follow ON DUPLICATE KEY's update): the charge is read
+// back by its key, which no statement deletes.
+func (s *Simulated) insert(ctx context.Context, id string, req ChargeRequest) (*Charge, error) {
+	insert := `INSERT INTO provider_charges
+		(id, tenant, idempotency_key, order_id, amount, currency, requests, created_at, requested_by)
+		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8)`
+	args := []any{id, req.Tenant, req.Key, req.OrderID, req.Amount, req.Currency, simsql.Now(s.dialect), req.User}
+	if s.dialect != dialect.MySQL {
+		return s.scan(s.db.QueryRowContext(ctx, simsql.Rebind(s.dialect, insert+`
+		ON CONFLICT (tenant, idempotency_key) DO UPDATE SET requests = provider_charges.requests + 1
+		RETURNING `+chargeColumns), args...))
+	}
+	if _, err := s.db.ExecContext(ctx, simsql.Rebind(s.dialect, insert+` ON DUPLICATE KEY UPDATE requests = requests + 1`), args...); err != nil {
+		return nil, err
+	}
+	return s.scan(s.db.QueryRowContext(ctx, `SELECT `+chargeColumns+`
+		FROM provider_charges WHERE tenant = ? AND idempotency_key = ?`, req.Tenant, req.Key))
+}
+
 // Charges implements Provider.
 func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]*Charge, error) {
-	rows, err := s.db.QueryContext(ctx, simsql.Rebind(s.postgres, `SELECT `+chargeColumns+`
+	rows, err := s.db.QueryContext(ctx, simsql.Rebind(s.dialect, `SELECT `+chargeColumns+`
 		FROM provider_charges WHERE tenant = $1 AND order_id = $2 ORDER BY created_at, id`), tenant, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("provider: list charges: %w", err)
@@ -209,7 +253,7 @@ func (s *Simulated) Charges(ctx context.Context, tenant string, orderID int) ([]
 
 // Void implements Provider.
 func (s *Simulated) Void(ctx context.Context, tenant, key string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, simsql.Rebind(s.postgres, `UPDATE provider_charges SET voided = true WHERE tenant = $1 AND idempotency_key = $2`), tenant, key)
+	res, err := s.db.ExecContext(ctx, simsql.Rebind(s.dialect, `UPDATE provider_charges SET voided = true WHERE tenant = $1 AND idempotency_key = $2`), tenant, key)
 	if err != nil {
 		return false, fmt.Errorf("provider: void: %w", err)
 	}

@@ -1,6 +1,8 @@
 // Package simsql is what the example's simulated services (the payment
-// provider, the mailer) share to keep their ledgers in PostgreSQL or
-// SQLite with one text of each statement.
+// provider, the mailer) share to keep their ledgers in PostgreSQL, MySQL
+// (MariaDB) or SQLite with one text of each statement where the databases
+// agree. Each function takes the database's ent dialect name
+// (dialect.Postgres, dialect.MySQL, dialect.SQLite).
 package simsql
 
 import (
@@ -10,30 +12,36 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"entgo.io/ent/dialect"
 )
 
 // Now is the current time as the ledger stores it: a timestamp on
-// PostgreSQL, RFC 3339 text on SQLite, whose TEXT column sorts it.
-func Now(postgres bool) any {
-	if postgres {
-		return time.Now().UTC()
+// PostgreSQL and MySQL, RFC 3339 text on SQLite, whose TEXT column sorts
+// it.
+func Now(d string) any {
+	if d == dialect.SQLite {
+		return time.Now().UTC().Format(time.RFC3339Nano)
 	}
-	return time.Now().UTC().Format(time.RFC3339Nano)
+	return time.Now().UTC()
 }
 
 // TimeColumn is the column type of the times Now writes: TIMESTAMPTZ on
-// PostgreSQL, TEXT on SQLite.
-func TimeColumn(postgres bool) string {
-	if postgres {
+// PostgreSQL, DATETIME(6) on MySQL (microseconds, UTC: idemdb's
+// connections read and write UTC), TEXT on SQLite.
+func TimeColumn(d string) string {
+	switch d {
+	case dialect.Postgres:
 		return "TIMESTAMPTZ"
+	case dialect.MySQL:
+		return "DATETIME(6)"
 	}
 	return "TEXT"
 }
 
-// Rebind turns q's $1…$9 placeholders into SQLite's ? when postgres is
-// false.
-func Rebind(postgres bool, q string) string {
-	if postgres {
+// Rebind turns q's $1…$9 placeholders into ? on SQLite and MySQL.
+func Rebind(d string, q string) string {
+	if d == dialect.Postgres {
 		return q
 	}
 	for i := 9; i >= 1; i-- {
@@ -41,6 +49,11 @@ func Rebind(postgres bool, q string) string {
 	}
 	return q
 }
+
+// MySQLTableOptions end a stand-in's CREATE TABLE on MySQL: keys and
+// tenants are utf8mb4 compared byte for byte, as on PostgreSQL, whatever
+// the database's default character set.
+const MySQLTableOptions = " DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
 
 // ErrNotMigrated is returned by the simulated services' constructors when
 // their table is missing or lacks a column: they never create it

@@ -41,11 +41,11 @@ type Config struct {
 	// SetMaxOpenConns on SQLite or with
 	// IDEMTEST_POSTGRES_DRIVER=database/sql.
 	MaxConns int
-	// Workers, if not nil, starts a River client with this configuration
-	// (graph.StartWorkers; its Mailer is the app's), which delivers the
-	// outbox's jobs (the receipts). Nil: none, and jobs wait in River's
-	// table (a test that checks no delivery spares the machine a client
-	// per app).
+	// Workers, if not nil, starts the workers with this configuration
+	// (graph.StartWorkers; its Mailer is the app's: River's client, or on
+	// MariaDB the receipt table's), which deliver the receipts. Nil: none,
+	// and receipts wait in River's table or the receipt table (a test
+	// that checks no delivery spares the machine a client per app).
 	Workers *graph.Workers
 }
 
@@ -97,7 +97,7 @@ func Start(t testing.TB, backend idemtest.Kind, cfg Config) *App {
 	a := &App{t: t, DB: db, Client: client, Driver: drv}
 	a.Provider, a.Mailer = openProvider(t, db)
 	a.prov = a.Provider
-	if err := graph.MigrateRiver(context.Background(), drv); err != nil {
+	if err := graph.MigrateOutbox(context.Background(), drv); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Workers != nil {
@@ -156,15 +156,15 @@ func openProvider(t testing.TB, db *idemtest.DB) (*provider.Simulated, *mailer.S
 		t.Fatalf("provider: %v", err)
 	}
 	t.Cleanup(func() { pdb.Close() })
-	if err := errors.Join(provider.Migrate(context.Background(), pdb, db.Kind.IsPostgres()),
-		mailer.Migrate(context.Background(), pdb, db.Kind.IsPostgres())); err != nil {
+	if err := errors.Join(provider.Migrate(context.Background(), pdb, db.Driver.Dialect()),
+		mailer.Migrate(context.Background(), pdb, db.Driver.Dialect())); err != nil {
 		t.Fatalf("provider: %v", err)
 	}
-	p, err := provider.NewSimulated(context.Background(), pdb, db.Kind.IsPostgres())
+	p, err := provider.NewSimulated(context.Background(), pdb, db.Driver.Dialect())
 	if err != nil {
 		t.Fatalf("provider: %v", err)
 	}
-	m, err := mailer.NewSimulated(context.Background(), pdb, db.Kind.IsPostgres())
+	m, err := mailer.NewSimulated(context.Background(), pdb, db.Driver.Dialect())
 	if err != nil {
 		t.Fatalf("mailer: %v", err)
 	}
