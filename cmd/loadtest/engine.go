@@ -14,6 +14,9 @@ import (
 // (The audit's snapshot, readSnapshot, is the same SQL on both.)
 type engine struct {
 	name string // for messages: PostgreSQL, MariaDB
+	// river: the example server runs River on it (its -river-* flags);
+	// on MariaDB its receipt table's workers deliver instead.
+	river bool
 	// driver is the database/sql driver; dsn turns the run's URL into
 	// its data source.
 	driver string
@@ -31,6 +34,7 @@ type engine struct {
 var (
 	postgresEngine = &engine{
 		name:            "PostgreSQL",
+		river:           true,
 		driver:          "pgx",
 		dsn:             func(url string) (string, error) { return url, nil },
 		connections:     `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`,
@@ -48,7 +52,7 @@ var (
 		connections:    `SELECT count(*) FROM information_schema.PROCESSLIST WHERE COMMAND <> 'Daemon' AND USER <> 'system user' AND ID <> CONNECTION_ID()`,
 		maxConnections: `SELECT @@max_connections`,
 		// The example's receipts on MariaDB go through a table outbox of
-		// its own (River has no MySQL driver).
+		// its own, graph.ReceiptTable (River has no MySQL driver).
 		pendingReceipts: `SELECT count(*) FROM receipt_outbox WHERE delivered_at IS NULL`,
 	}
 )

@@ -197,7 +197,7 @@ func (c *faultsConfig) serverArgs(db *database) []string {
 		"-materialize-every", "0", // the page-view folder is not under test
 		"-recover-after", c.recoverAfter.String(),
 	}
-	if db.engine == postgresEngine {
+	if db.engine.river {
 		// Receipts: a job a killed server was running is run again soon.
 		args = append(args, "-river-rescue-after", "4s", "-river-poll-interval", "200ms")
 	}
@@ -292,7 +292,7 @@ func (r *loadRun) startFleet() error {
 		params = dsnParams("application_name", r.app)
 	}
 	r.env = e.db.serverEnv(params)
-	r.fleet = &fleet{bin: e.bin, env: r.env, args: c.serverArgs(e.db), logDir: e.tmp, newPort: c.newPort}
+	r.fleet = &fleet{bin: e.bin, env: r.env, args: c.serverArgs(e.db), logDir: e.tmp, newPort: c.newPort, noRiver: !e.db.engine.river}
 	for i := range c.servers {
 		p := r.steady
 		if c.spikeLatency > 0 && c.servers > 1 && i == c.servers-1 {
@@ -359,7 +359,7 @@ func (r *loadRun) audit() error {
 	sum.audit = auditDatabase(sum.intents, sum.snap, sum.v)
 	sum.logs = r.fleet.logCounts(logPatterns)
 
-	auditFleet := &fleet{bin: e.bin, env: r.env, args: r.cfg.serverArgs(e.db), logDir: filepath.Join(e.tmp, "audit")}
+	auditFleet := &fleet{bin: e.bin, env: r.env, args: r.cfg.serverArgs(e.db), logDir: filepath.Join(e.tmp, "audit"), noRiver: !e.db.engine.river}
 	defer auditFleet.stop()
 	if err := os.MkdirAll(auditFleet.logDir, 0o755); err == nil {
 		err = auditFleet.add(e.ctx, profile{name: "audit"})
