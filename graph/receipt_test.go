@@ -15,8 +15,9 @@ import (
 	"github.com/goovo/idem/internal/testkit/exampletest"
 )
 
-// receiptApp is newApp with a River client that delivers the receipts
-// (every 100ms; the pgx path listens).
+// receiptApp is newApp with the workers that deliver the receipts: a
+// River client (every 100ms; the pgx path listens), or on MariaDB the
+// receipt table's workers (every 100ms).
 func receiptApp(t testing.TB, backend idemtest.Kind) *app {
 	t.Helper()
 	clock := &idem.ClockOffset{}
@@ -44,11 +45,16 @@ func (a *app) receipts(tenant, order string) []receipt {
 	return d.Receipts
 }
 
-// receiptJobs counts the receipt jobs in River's table, worked or not.
+// receiptJobs counts the receipt jobs in River's table, worked or not (on
+// MariaDB the rows of the receipt table).
 func receiptJobs(t testing.TB, a *exampletest.App) int {
 	t.Helper()
+	q := `SELECT count(*) FROM river_job WHERE kind = 'send_receipt'`
+	if a.DB.Kind == idemtest.MariaDB {
+		q = `SELECT count(*) FROM ` + graph.ReceiptTable
+	}
 	var n int
-	if err := a.Driver.DB().QueryRowContext(context.Background(), `SELECT count(*) FROM river_job WHERE kind = 'send_receipt'`).Scan(&n); err != nil {
+	if err := a.Driver.DB().QueryRowContext(context.Background(), q).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -71,7 +77,7 @@ func (a *app) awaitOneReceipt(tenant, order, payment string) {
 // A paid payment sends its receipt after its commit, once: its retries
 // replay and enqueue nothing.
 func TestPaidPaymentSendsOneReceipt(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := receiptApp(t, b)
 		order := a.newOrder("acme", 700)
 		r := a.pay("acme", "pay", order, 700)
@@ -98,7 +104,7 @@ func TestPaidPaymentSendsOneReceipt(t *testing.T) {
 // final error), failed at the provider (retryable: rolled back and
 // released), or beaten by another payment of the order.
 func TestFailedPaymentSendsNoReceipt(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := receiptApp(t, b)
 		order := a.newOrder("acme", 800)
 		if r := a.pay("acme", "wrong-amount", order, 799); r.Code() != "BAD_USER_INPUT" {
@@ -149,11 +155,11 @@ func (h *held) Charge(ctx context.Context, req provider.ChargeRequest) (*provide
 // A slow attempt taken over: the slow one, which enqueued the receipt, is
 // fenced out at its completion with its job; the attempt that took over
 // pays (the provider deduplicates the charge by key) and enqueues the
-// receipt. One receipt. PostgreSQL only: on SQLite a live
+// receipt. One receipt. PostgreSQL and MariaDB only: on SQLite a live
 // attempt holds the write lock, and only a dead one is taken over (the
 // crash tests of cmd/server).
 func TestTakenOverPaymentSendsOneReceipt(t *testing.T) {
-	for _, b := range []idemtest.Kind{idemtest.Postgres, idemtest.PostgresPartitioned} {
+	for _, b := range []idemtest.Kind{idemtest.Postgres, idemtest.PostgresPartitioned, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			clock := &idem.ClockOffset{}

@@ -74,7 +74,8 @@ var ErrNoAttempt = errors.New("idemoutbox: Enqueue must be called from the resol
 // rather than half-working. On MySQL, an effect that must follow the
 // commit is written by the resolver to a table of its own in the
 // mutation's transaction and delivered by a worker of the application's
-// choosing, with DownstreamKey's rule for its key (docs/mysql.md).
+// choosing, with EffectKey's key (DownstreamKey's rule; docs/mysql.md,
+// and the example server's receipt table).
 var ErrMySQL = errors.New("idemoutbox: River has no MySQL or MariaDB driver: the outbox runs on PostgreSQL or SQLite only (docs/mysql.md says what to use instead)")
 
 // Enqueue inserts a River job with args and opts (nil: River's defaults and

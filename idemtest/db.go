@@ -50,8 +50,10 @@ const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disa
 func Kinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned, MariaDB} }
 
 // RiverKinds returns the kinds of database on which River runs, and with
-// it idemoutbox and the example application (package graph, cmd/server):
-// every kind but MariaDB (River has no MySQL driver; idemoutbox.ErrMySQL).
+// it idemoutbox: every kind but MariaDB (River has no MySQL driver;
+// idemoutbox.ErrMySQL). The example application (package graph,
+// cmd/server) runs on every kind, on MariaDB with a receipt table of its
+// own instead of River.
 func RiverKinds() []Kind { return []Kind{SQLite, Postgres, PostgresPartitioned} }
 
 // IsPostgres reports whether the kind is PostgreSQL (partitioned or not).

@@ -40,7 +40,7 @@ func TestKilledServerIsRecovered(t *testing.T) {
 	// layout forbids (it would be undone), so PostgresPartitioned has no
 	// meaning here; the in-process suites (graph, internal/testkit/testapp,
 	// idemclient) cover it.
-	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -157,8 +157,8 @@ type serverProcess struct {
 	url string
 }
 
-// serverDatabase is how the server is given db: PostgreSQL by
-// DATABASE_URL, a SQLite file by -db.
+// serverDatabase is how the server is given db: PostgreSQL and MariaDB
+// by DATABASE_URL, a SQLite file by -db.
 func serverDatabase(db *idemtest.DB) (env, args []string) {
 	if db.Kind == idemtest.SQLite {
 		return nil, []string{"-db", db.DSN}
@@ -262,7 +262,7 @@ func TestKilledServerIsRecoveredWithoutRetry(t *testing.T) {
 		trials = n
 	}
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

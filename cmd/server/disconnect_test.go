@@ -27,12 +27,12 @@ import (
 // attempt (attempt 1, not a recovery), and the key's later request
 // replays the stored result.
 //
-// Partitioned PostgreSQL too: the test makes and partitions the tables
-// (idemtest's Setup) and River's, and the server starts with -migrate=false,
-// as in production.
+// Every backend, partitioned PostgreSQL too: the test makes and partitions
+// the tables (idemtest's Setup) and River's, and the server starts with
+// -migrate=false, as in production.
 func TestDisconnectedPaymentIsFinished(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range idemtest.RiverKinds() {
+	for _, b := range idemtest.Kinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -63,7 +63,7 @@ func TestDisconnectedPaymentIsFinished(t *testing.T) {
 				t.Fatalf("the payment's record is %s, want succeeded", s)
 			}
 			if n := claimAttempt(t, db, b, key); n != 1 {
-				t.Fatalf("the payment was stored by attempt %d, want 1: the attempt whose client hung up did not finish", n)
+				t.Fatalf("the payment was stored by attempt %d, want 1: the attempt whose client hung up did not finish\n%s", n, srv.Output())
 			}
 			if cs := charges(t, prov, order); len(cs) != 1 || cs[0].Voided {
 				t.Fatalf("provider charges %+v, want one live charge", cs)
@@ -87,7 +87,7 @@ func TestDisconnectedPaymentIsFinished(t *testing.T) {
 // attempt 2, and the key's late request replays it.
 func TestAbandonedPaymentIsFinishedByDefault(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range idemtest.RiverKinds() {
+	for _, b := range idemtest.Kinds() {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

@@ -140,17 +140,23 @@ func (s *shutdown) run(srv *http.Server) error {
 	return nil
 }
 
-// stopRiver stops River, waiting up to RiverStop for its running jobs; then
-// it cancels them (River runs each again later, on any process).
+// stopRiver stops River (on MySQL the receipt workers), waiting up to
+// RiverStop for its running jobs; then it cancels them (River runs each
+// again later, on any process; a cancelled delivery's row is freed for
+// any process's next poll).
 func (s *shutdown) stopRiver() {
 	began := time.Now()
+	what := "River"
+	if s.River.Name != "river" {
+		what = "the " + s.River.Name
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.RiverStop)
 	defer cancel()
 	if err := s.River.Stop(ctx); err != nil {
-		s.Logger.Warn("shutdown: River's jobs did not finish in time; cancelled", slog.Duration("river_stop", s.RiverStop), slog.Any("error", err))
+		s.Logger.Warn("shutdown: "+what+" did not finish in time; cancelled", slog.Duration("river_stop", s.RiverStop), slog.Any("error", err))
 		return
 	}
-	s.Logger.Info("shutdown: River stopped", slog.Duration("took", time.Since(began)))
+	s.Logger.Info("shutdown: "+what+" stopped", slog.Duration("took", time.Since(began)))
 }
 
 // waitHandlers waits until no handler runs, up to d; it reports whether

@@ -49,7 +49,7 @@ func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 // 0 and logs each phase.
 func TestShutdownPhases(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -99,8 +99,12 @@ func TestShutdownPhases(t *testing.T) {
 				t.Fatalf("exit: %v\n%s", err, srv.Output())
 			}
 			out := srv.Output()
+			workers := "shutdown: River stopped"
+			if b == idemtest.MariaDB {
+				workers = "shutdown: the workers stopped"
+			}
 			for _, phase := range []string{"shutdown: not ready", "a second signal ended the grace", "shutdown: draining",
-				"shutdown: drained", "shutdown: River stopped", "shutdown: done"} {
+				"shutdown: drained", workers, "shutdown: done"} {
 				if !strings.Contains(out, phase) {
 					t.Errorf("the log does not say %q:\n%s", phase, out)
 				}
@@ -115,7 +119,7 @@ func TestShutdownPhases(t *testing.T) {
 // once instead of answering IDEMPOTENCY_IN_PROGRESS for a lease.
 func TestShutdownCutsWhatOutlivesTheDrain(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)

@@ -26,7 +26,7 @@ import (
 // here), it starts.
 func TestNoAutomaticMigrationRefusesMissingStandInTables(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
@@ -48,6 +48,9 @@ func TestNoAutomaticMigrationRefusesMissingStandInTables(t *testing.T) {
 			}
 			if b == idemtest.Postgres && !strings.Contains(out, "cmd/migrate up") {
 				t.Fatalf("the refusal does not name the versioned migrations:\n%s", out)
+			}
+			if b == idemtest.MariaDB && !strings.Contains(out, "graph.MySQLTables") {
+				t.Fatalf("the refusal does not name the MySQL statements:\n%s", out)
 			}
 			ledger := openLedgerDB(t, ledgerDSN(db))
 			for _, table := range []string{provider.Table, mailer.Table} {

@@ -392,15 +392,21 @@ func (leaseMode) begin(ctx context.Context, a *attempt, args map[string]any) (co
 	if a.fresh {
 		// The claim commits by itself: detached from the request, so that
 		// a client going away cannot leave it committed but unknown to us
-		// (and so unreleased).
-		dctx, cancel := detached(ctx)
+		// (and so unreleased). Started before it is sent, so that a client
+		// that hangs up once the claim may have committed does not abort
+		// the attempt (marked after the commit, a hang-up in between
+		// cancelled the transaction's BEGIN on database/sql and the claim
+		// waited for the recoverer: seen on MariaDB,
+		// TestDisconnectedPaymentIsFinished); the insert itself still ends
+		// with its client, as a claim not yet made does.
+		a.started.Store(true)
+		dctx, cancel := detachedFollowing(ctx, a.clientOr(ctx))
 		lost, err := a.insertClaim(dctx, nil, args)
 		cancel()
 		if b := beganFailing(lost, err); b != nil {
 			return ctx, b
 		}
 		a.committed = true
-		a.started.Store(true)
 	}
 	txCtx, tx, err := a.eng.store.Begin(ctx)
 	if err != nil {
@@ -583,8 +589,14 @@ func (a *attempt) rollback(ctx context.Context) {
 // answer IDEMPOTENCY_UNAVAILABLE while the client is still there. Once the
 // request's context ends, the statement has completionTimeout more.
 func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return detachedFollowing(ctx, ctx)
+}
+
+// detachedFollowing is detached with ctx's values, ended completionTimeout
+// after follow ends.
+func detachedFollowing(ctx, follow context.Context) (context.Context, context.CancelFunc) {
 	dctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(ctx, func() {
+	stop := context.AfterFunc(follow, func() {
 		t := time.NewTimer(completionTimeout)
 		defer t.Stop()
 		select {
@@ -597,6 +609,15 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 		stop()
 		cancel(context.Canceled)
 	}
+}
+
+// clientOr returns the request's context, or ctx when the attempt has
+// none.
+func (a *attempt) clientOr(ctx context.Context) context.Context {
+	if a.client != nil {
+		return a.client
+	}
+	return ctx
 }
 
 // release ends the lease of a claim whose attempt will not complete, so that
