@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"entgo.io/ent/dialect"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/idemdb"
@@ -28,6 +29,9 @@ type effects interface {
 	// start runs the workers: the receipts' delivery and the counter's
 	// fold.
 	start(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (*River, error)
+	// registerMetrics reports the effects waiting on mp, under
+	// idemoutbox's gauges.
+	registerMetrics(mp metric.MeterProvider, drv idemdb.Driver) error
 }
 
 // effectsOf returns the delivery of the database of ent's dialect d.
@@ -58,6 +62,10 @@ func (riverEffects) validate(ctx context.Context, drv idemdb.Driver) error {
 	return idemoutbox.Validate(ctx, drv.DB(), drv.Dialect())
 }
 
+func (riverEffects) registerMetrics(mp metric.MeterProvider, drv idemdb.Driver) error {
+	return idemoutbox.RegisterMetrics(mp, drv.DB(), drv.Dialect())
+}
+
 func (riverEffects) start(ctx context.Context, client *ent.Client, drv idemdb.Driver, w Workers) (*River, error) {
 	return startRiver(ctx, client, drv, w)
 }
@@ -68,6 +76,15 @@ func (riverEffects) start(ctx context.Context, client *ent.Client, drv idemdb.Dr
 // (ReceiptTableSchema).
 func MigrateOutbox(ctx context.Context, drv idemdb.Driver) error {
 	return effectsOf(drv.Dialect()).migrate(ctx, drv)
+}
+
+// RegisterOutboxMetrics reports how many effects wait and how old the
+// oldest is on mp, under idemoutbox's gauges (idemoutbox.MetricJobsWaiting
+// and the others): River's jobs (idemoutbox.RegisterMetrics), or on MySQL
+// the receipt table's rows, so that the outbox's alert and dashboard
+// panels work on every database.
+func RegisterOutboxMetrics(mp metric.MeterProvider, drv idemdb.Driver) error {
+	return effectsOf(drv.Dialect()).registerMetrics(mp, drv)
 }
 
 // ValidateOutbox checks that the tables MigrateOutbox creates exist, for

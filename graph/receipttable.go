@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"entgo.io/ent/dialect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/goovo/idem/ent"
 	"github.com/goovo/idem/idemdb"
@@ -78,6 +80,40 @@ func (receiptTable) migrate(ctx context.Context, drv idemdb.Driver) error {
 func (receiptTable) validate(ctx context.Context, drv idemdb.Driver) error {
 	return simsql.Check(ctx, drv.DB(), ReceiptTable, "id", "tenant", "order_id", "payment_id",
 		"downstream_key", "created_at", "delivered_at")
+}
+
+// registerMetrics reports ReceiptTable under idemoutbox's gauges, with
+// the kind of River's receipt job: waiting counts the undelivered rows,
+// those being delivered among them (running, which a locked row would
+// need a locking read to tell, is 0); failed is 0, since a row is tried
+// until it is delivered.
+func (receiptTable) registerMetrics(mp metric.MeterProvider, drv idemdb.Driver) error {
+	m := mp.Meter("github.com/goovo/idem/graph")
+	waiting, err1 := m.Int64ObservableGauge(idemoutbox.MetricJobsWaiting, metric.WithDescription("receipts waiting for delivery in the receipt table (MySQL), those being delivered among them"))
+	running, err2 := m.Int64ObservableGauge(idemoutbox.MetricJobsRunning, metric.WithDescription("0 on MySQL: the receipts being delivered count as waiting"))
+	failed, err3 := m.Int64ObservableGauge(idemoutbox.MetricJobsFailed, metric.WithDescription("0 on MySQL: a receipt is tried until it is delivered"))
+	oldest, err4 := m.Float64ObservableGauge(idemoutbox.MetricOldestWaiting, metric.WithUnit("s"), metric.WithDescription("age of the oldest receipt waiting for delivery"))
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return err
+	}
+	kind := metric.WithAttributes(attribute.String("kind", SendReceiptArgs{}.Kind()))
+	_, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		var (
+			n   int64
+			age sql.NullInt64
+		)
+		err := drv.DB().QueryRowContext(ctx, `SELECT count(*), TIMESTAMPDIFF(MICROSECOND, min(created_at), UTC_TIMESTAMP(6))
+			FROM receipt_outbox WHERE delivered_at IS NULL`).Scan(&n, &age)
+		if err != nil {
+			return fmt.Errorf("receipt table: %w", err)
+		}
+		o.ObserveInt64(waiting, n, kind)
+		o.ObserveInt64(running, 0, kind)
+		o.ObserveInt64(failed, 0, kind)
+		o.ObserveFloat64(oldest, (time.Duration(age.Int64) * time.Microsecond).Seconds(), kind)
+		return nil
+	}, waiting, running, failed, oldest)
+	return err
 }
 
 // Receipt workers: each process runs receiptWorkers loops, each delivering

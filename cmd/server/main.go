@@ -48,7 +48,6 @@ import (
 	"github.com/goovo/idem/idemctl"
 	"github.com/goovo/idem/idemdb"
 	"github.com/goovo/idem/idemhttp"
-	"github.com/goovo/idem/idemoutbox"
 	"github.com/goovo/idem/internal/example/mailer"
 	"github.com/goovo/idem/internal/example/provider"
 	"github.com/goovo/idem/internal/example/simsql"
@@ -225,12 +224,10 @@ func run() error {
 		if err := registerPoolMetrics(mp, "app", drv); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		// How many effects wait in the outbox, how old the oldest is
-		// (River's: not on MySQL, whose receipt table has no gauge).
-		if !idemdb.IsMySQL(dsn) {
-			if err := idemoutbox.RegisterMetrics(mp, client.IdempotencyBackend().DB(), drv.Dialect()); err != nil {
-				return fmt.Errorf("metrics: %w", err)
-			}
+		// How many effects wait in the outbox (on MySQL the receipt
+		// table), how old the oldest is.
+		if err := graph.RegisterOutboxMetrics(mp, drv); err != nil {
+			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	hook, err := graph.NewHook(client, opts)

@@ -21,7 +21,7 @@ import (
 // service's name. A claim whose lease ended shows in the gauge.
 func TestMetricsExistAtZero(t *testing.T) {
 	bin := proctest.Build(t, ".")
-	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres} {
+	for _, b := range []idemtest.Kind{idemtest.SQLite, idemtest.Postgres, idemtest.MariaDB} {
 		t.Run(string(b), func(t *testing.T) {
 			t.Parallel()
 			db := idemtest.Open(t, b)
