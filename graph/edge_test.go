@@ -68,7 +68,7 @@ func TestIdempotencyKeyHeaderForms(t *testing.T) {
 // and stores nothing, so that the second probe, with the same key, gets the
 // same bytes again.
 func TestNoExistenceOracleAcrossTenants(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		ordersOfA := a.newOrder("tenant-a", 100)
 		paymentOfA := a.paidPayment("tenant-a", 100)
@@ -137,7 +137,7 @@ func (s *syncBuffer) String() string {
 // concurrently: the hook runs them one at a time. Concurrently, pgx
 // answered "conn busy" or panicked in its rows, and the payment failed.
 func TestSiblingEdgesShareTheTransaction(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		for round := range 3 {
 			order := a.newOrder("acme", 100)
@@ -162,7 +162,7 @@ func TestSiblingEdgesShareTheTransaction(t *testing.T) {
 // sequence, which the next row's id showed. Both are now refused by the
 // same query before the insert: neither consumes an id.
 func TestNoTimingOracleAcrossTenants(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		orderOfA := a.newOrder("tenant-a", 100)
 		paymentOfA := a.paidPayment("tenant-a", 100)
@@ -194,7 +194,7 @@ func TestNoTimingOracleAcrossTenants(t *testing.T) {
 // IDEMPOTENCY_UNAVAILABLE (retryable, for ever) and logged an outage;
 // SQLite stored the NUL; both stored U+FFFD for a byte that is not UTF-8.
 func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs := &syncBuffer{}
 		a := newApp(t, b, func(o *graph.Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 		const pageView = `mutation($k: String!, $p: String!) { recordPageView(idempotencyKey: $k, page: $p) }`

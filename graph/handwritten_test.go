@@ -62,7 +62,7 @@ func atoi(s string) int {
 }
 
 func TestRefundPayment(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		p := a.paidPayment("acme", 1000)
 		refund := func(key string, amount int) *testkit.Response {
@@ -116,7 +116,7 @@ func TestRefundPayment(t *testing.T) {
 }
 
 func TestKeyInHeaderOrArgument(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const noKey = `mutation { createOrder(input: {amount: 300, currency: "EUR"}) { id amount } }`
 		header := func(key string) http.Header { return http.Header{idemcode.HeaderKey: {key}} }
@@ -171,7 +171,7 @@ func TestKeyInHeaderOrArgument(t *testing.T) {
 }
 
 func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const both = `mutation($a: String!, $b: String!, $amountB: Int!, $v: String = "k-v") {
 			first: createOrder(idempotencyKey: $a, input: {amount: 100, currency: "EUR"}) { id amount }
@@ -198,7 +198,7 @@ func TestSeveralIdempotentFieldsInOneOperation(t *testing.T) {
 // The article's counter, in process: duplicates of a view's key count once,
 // and a fold interrupted before its commit counts nothing.
 func TestPageViewsCountEachKeyOnce(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		view := func(key string) *testkit.Response {
 			return a.do("acme", `mutation($k: String) { recordPageView(idempotencyKey: $k, page: "/pricing") }`, map[string]any{"k": key})
@@ -239,7 +239,7 @@ func TestPageViewsCountEachKeyOnce(t *testing.T) {
 // wins; the first payment's retry finds the order paid and voids its own
 // charge before answering ORDER_ALREADY_PAID, so the customer pays once.
 func TestLosingPaymentVoidsItsCharge(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 900)
 		// The first attempt's client gives up after the charge, before

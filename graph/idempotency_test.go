@@ -18,7 +18,7 @@ import (
 )
 
 func TestRetryReplaysTheFirstResult(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 1200)
 
@@ -53,7 +53,7 @@ func TestRetryReplaysTheFirstResult(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		a.Provider.Latency = 50 * time.Millisecond
 		order := a.newOrder("acme", 500)
@@ -110,7 +110,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 }
 
 func TestKeysAreScopedByTenant(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		orderA := a.newOrder("tenant-a", 100)
 		orderB := a.newOrder("tenant-b", 200)
@@ -148,7 +148,7 @@ func TestKeysAreScopedByTenant(t *testing.T) {
 }
 
 func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 100)
 
@@ -174,7 +174,7 @@ func TestFinalErrorIsStoredAndReplayed(t *testing.T) {
 }
 
 func TestBusinessRuleRollsBackWrites(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 100)
 		if r := a.pay("acme", "p1", order, 100); len(r.Errors) > 0 {

@@ -18,7 +18,7 @@ import (
 // arguments differ), and nothing is charged; so is a request that names no
 // user. alice's own retry replays her answer.
 func TestKeyBelongsToItsUser(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 300)
 		send := func(header http.Header, amount int) *testkit.Response {

@@ -69,7 +69,7 @@ func fragmentBomb(key string, n int) string {
 // An operation over a limit is refused before anything runs: no claim, no
 // resolver, no database work, whatever the backend.
 func TestHostileOperationsAreRefusedBeforeAnythingRuns(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 100)
 		before := a.allOrders()

@@ -48,6 +48,11 @@ func storedData(t *testing.T, o *ent.Order) string {
 // succeeded and the answer, the id the database gave it included. What a
 // client and a retry see is what the atomic path gives: the same answer,
 // replayed byte for byte, the same codes.
+//
+// Not on MariaDB yet: there the record is succeeded by attempt 1, but its
+// completion time is not its claim's (2.3 ms apart when measured: the
+// create is not born completed in one statement on MySQL; left for the
+// one-statement path's owner), while the rest of graph's suites run there.
 func TestCreateBornCompleted(t *testing.T) {
 	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
@@ -95,7 +100,7 @@ func TestCreateBornCompleted(t *testing.T) {
 // A selection the row cannot answer (an edge) takes the atomic path, with
 // the same record and replays.
 func TestCreateWithAnEdgeTakesTheAtomicPath(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const withEdge = `mutation($key: String!) { createOrder(idempotencyKey: $key, input: {amount: 500, currency: "EUR"}) { id paid payments { id } } }`
 		first := a.do("acme", withEdge, map[string]any{"key": "edge-1"})
@@ -117,7 +122,7 @@ func TestCreateWithAnEdgeTakesTheAtomicPath(t *testing.T) {
 // N concurrent identical creates of one key: one order, every answer the
 // same bytes, one of them executed and the others replayed.
 func TestConcurrentCreatesBornCompleted(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		const n = 16
 		for round := range 3 {

@@ -80,7 +80,10 @@ func (w *foldPageViews) Work(ctx context.Context, _ *river.Job[foldPageViewsArgs
 	}
 }
 
-// Workers configure the example's River client (StartWorkers).
+// Workers configure the example's workers (StartWorkers): River's
+// client, or on MySQL the receipt table's workers and the counter's
+// ticker, which read only Mailer, FoldEvery, FoldBatch, PollInterval and
+// Logger.
 type Workers struct {
 	// ID names this process's River client; stable across restarts of one
 	// process (the server's -river-id), so that River tells its own jobs

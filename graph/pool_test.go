@@ -72,7 +72,7 @@ func (a *app) sendAll(t *testing.T, tenant, query string, vars func(i int) map[s
 // while they wait on the unique index, and the rest queue for a connection.
 // No request fails, none deadlocks, and every one gets the first result.
 func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newSmallApp(t, b)
 		responses := a.sendAll(t, "acme", createOrder, func(int) map[string]any {
 			return map[string]any{"key": "atomic-burst", "amount": 990, "currency": "EUR"}
@@ -102,7 +102,7 @@ func TestAtomicDuplicatesOnASmallPool(t *testing.T) {
 // it) with a second connection of the same pool while its transaction holds
 // one. Nobody takes the live attempt over: the provider is reached once.
 func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newSmallApp(t, b, func(o *graph.Options) {
 			// Renewed every 2 s: 4 s of slack for a renewal that a busy
 			// machine delays.
@@ -131,7 +131,7 @@ func TestLeaseDuplicatesOnASmallPool(t *testing.T) {
 // A burst of different keys on a pool of four connections: requests beyond
 // the pool wait for a connection instead of failing.
 func TestManyKeysOnASmallPool(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newSmallApp(t, b)
 		responses := a.sendAll(t, "acme", createOrder, func(i int) map[string]any {
 			return map[string]any{"key": fmt.Sprintf("many-%d", i), "amount": 100 + i, "currency": "EUR"}
@@ -153,7 +153,7 @@ func TestManyKeysOnASmallPool(t *testing.T) {
 // IDEMPOTENCY_UNAVAILABLE, nothing is stored, and the key runs once a
 // connection is free.
 func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newSmallApp(t, b)
 		giveBack := a.holdPool(t)
 		ctx := context.Background()
@@ -191,7 +191,7 @@ func TestWaitForAConnectionEndsWithTheRequest(t *testing.T) {
 // while it waits. Here every connection stays busy for longer than that
 // bound (5 s), and the payment is made once, when one is free.
 func TestWaitForAConnectionAsLongAsTheClient(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newSmallApp(t, b)
 		order := a.newOrder("acme", 500)
 		giveBack := a.holdPool(t)

@@ -78,8 +78,12 @@ func (receiptTable) migrate(ctx context.Context, drv idemdb.Driver) error {
 }
 
 func (receiptTable) validate(ctx context.Context, drv idemdb.Driver) error {
-	return simsql.Check(ctx, drv.DB(), ReceiptTable, "id", "tenant", "order_id", "payment_id",
+	err := simsql.Check(ctx, drv.DB(), ReceiptTable, "id", "tenant", "order_id", "payment_id",
 		"downstream_key", "created_at", "delivered_at")
+	if err != nil {
+		return fmt.Errorf("%w: -migrate=false creates no table: start once with -migrate, or create it with graph.ReceiptTableSchema (graph.MySQLTables holds every table the example adds on MySQL)", err)
+	}
+	return nil
 }
 
 // registerMetrics reports ReceiptTable under idemoutbox's gauges, with

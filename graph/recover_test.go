@@ -50,7 +50,7 @@ func (a *app) storedOperation(tenant, key string) (query string, vars map[string
 // (any other request with the key would be refused as a reuse). The claim
 // forgets the operation when it is finished.
 func TestClaimKeepsItsOperation(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 700)
 		const pay = `
@@ -204,7 +204,7 @@ func (a *app) recoveredKeys() map[string]string {
 // (the provider finds the charge it made), and the order is paid once with
 // one live charge. The client's late retry replays that success.
 func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs, otherLogs := &syncBuffer{}, &syncBuffer{}
 		a := newApp(t, b, recovering(300*time.Millisecond, logs))
 		// A second server process, recovering too.
@@ -261,7 +261,7 @@ func TestRecovererFinishesAnAbandonedPayment(t *testing.T) {
 // the first finds the order paid, voids the first key's charge and stores
 // ORDER_ALREADY_PAID, without the first client ever coming back.
 func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs := &syncBuffer{}
 		// Far longer than the second payment takes, even on a busy
 		// machine; the test then moves the database clock past it
@@ -307,7 +307,7 @@ func TestRecovererCompensatesWhenPaidWithAnotherKey(t *testing.T) {
 // and stored as failed with IDEMPOTENCY_ABANDONED once a retention window
 // has passed since it was made; the client's retry gets that.
 func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		logs := &syncBuffer{}
 		a := newApp(t, b, recovering(100*time.Millisecond, logs), func(o *graph.Options) {
 			o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})) // the runs that fail
@@ -343,7 +343,7 @@ func TestRecovererAbandonsWhatCannotFinish(t *testing.T) {
 // written into the claim's stored operation: the recoverer's run of it
 // has its key, and finishes the payment.
 func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
 		for i, query := range []string{
 			`mutation($order: ID!) { createPayment(idempotencyKey: null, input: {orderID: $order, amount: 700}) { id providerChargeID } }`,
@@ -380,7 +380,7 @@ func TestHeaderKeyIsWrittenIntoTheStoredOperation(t *testing.T) {
 // payment whose client never came back is charged, by the recoverer, as
 // the user (X-User-ID) who made it, as a client's own payment is.
 func TestRecovererRunsAsTheCaller(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
 		send := func(user, key, order string) *testkit.Response {
 			t.Helper()
@@ -429,7 +429,7 @@ func TestRecovererRunsAsTheCaller(t *testing.T) {
 // was too large to keep) do not hold up another tenant's abandoned
 // payment: the recoverer finishes it a round after RecoverAfter.
 func TestRecovererIsFairToOtherTenants(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		const after = 300 * time.Millisecond
 		a := newApp(t, b, recovering(after, &syncBuffer{}))
 		order := a.newOrder("mallory", 100)

@@ -29,7 +29,7 @@ func orderFields(selections ...string) string {
 // refused as a reuse, not answered with less than it asked for; one that
 // selects the same thing, however it is split into copies, is replayed.
 func TestRepeatedFieldIsReplayedWhole(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		whole := orderFields("{ id }", "{ amount currency paid }")
 
@@ -70,7 +70,7 @@ func TestRepeatedFieldIsReplayedWhole(t *testing.T) {
 // A stored error of a field selected twice points, on replay, at the
 // first copy of the field in the replaying request's own document.
 func TestRepeatedFieldErrorsPointIntoThisRequest(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b)
 		order := a.newOrder("acme", 800)
 		if r := a.pay("acme", "paid-first", order, 800); len(r.Errors) > 0 {
@@ -94,7 +94,7 @@ func TestRepeatedFieldErrorsPointIntoThisRequest(t *testing.T) {
 // stored result holds what every copy selected (the charge's id too), and
 // the client's late retry replays all of it.
 func TestRecoveredRepeatedFieldKeepsEveryCopy(t *testing.T) {
-	testkit.EachRiver(t, func(t *testing.T, b idemtest.Kind) {
+	testkit.Each(t, func(t *testing.T, b idemtest.Kind) {
 		a := newApp(t, b, recovering(300*time.Millisecond, &syncBuffer{}))
 		order := a.newOrder("acme", 600)
 		const twice = `mutation($key: String!, $order: ID!) {

@@ -19,6 +19,10 @@ import (
 // is not waited for. Each case runs real processes against a private
 // cluster that the test starts late, or fills.
 func TestServerWaitsForTheDatabaseAtStart(t *testing.T) {
+	// PostgreSQL only: the test starts, stops and fills a private cluster
+	// of its own (pgcluster); MariaDB has no such kit here, and the shared
+	// server cannot be stopped. The wait itself (idemdb.WaitReady) is the
+	// same code on every database.
 	bin := proctest.Build(t, ".")
 	// Bounds the cluster's start and the test's own connections (the
 	// servers wait up to their -db-connect-timeout of 2m); counted from

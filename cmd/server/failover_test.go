@@ -38,6 +38,9 @@ import (
 // standby, where the commits acknowledged while it lagged are lost: the
 // test then reports what was lost and fails if nothing was (the checks
 // would have no teeth).
+//
+// PostgreSQL only: the replicated pair is PostgreSQL's (pgcluster);
+// MariaDB's replication is not part of the test kit.
 func TestFailoverLosesNothing(t *testing.T) {
 	mode := pgcluster.Synchronous
 	if os.Getenv("FAILOVER_REPLICATION") == "asynchronous" {

@@ -15,6 +15,8 @@ import (
 // (its info at debug); the failed records are logged once per change, not
 // at every sweep.
 func TestLogs(t *testing.T) {
+	// SQLite only: the log's lines do not depend on the database (River's
+	// lines apart, which MariaDB's server does not have).
 	bin := proctest.Build(t, ".")
 	db := idemtest.Open(t, idemtest.SQLite)
 	env, args := serverDatabase(db)

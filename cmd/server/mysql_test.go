@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/goovo/idem/ent"
+	"github.com/goovo/idem/graph"
 	"github.com/goovo/idem/idemtest"
 	"github.com/goovo/idem/internal/testkit"
 	"github.com/goovo/idem/internal/testkit/proctest"
@@ -56,5 +59,31 @@ func TestRiverFlagIsRefusedOnMySQL(t *testing.T) {
 		if p.Wait() == nil || !strings.Contains(out, flag[0]) || !strings.Contains(out, "MySQL/MariaDB") {
 			t.Fatalf("%s: exit %v, output:\n%s", flag, p.Wait(), out)
 		}
+	}
+}
+
+// With -migrate=false on MySQL, a database that has ent's tables but not
+// the receipt table stops the start, naming the table and how to make it,
+// and nothing is created.
+func TestNoAutomaticMigrationOnMySQLNamesTheReceiptTable(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, ".")
+	db := idemtest.Open(t, idemtest.MariaDB)
+	ctx := context.Background()
+	if err := ent.NewClient(ent.Driver(db.Driver)).Schema.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env, args := serverDatabase(db)
+	p := proctest.Start(t, bin, env, append([]string{"-addr", proctest.FreeAddr(t), "-migrate=false"}, args...))
+	select {
+	case <-p.Done():
+	case <-time.After(testkit.WaitBound):
+		t.Fatalf("the server started without the receipt table:\n%s", p.Output())
+	}
+	if out := p.Output(); p.Wait() == nil || !strings.Contains(out, graph.ReceiptTable) || !strings.Contains(out, "graph.ReceiptTableSchema") {
+		t.Fatalf("exit %v, output:\n%s", p.Wait(), out)
+	}
+	if _, err := db.Driver.DB().ExecContext(ctx, "SELECT 1 FROM "+graph.ReceiptTable); err == nil {
+		t.Fatal("the server with -migrate=false created the receipt table")
 	}
 }
