@@ -477,14 +477,14 @@ func replayOnce(ctx context.Context, c *client, server int, in *intent) (answer,
 	return answer{}, false
 }
 
-// awaitReceipts waits, for a minute at most, until River has no receipt
-// job left to work (a job a killed server was running is run again once
-// the leader takes it for stuck), and returns how long it took (-1 if it
-// did not happen).
+// awaitReceipts waits, for a minute at most, until the outbox has no
+// receipt left to deliver (a job a killed server was running is run again
+// once it is taken for stuck), and returns how long it took (-1 if it did
+// not happen).
 func awaitReceipts(ctx context.Context, db *database) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return awaitNone(ctx, db, `SELECT count(*) FROM river_job WHERE kind = 'send_receipt' AND state NOT IN ('completed', 'discarded', 'cancelled')`)
+	return awaitNone(ctx, db, db.engine.pendingReceipts)
 }
 
 // awaitRecovery waits until no payment is pending (every intent that still

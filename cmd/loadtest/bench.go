@@ -222,7 +222,7 @@ func benchPhase(ctx context.Context, c *client, serverPIDs []int, backends func(
 // their own, and counts the statements of those connections in the
 // PostgreSQL log: the database round trips of one mutation.
 func countStatements(e *runEnv, cfg *benchConfig) error {
-	ctx, bin, tmp, db, pg := e.ctx, e.bin, e.tmp, e.db, e.pg
+	ctx, bin, tmp, db, pg := e.ctx, e.bin, e.tmp, e.db, e.dbServer
 	app := "loadtest_" + runID()
 	params := dsnParams("log_statement", "all", "application_name", app)
 	f := &fleet{bin: bin, env: db.serverEnv(params), args: benchArgs(cfg), logDir: tmp}

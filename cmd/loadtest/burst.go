@@ -16,7 +16,7 @@ import (
 type burstReport struct {
 	keys, copies int
 	phases       []*burstPhase
-	peakConns    int // connections to PostgreSQL at most, during the burst
+	peakConns    int // connections to the database at most, during the burst
 	elapsed      time.Duration
 }
 
@@ -111,7 +111,7 @@ func sendBurst(ctx context.Context, cc clientConfig, copies int, f *fleet, reg *
 	return ph
 }
 
-func (r *burstReport) print(p func(label, format string, args ...any), maxConns int) {
+func (r *burstReport) print(p func(label, format string, args ...any), engine string, maxConns int) {
 	p("-- burst", "%d keys × %d copies at once, the copies of a key to different servers", r.keys, r.copies)
 	for _, ph := range r.phases {
 		st := ph.st
@@ -128,6 +128,6 @@ func (r *burstReport) print(p func(label, format string, args ...any), maxConns 
 	for _, ph := range r.phases {
 		unavailable += ph.st.retries.get(string(idemcode.Unavailable))
 	}
-	p("connections", "at most %d to PostgreSQL during the burst (max_connections %d)", r.peakConns, maxConns)
+	p("connections", "at most %d to %s during the burst (max_connections %d)", r.peakConns, engine, maxConns)
 	p("unavailable", "%d answers IDEMPOTENCY_UNAVAILABLE during the burst", unavailable)
 }

@@ -117,7 +117,7 @@ func startReplicated(ctx context.Context, cfg *dbConfig) (pg *replicated, db *da
 		return nil, nil, nil, fmt.Errorf("create database: %w", err)
 	}
 	url := pair.URL(name)
-	db = &database{adminURL: url, serverURL: url, providerURL: url,
+	db = &database{engine: postgresEngine, adminURL: url, serverURL: url, providerURL: url,
 		name: fmt.Sprintf("database %s of a primary and its %s standby, two-host URL, failover after %v of lag", name, mode, cfg.failover.lag)}
 	return &replicated{pair: pair, lag: cfg.failover.lag}, db, stop, nil
 }

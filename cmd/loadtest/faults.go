@@ -1,27 +1,27 @@
 package main
 
 // loadtest faults: the example server's idempotency under load and faults.
-// It starts several server processes on one PostgreSQL database and plays
-// customers against them from many concurrent clients (workload.go): each
-// creates an order (createOrder, atomic mode) and usually pays it
-// (createPayment, lease mode, through the simulated payment provider),
-// sometimes twice with two keys (competing payments). An intent is
-// sometimes sent by several clients to several servers at once
-// (duplicates); every client retries its intent with the same key and the
-// same body, after timeouts, refused connections, HTTP 5xx,
-// IDEMPOTENCY_IN_PROGRESS, IDEMPOTENCY_UNAVAILABLE and the outcome
+// It starts several server processes on one database (PostgreSQL, or
+// MariaDB with -mysql) and plays customers against them from many
+// concurrent clients (workload.go): each creates an order (createOrder,
+// atomic mode) and usually pays it (createPayment, lease mode, through the
+// simulated payment provider), sometimes twice with two keys (competing
+// payments). An intent is sometimes sent by several clients to several
+// servers at once (duplicates); every client retries its intent with the
+// same key and the same body, after timeouts, refused connections, HTTP
+// 5xx, IDEMPOTENCY_IN_PROGRESS, IDEMPOTENCY_UNAVAILABLE and the outcome
 // "released", until it gets a final answer.
 //
 // Meanwhile it injects faults (faultKinds): kill -9 of a server (restarted
-// after a moment, with a spiking provider or without), restarts of
-// PostgreSQL, provider latency spikes beyond the lease and provider
-// failures (server flags), and client timeouts that abandon requests
-// mid-mutation.
+// after a moment, with a spiking provider or without), restarts of the
+// database (PostgreSQL's in fast mode, MariaDB's a kill -9), provider
+// latency spikes beyond the lease and provider failures (server flags),
+// and client timeouts that abandon requests mid-mutation.
 //
 // Then, with -burst-keys, a burst (burst.go): that many new orders, each
 // sent by -burst-copies clients at once to the servers in turn, then their
 // payments, the same way. The servers run with their default connection
-// pools, on a PostgreSQL with max_connections = 100: a burst must get no
+// pools, on a database with max_connections = 100: a burst must get no
 // IDEMPOTENCY_UNAVAILABLE (a request waits for a connection instead),
 // which the audit counts as a violation.
 //
@@ -39,6 +39,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -99,8 +100,8 @@ var presets = map[string]map[string]string{
 
 func defineFaults(fs *flag.FlagSet) command {
 	c := &faultsConfig{}
-	fs.BoolVar(&c.short, "short", false, "CI preset: 4 servers, 24 clients, 30s of load (a few thousand requests), 2 kills, 1 PostgreSQL restart, then a burst of 40 keys × 8 copies")
-	fs.BoolVar(&c.long, "long", false, "reporting preset: 4 servers, 32 clients, 3m of load, 12 kills, 4 PostgreSQL restarts, then a burst of 60 keys × 10 copies")
+	fs.BoolVar(&c.short, "short", false, "CI preset: 4 servers, 24 clients, 30s of load (a few thousand requests), 2 kills, 1 database restart, then a burst of 40 keys × 8 copies")
+	fs.BoolVar(&c.long, "long", false, "reporting preset: 4 servers, 32 clients, 3m of load, 12 kills, 4 database restarts, then a burst of 60 keys × 10 copies")
 
 	fs.IntVar(&c.servers, "servers", 3, "server processes")
 	fs.IntVar(&c.clients, "clients", 24, "concurrent clients (customers in progress); each intent may add duplicate copies")
@@ -128,7 +129,7 @@ func defineFaults(fs *flag.FlagSet) command {
 	fs.IntVar(&c.kills, "kills", 4, "kill -9 of a server during the load phase (each restarted after -kill-downtime)")
 	fs.DurationVar(&c.killDowntime, "kill-downtime", 300*time.Millisecond, "how long a killed server stays down")
 	fs.BoolVar(&c.newPort, "new-port", false, "restart a killed server on a new port (default: the same port)")
-	fs.IntVar(&c.pgRestarts, "pg-restarts", 2, "PostgreSQL restarts during the load phase")
+	fs.IntVar(&c.pgRestarts, "pg-restarts", 2, "database restarts during the load phase (PostgreSQL's in fast mode; with -mysql, kill -9 of MariaDB)")
 	defineServerFlags(fs, c)
 	return c
 }
@@ -149,7 +150,7 @@ func defineServerFlags(fs *flag.FlagSet, c *faultsConfig) {
 
 // check applies the preset to the flags not set, then refuses what
 // excludes each other.
-func (c *faultsConfig) check(fs *flag.FlagSet, _ *dbConfig) error {
+func (c *faultsConfig) check(fs *flag.FlagSet, dc *dbConfig) error {
 	if c.short && c.long {
 		return errors.New("-short and -long exclude each other")
 	}
@@ -179,6 +180,8 @@ func (c *faultsConfig) check(fs *flag.FlagSet, _ *dbConfig) error {
 		return errors.New("-kills, -pg-restarts and -burst-keys must not be negative")
 	case c.duration == 0 && c.kills+c.pgRestarts > 0:
 		return errors.New("faults are injected during the load phase: with -duration 0, give -kills 0 -pg-restarts 0")
+	case dc.mysql && c.dbDriver != "":
+		return errors.New("-db-driver chooses PostgreSQL's driver: it excludes -mysql")
 	}
 	return nil
 }
@@ -193,8 +196,10 @@ func (c *faultsConfig) serverArgs(db *database) []string {
 		"-wait-in-flight", c.waitInFlight.String(),
 		"-materialize-every", "0", // the page-view folder is not under test
 		"-recover-after", c.recoverAfter.String(),
+	}
+	if db.engine.river {
 		// Receipts: a job a killed server was running is run again soon.
-		"-river-rescue-after", "4s", "-river-poll-interval", "200ms",
+		args = append(args, "-river-rescue-after", "4s", "-river-poll-interval", "200ms")
 	}
 	if db.pooled {
 		// Transaction pooling cannot hold River's LISTEN.
@@ -279,10 +284,15 @@ func (r *loadRun) startFleet() error {
 	r.steady = profile{name: "steady", latency: c.providerLatency, responseLatency: c.responseLatency, failureRate: c.failureRate}
 	r.spike = profile{name: "spiking", latency: c.spikeLatency, responseLatency: c.spikeLatency, failureRate: c.failureRate}
 	// The servers' connections carry the run's name, so that the tool can
-	// count them among everyone's on an external PostgreSQL.
+	// count them among everyone's on an external PostgreSQL. (MariaDB is
+	// the run's own, and would take the parameter for a system variable.)
 	r.app = "loadtest_" + runID()
-	r.env = e.db.serverEnv(dsnParams("application_name", r.app))
-	r.fleet = &fleet{bin: e.bin, env: r.env, args: c.serverArgs(e.db), logDir: e.tmp, newPort: c.newPort}
+	var params url.Values
+	if e.db.engine == postgresEngine {
+		params = dsnParams("application_name", r.app)
+	}
+	r.env = e.db.serverEnv(params)
+	r.fleet = &fleet{bin: e.bin, env: r.env, args: c.serverArgs(e.db), logDir: e.tmp, newPort: c.newPort, noRiver: !e.db.engine.river}
 	for i := range c.servers {
 		p := r.steady
 		if c.spikeLatency > 0 && c.servers > 1 && i == c.servers-1 {
@@ -293,7 +303,7 @@ func (r *loadRun) startFleet() error {
 		}
 	}
 	fmt.Printf("loadtest: %d servers on the %s\n", c.servers, e.db.name)
-	r.sum = &summary{cfg: c, st: &stats{}, v: &violations{}, maxConns: e.db.maxConnections(e.ctx)}
+	r.sum = &summary{cfg: c, engine: e.db.engine.name, st: &stats{}, v: &violations{}, maxConns: e.db.maxConnections(e.ctx)}
 	return nil
 }
 
@@ -301,8 +311,8 @@ func (r *loadRun) startFleet() error {
 // intents drain.
 func (r *loadRun) load() {
 	c, e, sum := r.cfg, r.e, r.sum
-	fmt.Printf("loadtest: load: %d clients, %.0f customers/s for %v (+ up to %v to drain), %d kills, %d PostgreSQL restarts\n",
-		c.clients, c.rate, c.duration, c.drain, c.kills, c.pgRestarts)
+	fmt.Printf("loadtest: load: %d clients, %.0f customers/s for %v (+ up to %v to drain), %d kills, %d %s restarts\n",
+		c.clients, c.rate, c.duration, c.drain, c.kills, c.pgRestarts, e.db.engine.name)
 	w := &workload{cfg: c, client: newClient(c.client, r.fleet, sum.st), stats: sum.st, reg: r.reg, prefix: r.prefix}
 	sampler := e.db.sampleConnections(e.ctx, r.app)
 	load, endLoad := context.WithTimeout(e.ctx, c.duration)
@@ -311,7 +321,7 @@ func (r *loadRun) load() {
 	defer endDeadline()
 	faultsDone := make(chan struct{})
 	go func() {
-		fr := &faultRun{cfg: c, fleet: r.fleet, pg: e.pg, st: sum.st, v: sum.v, steady: r.steady, spike: r.spike}
+		fr := &faultRun{cfg: c, fleet: r.fleet, dbServer: e.dbServer, st: sum.st, v: sum.v, steady: r.steady, spike: r.spike}
 		fr.inject(load)
 		close(faultsDone)
 	}()
@@ -331,8 +341,8 @@ func (r *loadRun) load() {
 func (r *loadRun) audit() error {
 	e, sum := r.e, r.sum
 	auditStart := time.Now()
-	if e.pg != nil {
-		if err := e.pg.ensureRunning(); err != nil {
+	if e.dbServer != nil {
+		if err := e.dbServer.ensureRunning(); err != nil {
 			return err
 		}
 	}
@@ -349,7 +359,7 @@ func (r *loadRun) audit() error {
 	sum.audit = auditDatabase(sum.intents, sum.snap, sum.v)
 	sum.logs = r.fleet.logCounts(logPatterns)
 
-	auditFleet := &fleet{bin: e.bin, env: r.env, args: r.cfg.serverArgs(e.db), logDir: filepath.Join(e.tmp, "audit")}
+	auditFleet := &fleet{bin: e.bin, env: r.env, args: r.cfg.serverArgs(e.db), logDir: filepath.Join(e.tmp, "audit"), noRiver: !e.db.engine.river}
 	defer auditFleet.stop()
 	if err := os.MkdirAll(auditFleet.logDir, 0o755); err == nil {
 		err = auditFleet.add(e.ctx, profile{name: "audit"})
@@ -375,10 +385,10 @@ type fault struct {
 // entry here, and its share of the plan in planFaults.
 var faultKinds = map[string]func(r *faultRun, ctx context.Context, ft fault, at time.Duration){
 	"kill":     (*faultRun).kill,
-	"postgres": (*faultRun).restartPostgres,
+	"database": (*faultRun).restartDatabase,
 }
 
-// planFaults spreads the kills and the PostgreSQL restarts evenly over the
+// planFaults spreads the kills and the database restarts evenly over the
 // load phase, restarts between kills, so that every fault hits a running
 // workload and the recovery of one is not hidden by the next.
 func planFaults(cfg *faultsConfig) []fault {
@@ -390,7 +400,7 @@ func planFaults(cfg *faultsConfig) []fault {
 		// The i-th event is a restart when the restarts' share of events
 		// rounded at its middle grows: K R K for two kills and a restart.
 		if ((2*i+2)*r+n)/(2*n) > (2*i*r+n)/(2*n) {
-			kind = "postgres"
+			kind = "database"
 		}
 		plan = append(plan, fault{at: cfg.duration * time.Duration(i+1) / time.Duration(n+1), kind: kind})
 	}
@@ -401,7 +411,7 @@ func planFaults(cfg *faultsConfig) []fault {
 type faultRun struct {
 	cfg           *faultsConfig
 	fleet         *fleet
-	pg            postgres
+	dbServer      dbServer
 	st            *stats
 	v             *violations
 	steady, spike profile
@@ -464,18 +474,23 @@ func (r *faultRun) kill(ctx context.Context, ft fault, at time.Duration) {
 	})
 }
 
-// restartPostgres restarts PostgreSQL, or under -failover fails it over.
-func (r *faultRun) restartPostgres(ctx context.Context, _ fault, at time.Duration) {
-	down, err := r.pg.restart(ctx)
+// restartDatabase restarts the database server: PostgreSQL in fast mode,
+// or under -failover fails it over; MariaDB with kill -9.
+func (r *faultRun) restartDatabase(ctx context.Context, _ fault, at time.Duration) {
+	down, err := r.dbServer.restart(ctx)
 	if err != nil {
-		r.v.add("fault-failed", "PostgreSQL restart: %v", err)
+		r.v.add("fault-failed", "restart of %s: %v", r.dbServer, err)
 		return
 	}
-	if _, ok := r.pg.(*replicated); ok {
+	switch r.dbServer.(type) {
+	case *replicated:
 		r.st.faults.add("postgres failover")
-		r.st.event(at, "failover of PostgreSQL %s: the primary killed, the standby promoted and accepting writes after %v", r.pg, down.Round(time.Millisecond))
-		return
+		r.st.event(at, "failover of PostgreSQL %s: the primary killed, the standby promoted and accepting writes after %v", r.dbServer, down.Round(time.Millisecond))
+	case mariadb:
+		r.st.faults.add("mariadb kill -9")
+		r.st.event(at, "kill -9 of %s and a restart on its data directory: accepting connections again after %v", r.dbServer, down.Round(time.Millisecond))
+	default:
+		r.st.faults.add("postgres restart")
+		r.st.event(at, "restart PostgreSQL %s, accepting connections again after %v", r.dbServer, down.Round(time.Millisecond))
 	}
-	r.st.faults.add("postgres restart")
-	r.st.event(at, "restart PostgreSQL %s, accepting connections again after %v", r.pg, down.Round(time.Millisecond))
 }

@@ -59,6 +59,9 @@ type fleet struct {
 	// has no provider and no River, and the adversary's and the soak's
 	// servers, which run with the example server's defaults.
 	bare bool
+	// noRiver: the servers run no River (on MariaDB), and refuse its
+	// client id.
+	noRiver bool
 
 	mu      sync.Mutex
 	servers []*server
@@ -127,11 +130,13 @@ func (f *fleet) startOnce(s *server) error {
 	}
 	defer logf.Close() // the child has its own descriptor
 	args := append([]string{"-addr", addr}, f.args...)
-	if !f.bare {
+	if !f.bare && !f.noRiver {
 		// The slot's River client id: unique among the running servers,
 		// the same across the slot's restarts.
 		riverID := fmt.Sprintf("loadtest-%s-%d", filepath.Base(f.logDir), s.index)
 		args = append(args, "-river-id", riverID)
+	}
+	if !f.bare {
 		args = append(args, s.profile.args()...)
 	}
 	fmt.Fprintf(logf, "=== loadtest: start %s %s\n", f.bin, strings.Join(args, " "))

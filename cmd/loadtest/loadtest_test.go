@@ -59,8 +59,8 @@ func TestPlanFaults(t *testing.T) {
 			t.Errorf("fault %d at %v, want %v", i, f.at, want)
 		}
 	}
-	if got := strings.Join(kinds, " "); got != "kill postgres kill" {
-		t.Errorf("plan %q, want kill postgres kill", got)
+	if got := strings.Join(kinds, " "); got != "kill database kill" {
+		t.Errorf("plan %q, want kill database kill", got)
 	}
 	if n := len(planFaults(&faultsConfig{duration: time.Minute, kills: 12, pgRestarts: 4})); n != 16 {
 		t.Errorf("%d faults planned, want 16", n)
@@ -168,6 +168,12 @@ func TestFlagsRefused(t *testing.T) {
 		{"adversary", "-skip", "("},
 		{"adversary", "-adversary-phase", "1s"}, // the flags lost their prefix
 		{"soak", "-soak-duration", "30s"},
+		{"faults", "-mysql", "-pgbouncer"}, // MariaDB is private, with no PgBouncer
+		{"faults", "-mysql", "-failover", "sync"},
+		{"faults", "-mysql", "-database-url", "postgres://x/y"},
+		{"faults", "-mysql", "-db-driver", "pgx"},
+		{"bench", "-mysql"}, // faults only
+		{"soak", "-mysql"},
 	} {
 		if _, _, err := parse(args, io.Discard); err == nil {
 			t.Errorf("%q accepted", args)
@@ -175,6 +181,7 @@ func TestFlagsRefused(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"faults", "-duration", "0", "-burst-keys", "10", "-kills", "0", "-pg-restarts", "0"}, // a burst alone
+		{"faults", "-short", "-mysql"},
 		{"bench", "-anchor"},
 		{"anchor", "-rounds", "1"},
 		{"adversary", "-phase", "1s", "-skip", "bomb"},

@@ -1,10 +1,11 @@
 // Command loadtest proves the example server's idempotency under load and
 // faults, and measures it. It is five tools on one fleet of example server
-// processes (fleet.go), one PostgreSQL database (setup.go, postgres.go) and
-// one client (client.go):
+// processes (fleet.go), one PostgreSQL or MariaDB database (setup.go,
+// postgres.go, mariadb.go, engine.go) and one client (client.go):
 //
 //	go run ./cmd/loadtest faults -short              # CI: kill -9, PostgreSQL restarts, a burst, the audit (faults.go)
 //	go run ./cmd/loadtest faults -short -pgbouncer   # the same behind PgBouncer in transaction pooling mode
+//	go run ./cmd/loadtest faults -short -mysql       # the same on a private MariaDB, killed with kill -9 and restarted (mariadb.go)
 //	go run ./cmd/loadtest faults -long               # for reports: 3 minutes, 12 kills, 4 restarts, a burst of 2×600 requests
 //	go run ./cmd/loadtest bench                      # mutations per second, no faults (bench.go, BENCHMARKS.md)
 //	go run ./cmd/loadtest anchor                     # the same create without the hook, by hand, in both modes (anchor.go); also bench -anchor
@@ -27,6 +28,13 @@
 // that needs a local Debian-style cluster (pg_ctlcluster, run as root or
 // postgres), or faults -pg-restarts 0. The tool always leaves an external
 // PostgreSQL running.
+//
+// MariaDB (-mysql, loadtest faults only): a private server
+// (mariadb-install-db into a temporary directory, a free port,
+// max_connections = 100: see internal/testkit/mariacluster), run with
+// --user=root when the tool runs as root. Its restarts are a kill -9 of
+// mariadbd and a start on the same data directory. The tool's own SQL that
+// differs from PostgreSQL's is in engine.go.
 //
 // A new subcommand is a type that implements command, in a file of its
 // own, and a line in subcommands; a new fault of the faults subcommand is
@@ -59,6 +67,8 @@ type command interface {
 // subcommand names a command and defines its flags.
 type subcommand struct {
 	name, summary string
+	// mysql: it runs on MariaDB too (-mysql).
+	mysql bool
 	// define adds the subcommand's own flags to fs and returns the
 	// command they fill in.
 	define func(fs *flag.FlagSet) command
@@ -66,11 +76,11 @@ type subcommand struct {
 
 // subcommands are the tool's, in the order of its usage.
 var subcommands = []subcommand{
-	{"faults", "load with kill -9, PostgreSQL restarts and a burst, then the audit (exit 1 on a violation)", defineFaults},
-	{"bench", "mutations per second without faults, or statements per mutation (-count-statements)", defineBench},
-	{"anchor", "the plain anchor of throughput: the same create without the hook, by hand, in both modes (bench -anchor)", defineAnchor},
-	{"adversary", "one tenant's hostile requests against another tenant's latency, on SQLite and PostgreSQL", defineAdversary},
-	{"soak", "hostile and honest traffic, then the server's memory, descriptors and goroutines back where they started", defineSoak},
+	{"faults", "load with kill -9, database restarts and a burst, then the audit, on PostgreSQL or MariaDB (-mysql) (exit 1 on a violation)", true, defineFaults},
+	{"bench", "mutations per second without faults, or statements per mutation (-count-statements)", false, defineBench},
+	{"anchor", "the plain anchor of throughput: the same create without the hook, by hand, in both modes (bench -anchor)", false, defineAnchor},
+	{"adversary", "one tenant's hostile requests against another tenant's latency, on SQLite and PostgreSQL", false, defineAdversary},
+	{"soak", "hostile and honest traffic, then the server's memory, descriptors and goroutines back where they started", false, defineSoak},
 }
 
 func main() {
@@ -127,6 +137,9 @@ func parse(args []string, stderr io.Writer) (command, *dbConfig, error) {
 	}
 	if err := dc.check(); err != nil {
 		return nil, nil, err
+	}
+	if dc.mysql && !sc.mysql {
+		return nil, nil, fmt.Errorf("-mysql: loadtest %s runs on PostgreSQL only", sc.name)
 	}
 	if err := cmd.check(fs, dc); err != nil {
 		return nil, nil, err

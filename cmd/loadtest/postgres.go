@@ -14,16 +14,16 @@ import (
 	"sync"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx" for database/sql
-
 	"github.com/goovo/idem/internal/testkit/pgcluster"
 )
 
-// database is the PostgreSQL database of one run. On the private cluster
-// (the default) it is a database of its own; on an external PostgreSQL
-// (-database-url) a schema of its own in that database, selected with
-// search_path, so that the run never reads or writes anything else.
+// database is the database of one run. On the private cluster (the
+// default) or the private MariaDB (-mysql) it is a database of its own; on
+// an external PostgreSQL (-database-url) a schema of its own in that
+// database, selected with search_path, so that the run never reads or
+// writes anything else.
 type database struct {
+	engine *engine // PostgreSQL or MariaDB
 	// adminURL is the tool's own way in: directly to PostgreSQL, in the
 	// run's database but not in its schema.
 	adminURL string
@@ -45,7 +45,7 @@ type database struct {
 // newSchema creates a fresh schema in the database of baseURL, or adopts an
 // existing one (which it will not drop) when schema is not empty.
 func newSchema(ctx context.Context, baseURL, schema string) (*database, error) {
-	d := &database{adminURL: baseURL, serverURL: baseURL, providerURL: baseURL, schema: schema}
+	d := &database{engine: postgresEngine, adminURL: baseURL, serverURL: baseURL, providerURL: baseURL, schema: schema}
 	d.name = "schema " + schema
 	if schema != "" {
 		return d, nil
@@ -66,7 +66,7 @@ func newSchema(ctx context.Context, baseURL, schema string) (*database, error) {
 }
 
 // admin opens the run's database, outside the run's schema.
-func (d *database) admin() (*sql.DB, error) { return sql.Open("pgx", d.adminURL) }
+func (d *database) admin() (*sql.DB, error) { return d.engine.open(d.adminURL) }
 
 // withParams returns base with the run's search_path (if it has a schema)
 // and the extra query parameters (runtime parameters for pgx, such as
@@ -106,7 +106,7 @@ func (d *database) serverEnv(extra url.Values) []string {
 }
 
 // open connects to the run's schema directly (for the audit).
-func (d *database) open() (*sql.DB, error) { return sql.Open("pgx", d.withParams(d.adminURL, nil)) }
+func (d *database) open() (*sql.DB, error) { return d.engine.open(d.withParams(d.adminURL, nil)) }
 
 // drop removes the schema if this run created it. It waits for PostgreSQL
 // first: a drop attempted during a restart would leave the schema behind.
@@ -136,18 +136,21 @@ func waitReady(ctx context.Context, baseURL string, timeout time.Duration) error
 	return nil
 }
 
-// postgres is the PostgreSQL server of a run, as the faults see it.
-type postgres interface {
+// dbServer is the database server of a run, as the faults see it: a
+// PostgreSQL cluster (private, a replicated pair, or an external one's) or
+// the private MariaDB.
+type dbServer interface {
 	fmt.Stringer
-	// restart restarts PostgreSQL (fast mode: open sessions are
-	// terminated, as in a crash of the database seen from the clients),
-	// waits until it accepts connections again, and returns how long it
-	// was unavailable, as seen from here.
+	// restart restarts the server (PostgreSQL in fast mode: open sessions
+	// are terminated, as in a crash of the database seen from the
+	// clients; MariaDB with kill -9), waits until it accepts connections
+	// again, and returns how long it was unavailable, as seen from here.
 	restart(ctx context.Context) (time.Duration, error)
-	// ensureRunning starts PostgreSQL if it does not answer: whatever
-	// happened to a run, it leaves PostgreSQL running.
+	// ensureRunning starts the server if it does not answer: whatever
+	// happened to a run, it leaves it running.
 	ensureRunning() error
-	// logFile is the server log, with Debian's log_line_prefix.
+	// logFile is the server log (PostgreSQL's with Debian's
+	// log_line_prefix).
 	logFile() string
 }
 
@@ -222,7 +225,7 @@ func startPrivate(ctx context.Context, cfg *dbConfig) (pg private, db *database,
 	if err != nil {
 		return fail(fmt.Errorf("create database: %w", err))
 	}
-	db = &database{adminURL: c.URL(name), serverURL: c.URL(name), providerURL: c.URL(name), name: "database " + name + " of the " + c.String()}
+	db = &database{engine: postgresEngine, adminURL: c.URL(name), serverURL: c.URL(name), providerURL: c.URL(name), name: "database " + name + " of the " + c.String()}
 	if cfg.pgbouncer {
 		// The provider's ledger gets a pool of its own: a lease-mode
 		// payment holds its server connection while it calls the
@@ -342,10 +345,11 @@ func (c external) ensureRunning() error {
 	return waitReady(ctx, c.url, time.Minute)
 }
 
-// connectionSampler counts the client connections PostgreSQL serves, every
-// 100ms, and keeps the largest count: on the private cluster every client
-// backend (the servers', PgBouncer's and the tool's own) but the sampler's;
-// on an external PostgreSQL, which others share, those named app.
+// connectionSampler counts the client connections the database serves,
+// every 100ms, and keeps the largest count: on the private cluster or
+// MariaDB every client connection (the servers', PgBouncer's and the
+// tool's own) but the sampler's; on an external PostgreSQL, which others
+// share, those named app.
 type connectionSampler struct {
 	mu   sync.Mutex
 	peak int
@@ -354,7 +358,7 @@ type connectionSampler struct {
 }
 
 func (d *database) sampleConnections(ctx context.Context, app string) *connectionSampler {
-	query, args := `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`, []any{}
+	query, args := d.engine.connections, []any{}
 	if d.schema != "" {
 		query, args = `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, []any{app}
 	}
@@ -377,7 +381,7 @@ func (d *database) sampleConnections(ctx context.Context, app string) *connectio
 			case <-t.C:
 			}
 			var now int
-			// Errors (PostgreSQL restarting, or full) only skip a sample.
+			// Errors (the database restarting, or full) only skip a sample.
 			if db.QueryRowContext(ctx, query, args...).Scan(&now) == nil {
 				s.mu.Lock()
 				s.peak = max(s.peak, now)
@@ -397,7 +401,7 @@ func (s *connectionSampler) end() int {
 	return s.peak
 }
 
-// maxConnections returns PostgreSQL's max_connections.
+// maxConnections returns the database's max_connections.
 func (d *database) maxConnections(ctx context.Context) int {
 	db, err := d.admin()
 	if err != nil {
@@ -405,6 +409,6 @@ func (d *database) maxConnections(ctx context.Context) int {
 	}
 	defer db.Close()
 	var n int
-	_ = db.QueryRowContext(ctx, `SELECT current_setting('max_connections')::int`).Scan(&n)
+	_ = db.QueryRowContext(ctx, d.engine.maxConnections).Scan(&n)
 	return n
 }

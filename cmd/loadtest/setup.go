@@ -23,6 +23,7 @@ type dbConfig struct {
 	serverBin     string
 	keep          bool
 	failover      failoverConfig
+	mysql         bool
 }
 
 func addDBFlags(fs *flag.FlagSet, c *dbConfig) {
@@ -36,10 +37,13 @@ func addDBFlags(fs *flag.FlagSet, c *dbConfig) {
 	fs.StringVar(&c.serverBin, "server-bin", "", "example server binary (default: go build "+serverPackage+")")
 	fs.BoolVar(&c.keep, "keep", false, "keep the schema (or the private cluster, stopped) and the server logs")
 	addFailoverFlags(fs, &c.failover)
+	fs.BoolVar(&c.mysql, "mysql", false, "run on a private MariaDB server (mariadb-install-db into a temporary directory, a free port, max_connections = 100) instead of PostgreSQL; its restarts (-pg-restarts) are a kill -9 of mariadbd and a start on the same data directory (loadtest faults only)")
 }
 
 func (c *dbConfig) check() error {
 	switch {
+	case c.mysql && (c.databaseURL != "" || c.pgbouncer || c.failover.mode != "" || c.pgBin != "" || c.pgCluster != "" || c.queryExecMode != ""):
+		return errors.New("-mysql runs on a private MariaDB: it excludes -database-url, -pgbouncer, -failover and the PostgreSQL flags")
 	case c.pgbouncer && c.databaseURL != "":
 		return errors.New("-pgbouncer runs in front of the private cluster: it excludes -database-url")
 	case c.schema != "" && c.databaseURL == "":
@@ -73,12 +77,14 @@ type needs struct {
 // runEnv is what a subcommand runs with: a database of its own, for as
 // long as the run.
 type runEnv struct {
-	ctx     context.Context
-	tmp     string    // the run's directory: server logs, SQLite files
-	bin     string    // the example server ("" unless needs.server)
-	db      *database // the run's database (or schema)
-	pg      postgres  // the PostgreSQL behind it; nil on an external one unless needs.cluster
-	started time.Time
+	ctx context.Context
+	tmp string    // the run's directory: server logs, SQLite files
+	bin string    // the example server ("" unless needs.server)
+	db  *database // the run's database (or schema)
+	// dbServer is the server behind it: the private PostgreSQL or
+	// MariaDB; nil on an external PostgreSQL unless needs.cluster.
+	dbServer dbServer
+	started  time.Time
 }
 
 // errFailed is a run that found violations and said so: exit status 1,
@@ -131,24 +137,14 @@ func (e *runEnv) withTemp(keep bool, body func() error) error {
 	return err
 }
 
-// withDatabase runs body on the private cluster or in a schema of the
-// external PostgreSQL.
+// withDatabase runs body on a database server of the run's own or in a
+// schema of the external PostgreSQL.
 func (e *runEnv) withDatabase(dc *dbConfig, cluster bool, body func() error) error {
 	var err error
 	if dc.databaseURL == "" {
 		var remove func(keep bool, logDir string)
-		if dc.failover.mode != "" {
-			var r *replicated
-			if r, e.db, remove, err = startReplicated(e.ctx, dc); err != nil {
-				return fmt.Errorf("replicated PostgreSQL: %w", err)
-			}
-			e.pg = r
-		} else {
-			var p private
-			if p, e.db, remove, err = startPrivate(e.ctx, dc); err != nil {
-				return fmt.Errorf("private PostgreSQL: %w", err)
-			}
-			e.pg = p
+		if remove, err = e.startOwn(dc); err != nil {
+			return err
 		}
 		defer func() {
 			logDir := ""
@@ -172,6 +168,33 @@ func (e *runEnv) withDatabase(dc *dbConfig, cluster bool, body func() error) err
 	return err
 }
 
+// startOwn starts the run's own database server: the private MariaDB
+// (-mysql), the replicated PostgreSQL pair (-failover) or the private
+// PostgreSQL cluster. remove removes it (see startPrivate).
+func (e *runEnv) startOwn(dc *dbConfig) (remove func(keep bool, logDir string), err error) {
+	switch {
+	case dc.mysql:
+		var m mariadb
+		if m, e.db, remove, err = startMariaDB(e.ctx); err != nil {
+			return nil, fmt.Errorf("private MariaDB: %w", err)
+		}
+		e.dbServer = m
+	case dc.failover.mode != "":
+		var r *replicated
+		if r, e.db, remove, err = startReplicated(e.ctx, dc); err != nil {
+			return nil, fmt.Errorf("replicated PostgreSQL: %w", err)
+		}
+		e.dbServer = r
+	default:
+		var p private
+		if p, e.db, remove, err = startPrivate(e.ctx, dc); err != nil {
+			return nil, fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		e.dbServer = p
+	}
+	return remove, nil
+}
+
 // external makes a schema of the run in the external PostgreSQL and finds
 // its cluster when asked; cleanup drops the schema (unless kept) and
 // leaves PostgreSQL running, whatever happened to the run: others share
@@ -186,7 +209,7 @@ func (e *runEnv) external(dc *dbConfig, cluster bool) (cleanup func(), err error
 		if err != nil {
 			return nil, err
 		}
-		ext, e.pg = &c, c
+		ext, e.dbServer = &c, c
 	}
 	running := func() {
 		if ext == nil {

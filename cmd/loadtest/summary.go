@@ -28,15 +28,17 @@ var logPatterns = []logPattern{
 
 // summary is what a load run reports.
 type summary struct {
-	cfg   *faultsConfig
-	st    *stats
-	v     *violations
-	audit auditReport
+	cfg    *faultsConfig
+	engine string // the database's name: PostgreSQL or MariaDB
+	st     *stats
+	v      *violations
+	audit  auditReport
 	// recovered is how long the recoverer took to leave no payment
 	// pending after the load (negative: it had not by the deadline).
 	recovered time.Duration
-	// delivered is how long River took after the load to have no receipt
-	// job left to work (negative: it had not within awaitReceipts' bound).
+	// delivered is how long the outbox (River's, or the example's table
+	// on MariaDB) took after the load to have no receipt left to deliver
+	// (negative: it had not within awaitReceipts' bound).
 	delivered time.Duration
 	snap      *snapshot
 	logs      map[string]int
@@ -57,7 +59,7 @@ func (s *summary) print(w io.Writer) {
 		s.printLoad(w, p)
 	}
 	if s.burst != nil {
-		s.burst.print(p, s.maxConns)
+		s.burst.print(p, s.engine, s.maxConns)
 	}
 	p("database", "%d orders, %d payments, %d provider charges; the provider deduplicated %d requests on %d keys",
 		len(s.snap.orders), len(s.snap.payments), len(s.snap.charges), s.audit.dedupedRequests, s.audit.dedupedKeys)
@@ -139,5 +141,5 @@ func (s *summary) printLoad(w io.Writer, p func(label, format string, args ...an
 	for _, e := range st.sortedEvents() {
 		p("", "%7v %s", e.at.Round(time.Millisecond), e.text)
 	}
-	p("connections", "at most %d to PostgreSQL (max_connections %d)", s.peakConns, s.maxConns)
+	p("connections", "at most %d to %s (max_connections %d)", s.peakConns, s.engine, s.maxConns)
 }
